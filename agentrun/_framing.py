@@ -1,0 +1,267 @@
+"""Split an agent's byte output into lines and decode JSON lines.
+
+Agents write one JSON document per line on stdout, but a pipe delivers arbitrary chunks:
+a chunk may end inside a line, inside a multi-byte UTF-8 character or between ``\\r`` and
+``\\n``.  :class:`LineFramer` reassembles complete lines from such chunks.  It works on bytes
+only (decoding happens per complete line in :func:`decode_json_line`) and uses
+``bytes.split`` / ``bytes.find`` so the per-byte work stays in C.
+
+A line longer than the limit is never held in memory in full: once the limit is passed the
+framer keeps only the first :data:`HEAD_BYTES` bytes, counts (and drops) the rest, and
+reports a single :class:`LineTooLong` when the line's newline finally arrives.  The lines
+after it come through unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+import anyio.abc
+
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "HEAD_BYTES",
+    "JsonProblem",
+    "LineFramer",
+    "LineStream",
+    "LineTooLong",
+    "decode_json_line",
+    "iter_lines",
+]
+
+#: Default limit for one line: large enough for base64 images and big tool results.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+#: How much of an oversized line is kept in :attr:`LineTooLong.head`.
+HEAD_BYTES = 1024
+#: Bytes requested per ``receive`` call by :func:`iter_lines`.
+READ_CHUNK_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LineTooLong:
+    """A line that exceeded the framer's limit; it was skipped.
+
+    ``size`` is the full length of the line in bytes (without its ``\\n``), ``limit`` the
+    limit it broke, and ``head`` its first (at most :data:`HEAD_BYTES`) bytes.
+    """
+
+    size: int
+    limit: int
+    head: bytes
+
+
+class LineFramer:
+    """Incremental, bytes-based line splitter with a per-line size limit.
+
+    :meth:`feed` takes chunks as they arrive and returns the lines they completed;
+    :meth:`flush` returns the last, unterminated line at end of input.  Lines are returned
+    without the ``\\n`` and without one trailing ``\\r``.  Empty and whitespace-only lines are
+    skipped.  A line of more than ``max_line_bytes`` bytes (counted without the ``\\n``)
+    becomes one :class:`LineTooLong`; at most ``max_line_bytes`` bytes are ever buffered.
+    """
+
+    __slots__ = ("_buf", "_discarding", "_drop_head", "_drop_size", "_limit")
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be at least 1")
+        self._limit = max_line_bytes
+        self._buf = bytearray()
+        # State of an oversized line being skipped.
+        self._discarding = False
+        self._drop_size = 0
+        self._drop_head = b""
+
+    @property
+    def max_line_bytes(self) -> int:
+        return self._limit
+
+    @property
+    def buffered(self) -> int:
+        """Bytes currently held for an incomplete line (never more than the limit)."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes | LineTooLong]:
+        """Add a chunk of input; return the lines it completed, in order."""
+        out: list[bytes | LineTooLong] = []
+        if not data:
+            return out
+        start = 0
+        if self._discarding:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._skip(data, len(data))
+                return out
+            self._skip(data, nl)
+            out.append(self._finish_skip())
+            start = nl + 1
+        elif self._buf:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._hold(data)
+                return out
+            if len(self._buf) + nl > self._limit:
+                size = len(self._buf) + nl
+                head = bytes(self._buf[:HEAD_BYTES])
+                if len(head) < HEAD_BYTES:
+                    head += data[: min(nl, HEAD_BYTES - len(head))]
+                self._buf.clear()
+                out.append(LineTooLong(size, self._limit, head))
+            else:
+                self._buf += data[:nl]
+                self._emit(bytes(self._buf), out)
+                self._buf.clear()
+            start = nl + 1
+        if start:
+            data = data[start:]
+            if not data:
+                return out
+        parts = data.split(b"\n")
+        tail = parts.pop()
+        limit = self._limit
+        for line in parts:
+            if len(line) > limit:
+                out.append(LineTooLong(len(line), limit, line[:HEAD_BYTES]))
+            elif line:
+                self._emit(line, out)
+        if tail:
+            self._hold(tail)
+        return out
+
+    def flush(self) -> list[bytes | LineTooLong]:
+        """End of input: return the unterminated last line, if any, and reset."""
+        out: list[bytes | LineTooLong] = []
+        if self._discarding:
+            out.append(self._finish_skip())
+        elif self._buf:
+            self._emit(bytes(self._buf), out)
+            self._buf.clear()
+        return out
+
+    # -- internals -------------------------------------------------------------------
+
+    @staticmethod
+    def _emit(line: bytes, out: list[bytes | LineTooLong]) -> None:
+        if line[-1:] == b"\r":
+            line = line[:-1]
+        if line and not line.isspace():
+            out.append(line)
+
+    def _hold(self, data: bytes) -> None:
+        """Buffer part of an unterminated line, switching to skip mode past the limit."""
+        if len(self._buf) + len(data) <= self._limit:
+            self._buf += data
+            return
+        self._discarding = True
+        self._drop_size = len(self._buf)
+        self._drop_head = bytes(self._buf[:HEAD_BYTES])
+        self._buf.clear()
+        self._skip(data, len(data))
+
+    def _skip(self, data: bytes, end: int) -> None:
+        """Count ``data[:end]`` as part of the skipped line, keeping only its head."""
+        self._drop_size += end
+        missing = HEAD_BYTES - len(self._drop_head)
+        if missing > 0 and end:
+            self._drop_head += data[: min(missing, end)]
+
+    def _finish_skip(self) -> LineTooLong:
+        item = LineTooLong(self._drop_size, self._limit, self._drop_head)
+        self._discarding = False
+        self._drop_size = 0
+        self._drop_head = b""
+        return item
+
+
+class LineStream(AsyncIterator["bytes | LineTooLong"]):
+    """Async iterator of framed lines read from a byte stream until end of file.
+
+    Written as a plain iterator class (not an async generator) so that abandoning it
+    half-way leaves nothing to finalize in another task.  One consumer at a time.
+    """
+
+    __slots__ = ("_busy", "_chunk", "_done", "_framer", "_pending", "_stream")
+
+    def __init__(
+        self,
+        stream: anyio.abc.ByteReceiveStream,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        chunk_size: int = READ_CHUNK_BYTES,
+    ) -> None:
+        self._stream = stream
+        self._framer = LineFramer(max_line_bytes)
+        self._chunk = chunk_size
+        self._pending: list[bytes | LineTooLong] = []
+        self._done = False
+        self._busy = False
+
+    @property
+    def framer(self) -> LineFramer:
+        return self._framer
+
+    def __aiter__(self) -> LineStream:
+        return self
+
+    async def __anext__(self) -> bytes | LineTooLong:
+        if self._busy:
+            raise anyio.BusyResourceError("reading lines")
+        self._busy = True
+        try:
+            while not self._pending:
+                if self._done:
+                    raise StopAsyncIteration
+                try:
+                    chunk = await self._stream.receive(self._chunk)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    self._done = True
+                    self._pending = self._framer.flush()
+                else:
+                    self._pending = self._framer.feed(chunk)
+                if self._pending:
+                    self._pending.reverse()
+            return self._pending.pop()
+        finally:
+            self._busy = False
+
+
+def iter_lines(
+    stream: anyio.abc.ByteReceiveStream, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> LineStream:
+    """Iterate over the lines of ``stream`` (``async for line in iter_lines(stream)``).
+
+    Reads chunks of up to 64 KiB until end of file; ``EndOfStream``,
+    ``ClosedResourceError`` and ``BrokenResourceError`` all count as end of file.
+    """
+    return LineStream(stream, max_line_bytes=max_line_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class JsonProblem:
+    """Why a line could not be decoded; ``raw`` is the line itself."""
+
+    code: Literal["invalid_json", "invalid_utf8"]
+    detail: str
+    raw: bytes
+
+
+def decode_json_line(line: bytes) -> object | JsonProblem:
+    """Decode one line as JSON; return a :class:`JsonProblem` instead of raising.
+
+    The line must be strict UTF-8 (``json.loads`` on bytes would also guess UTF-16/32 and
+    let encoded surrogates through, so the text is decoded first).
+    """
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return JsonProblem("invalid_utf8", f"{exc.reason} at byte {exc.start}", line)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        return JsonProblem("invalid_json", f"{exc.msg} at char {exc.pos}", line)
+    except (ValueError, RecursionError) as exc:  # e.g. nesting too deep
+        return JsonProblem("invalid_json", f"{type(exc).__name__}: {exc}", line)
