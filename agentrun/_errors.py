@@ -73,6 +73,8 @@ class AgentrunError(Exception):
 
     #: The engine name (``"claude"``, ``"opencode"``, ...) when one is involved.
     engine: str | None
+    #: For errors that ended a turn: what the turn produced before it failed.
+    summary: TurnSummary | None = None
 
     def __init__(self, message: str, *, engine: str | None = None) -> None:
         super().__init__(message)
@@ -180,8 +182,6 @@ class ProcessExitError(SessionTerminatedError):
 class TurnError(AgentrunError):
     """A turn could not complete. ``summary`` holds what the turn produced before that."""
 
-    summary: TurnSummary | None
-
     def __init__(
         self, message: str, *, summary: TurnSummary | None = None, engine: str | None = None
     ) -> None:
@@ -212,4 +212,3 @@ class TurnTimeoutError(TurnError):
         super().__init__(message, summary=summary, engine=engine)
         self.kind = kind
         self.seconds = seconds
-

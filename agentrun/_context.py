@@ -1,0 +1,212 @@
+"""The model catalog and the engine-agnostic context-window tracker.
+
+Every engine that can know how full the model's context is emits ``context_window`` messages
+through a :class:`ContextTracker`:
+
+* ``used`` is the prompt size (input + cache read + cache write) of the **latest main-thread model
+  call** (never a sum across calls), or the number the agent reports directly (ACP
+  ``usage_update.used``);
+* ``size`` comes from the best source known: reported by the agent (remembered for the rest of the
+  session) > the session's ``context_window_tokens`` > the model catalog;
+* each number says where it came from; where nothing is known the number is ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal, cast
+
+from ._messages import ContextSource, ContextWindow, Message, Usage
+
+__all__ = ["Catalog", "ContextTracker", "ModelInfo", "default_catalog"]
+
+#: Environment variable naming a JSON file (same shape as ``catalog.json``) merged over the
+#: built-in catalog.
+CATALOG_ENV = "AGENTRUN_MODEL_CATALOG"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """What the catalog knows about one model."""
+
+    id: str
+    context_window: int | None
+    max_output_tokens: int | None = None
+    source: str | None = None
+    #: How the id was matched: ``exact``, ``alias`` or ``family`` (a prefix rule).
+    matched_by: Literal["exact", "alias", "family"] = "exact"
+
+
+class Catalog:
+    """Context window and max output per model id, with aliases and family prefixes.
+
+    Lookups ignore a ``provider/`` prefix (``anthropic/claude-opus-5-5``) and case.
+    """
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._models: dict[str, ModelInfo] = {}
+        self._aliases: dict[str, str] = {}
+        self._families: list[tuple[str, ModelInfo]] = []
+        self.extend(data)
+
+    def extend(self, data: dict[str, Any]) -> None:
+        """Merge more entries (same shape as ``catalog.json``); later entries win."""
+        models = cast("dict[str, dict[str, Any]]", data.get("models", {}))
+        for model_id, entry in models.items():
+            key = model_id.lower()
+            self._models[key] = ModelInfo(
+                id=model_id,
+                context_window=_int(entry.get("context_window")),
+                max_output_tokens=_int(entry.get("max_output_tokens")),
+                source=cast("str | None", entry.get("source")),
+            )
+            for alias in cast("list[str]", entry.get("aliases", [])):
+                self._aliases[alias.lower()] = key
+        families = cast("list[dict[str, Any]]", data.get("families", []))
+        new = [
+            (
+                str(f["prefix"]).lower(),
+                ModelInfo(
+                    id=str(f["prefix"]),
+                    context_window=_int(f.get("context_window")),
+                    max_output_tokens=_int(f.get("max_output_tokens")),
+                    source=cast("str | None", f.get("source")),
+                    matched_by="family",
+                ),
+            )
+            for f in families
+        ]
+        # Longest prefix first, so specific families beat generic ones.
+        self._families = sorted(new + self._families, key=lambda item: -len(item[0]))
+
+    def lookup(self, model: str | None) -> ModelInfo | None:
+        if not model:
+            return None
+        key = model.strip().lower()
+        candidates = [key]
+        if "/" in key:
+            candidates.append(key.rsplit("/", 1)[1])
+        for candidate in candidates:
+            if candidate in self._models:
+                return self._models[candidate]
+            if candidate in self._aliases:
+                info = self._models[self._aliases[candidate]]
+                return ModelInfo(
+                    info.id, info.context_window, info.max_output_tokens, info.source, "alias"
+                )
+        for candidate in candidates:
+            for prefix, info in self._families:
+                if candidate.startswith(prefix):
+                    return info
+        return None
+
+    def __contains__(self, model: object) -> bool:
+        return isinstance(model, str) and self.lookup(model) is not None
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and value > 0 else None
+
+
+@lru_cache(maxsize=1)
+def _builtin_data() -> dict[str, Any]:
+    text = resources.files("agentrun").joinpath("catalog.json").read_text(encoding="utf-8")
+    return cast("dict[str, Any]", json.loads(text))
+
+
+def default_catalog() -> Catalog:
+    """The built-in catalog, extended by the file named in ``$AGENTRUN_MODEL_CATALOG``."""
+    catalog = Catalog(_builtin_data())
+    extra = os.environ.get(CATALOG_ENV)
+    if extra:
+        with open(extra, encoding="utf-8") as fh:
+            catalog.extend(cast("dict[str, Any]", json.load(fh)))
+    return catalog
+
+
+class ContextTracker:
+    """Turns per-call usage (or an agent's own figures) into ``context_window`` messages.
+
+    One tracker lives as long as a session. ``override`` is the session's
+    ``context_window_tokens``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        override: int | None = None,
+        catalog: Catalog | None = None,
+    ) -> None:
+        self._catalog = catalog if catalog is not None else default_catalog()
+        self._override = override
+        self._reported: int | None = None
+        self._model = model
+        self.last: ContextWindow | None = None
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    def set_model(self, model: str | None) -> None:
+        """The model the agent says it uses (e.g. from its init event)."""
+        if model:
+            self._model = model
+
+    def report_size(self, size: int | None) -> None:
+        """A window size the agent reported: authoritative, remembered for the session."""
+        if size is not None and size > 0:
+            self._reported = size
+
+    def size(self) -> tuple[int | None, ContextSource | None]:
+        """The best known window size and its source."""
+        if self._reported is not None:
+            return self._reported, "agent"
+        if self._override is not None:
+            return self._override, "user"
+        info = self._catalog.lookup(self._model)
+        if info is not None and info.context_window is not None:
+            return info.context_window, "catalog"
+        return None, None
+
+    def observe_call(self, usage: Usage, *, raw: Any = None) -> Message | None:
+        """A main-thread model call finished (or started) with this usage; ``None`` when the
+        usage has no prompt-side numbers at all."""
+        used = usage.prompt_tokens
+        if used is None:
+            return None
+        return self._reading(used, "call_usage", raw=raw)
+
+    def observe_reported(
+        self, used: int | None, size: int | None = None, *, raw: Any = None
+    ) -> Message:
+        """The agent reported its own context fill (and perhaps the window)."""
+        self.report_size(size)
+        return self._reading(used, "agent" if used is not None else None, raw=raw)
+
+    def refresh(self) -> Message | None:
+        """Re-issue the last reading with the best size now known (e.g. after the agent
+        reported the window at the end of a turn); ``None`` if nothing changed."""
+        if self.last is None:
+            return None
+        size, source = self.size()
+        if size == self.last.size_tokens and source == self.last.size_source:
+            return None
+        return self._reading(self.last.used_tokens, self.last.used_source)
+
+    def _reading(
+        self, used: int | None, used_source: ContextSource | None, *, raw: Any = None
+    ) -> Message:
+        size, size_source = self.size()
+        reading = ContextWindow(
+            used_tokens=used,
+            size_tokens=size,
+            used_source=used_source if used is not None else None,
+            size_source=size_source,
+        )
+        self.last = reading
+        return Message.context_window(reading, raw=raw)

@@ -1,0 +1,293 @@
+"""The normalized message vocabulary every engine translates into.
+
+A :class:`Message` is frozen and typed. Its ``type`` is a :class:`MessageType` for the kinds the
+library knows, and the plain string otherwise: a newer agent's new event kind passes through as
+a ``system``-like message with its own type string instead of crashing an older library.
+
+Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
+
+* ``input_tokens`` counts **non-cached** input only; ``input + cache_read + cache_write`` is the
+  whole prompt (Anthropic's convention; engines subtract cached tokens where the agent reports
+  OpenAI-style totals).
+* ``output_tokens`` **includes** thinking tokens; ``thinking_tokens`` says how many of them were
+  thinking (engines add reasoning tokens where the agent reports them separately).
+* ``cost_usd`` on a ``result`` is the cost of **that turn**, never a session total.
+* ``None`` means "not reported"; ``0`` means "reported as zero".
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "ContextSource",
+    "ContextWindow",
+    "ErrorInfo",
+    "InitMeta",
+    "Message",
+    "MessageType",
+    "PermissionDenial",
+    "ProcessMeta",
+    "ToolCall",
+    "Usage",
+]
+
+
+class MessageType(str, enum.Enum):
+    """The kinds of message the library knows. Unknown kinds pass through as plain strings."""
+
+    INIT = "init"
+    TEXT = "text"
+    TEXT_DELTA = "text_delta"
+    THINKING = "thinking"
+    THINKING_DELTA = "thinking_delta"
+    TOOL_USE = "tool_use"
+    TOOL_USE_DELTA = "tool_use_delta"
+    TOOL_RESULT = "tool_result"
+    CONTEXT_WINDOW = "context_window"
+    RESULT = "result"
+    ERROR = "error"
+    SYSTEM = "system"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_delta(self) -> bool:
+        return self.value.endswith("_delta")
+
+
+_KNOWN_TYPES: dict[str, MessageType] = {t.value: t for t in MessageType}
+
+#: Where a context-window number came from, best first.
+#: ``agent``: the agent reported it (ACP ``usage_update``, Claude's ``modelUsage.contextWindow``).
+#: ``call_usage``: derived from the latest main-thread model call's input + cache tokens.
+#: ``user``: the session's ``context_window_tokens`` override.
+#: ``catalog``: the library's model catalog.
+ContextSource = Literal["agent", "call_usage", "user", "catalog"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="null")
+
+
+class Usage(_Model):
+    """Token and cost figures. ``None`` = not reported. See the module docstring."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    thinking_tokens: int | None = None
+    cost_usd: float | None = None
+    context_used_tokens: int | None = None
+    context_size_tokens: int | None = None
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The whole prompt of a call: input + cache read + cache write (None if none known)."""
+        parts = (self.input_tokens, self.cache_read_tokens, self.cache_write_tokens)
+        if all(p is None for p in parts):
+            return None
+        return sum(p or 0 for p in parts)
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in self.__dict__.values())
+
+    def __add__(self, other: Usage) -> Usage:
+        """Sum token and cost fields (None + None = None); context fields take ``other``'s."""
+        return Usage(
+            input_tokens=_add(self.input_tokens, other.input_tokens),
+            output_tokens=_add(self.output_tokens, other.output_tokens),
+            cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
+            thinking_tokens=_add(self.thinking_tokens, other.thinking_tokens),
+            cost_usd=_addf(self.cost_usd, other.cost_usd),
+            context_used_tokens=_pick(other.context_used_tokens, self.context_used_tokens),
+            context_size_tokens=_pick(other.context_size_tokens, self.context_size_tokens),
+        )
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _addf(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return round(a + b, 12)
+
+
+def _pick(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a
+
+
+class ContextWindow(_Model):
+    """One reading of how full the model's context is.
+
+    ``used_tokens`` is the prompt size of the latest main-thread model call (never a sum across
+    calls); ``size_tokens`` the window. Each number says where it came from; a number nobody
+    knows is ``None``, never invented.
+    """
+
+    used_tokens: int | None = None
+    size_tokens: int | None = None
+    used_source: ContextSource | None = None
+    size_source: ContextSource | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        """``used / size`` (0.0 - 1.0+), or ``None`` when either number is unknown."""
+        if self.used_tokens is None or not self.size_tokens:
+            return None
+        return self.used_tokens / self.size_tokens
+
+
+class ToolCall(_Model):
+    """A tool invocation; ``id`` pairs a ``tool_use`` with its ``tool_result``."""
+
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    is_error: bool | None = None
+    #: Engine-specific extras: ACP ``kind``/``status``/``title``/``locations``, OpenCode metadata.
+    title: str | None = None
+    kind: str | None = None
+    status: str | None = None
+
+
+class PermissionDenial(_Model):
+    """A tool use that the permission system (or the caller's callback) refused."""
+
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+    input: Any = None
+    reason: str | None = None
+
+
+class InitMeta(_Model):
+    """What the agent said about itself and the session when it started."""
+
+    model: str | None = None
+    agent_name: str | None = None
+    agent_version: str | None = None
+    session_id: str | None = None
+    cwd: str | None = None
+    tools: tuple[str, ...] | None = None
+    permission_mode: str | None = None
+
+
+class ProcessMeta(_Model):
+    """The operating-system process behind a session (spawn-per-turn: this turn's process)."""
+
+    pid: int
+    binary: str
+
+
+class ErrorInfo(_Model):
+    """What went wrong: a human message, a stable code, and what the agent said about it."""
+
+    message: str
+    code: str | None = None
+    #: HTTP status when the model API failed.
+    status: int | None = None
+    #: True when the failure ended the turn (the turn's result is an error).
+    fatal: bool = False
+
+
+class Message(_Model):
+    """One normalized event of an agent session.
+
+    Which payload fields are set depends on ``type``:
+
+    ========================  ==============================================================
+    ``init``                  ``init``, ``process``, ``resume_id``
+    ``text`` / ``thinking``   ``text`` (a complete block), ``message_id``
+    ``*_delta``               ``text`` (a fragment), ``message_id``; ``tool`` for tool_use_delta
+    ``tool_use``              ``tool`` (id, name, input)
+    ``tool_result``           ``tool`` (id, name?, output, is_error)
+    ``context_window``        ``context`` and the context fields of ``usage``
+    ``result``                ``usage`` (this turn), ``stop_reason``, ``text`` (final text, when the
+                              agent reports one), ``denials``, ``error`` when the turn failed,
+                              ``resume_id``
+    ``error``                 ``error``
+    ``system``                ``subtype`` and ``data``; ``denials`` for permission denials
+    ========================  ==============================================================
+
+    ``turn`` is set by the library to the number of the turn the message belongs to (1, 2, ...).
+    ``raw`` keeps the agent's original event (not serialized). ``replayed`` marks history an agent
+    replays when a session is loaded; it never counts toward a turn.
+    """
+
+    type: MessageType | str
+    turn: int | None = None
+    subtype: str | None = None
+    text: str | None = None
+    message_id: str | None = None
+    parent_tool_use_id: str | None = None
+    tool: ToolCall | None = None
+    usage: Usage | None = None
+    context: ContextWindow | None = None
+    stop_reason: str | None = None
+    denials: tuple[PermissionDenial, ...] | None = None
+    error: ErrorInfo | None = None
+    init: InitMeta | None = None
+    process: ProcessMeta | None = None
+    resume_id: str | None = None
+    replayed: bool = False
+    data: dict[str, Any] | None = None
+    raw: Any = Field(default=None, exclude=True, repr=False)
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _known_type(cls, value: object) -> object:
+        if isinstance(value, str) and not isinstance(value, MessageType):
+            return _KNOWN_TYPES.get(value, value)
+        return value
+
+    @property
+    def is_delta(self) -> bool:
+        return str(self.type).endswith("_delta")
+
+    # -- constructors used by engines ------------------------------------------------------
+
+    @classmethod
+    def error_message(
+        cls,
+        message: str,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        fatal: bool = False,
+        data: dict[str, Any] | None = None,
+        raw: Any = None,
+    ) -> Message:
+        return cls(
+            type=MessageType.ERROR,
+            error=ErrorInfo(message=message, code=code, status=status, fatal=fatal),
+            data=data,
+            raw=raw,
+        )
+
+    @classmethod
+    def context_window(cls, reading: ContextWindow, *, raw: Any = None) -> Message:
+        """A ``context_window`` message; its ``usage`` repeats the reading's two numbers."""
+        return cls(
+            type=MessageType.CONTEXT_WINDOW,
+            context=reading,
+            usage=Usage(
+                context_used_tokens=reading.used_tokens,
+                context_size_tokens=reading.size_tokens,
+            ),
+            raw=raw,
+        )

@@ -1,0 +1,475 @@
+"""Engines, processes and turns: the one turn model every engine plugs into.
+
+An :class:`Engine` makes :class:`Process` objects; a process is an async context manager that owns
+whatever runs the agent (a long-lived program, a JSON-RPC connection, or nothing until the first
+turn for spawn-per-turn agents). Every prompt, the first included, goes through a turn::
+
+    async with engine.start(session) as process:
+        summary = await run_turn(process, "fix the failing test")
+        async with process.turn("now explain it") as turn:
+            async for message in turn:
+                ...
+            print(turn.summary.text)
+
+Writing an engine means implementing one coroutine, :meth:`Process._run_turn`: send the prompt,
+translate what the agent says into :class:`Message` objects passed to :meth:`TurnContext.emit`,
+and return once the turn's ``result`` message has been emitted. Everything else is done here:
+
+* turns run one at a time and every message is tagged with its turn number; nothing a cancelled
+  or timed-out turn emits late reaches the next turn;
+* ``timeout`` bounds the whole turn and ``idle_timeout`` the silence between messages; both
+  cancel the backend turn (the engine's cancellation path interrupts the agent) and raise
+  :class:`TurnTimeoutError`;
+* caller cancellation cancels the backend turn the same way, then propagates;
+* a turn that ends without a result raises :class:`NoResultError`; an engine raises
+  :class:`ProcessExitError` when its program dies. Each carries the partial summary.
+
+Engines must treat cancellation of ``_run_turn`` as "cancel the turn in the agent": do the
+interrupt inside ``anyio.CancelScope(shield=True)`` with a bound (``move_on_after``) and then
+re-raise. While cancelling, :meth:`TurnContext.emit` never blocks (late messages are dropped
+if the caller stopped listening).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, suppress
+from types import TracebackType
+from typing import ClassVar, final
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._errors import (
+    AgentrunError,
+    NoResultError,
+    SessionTerminatedError,
+    TurnInProgressError,
+    TurnTimeoutError,
+)
+from ._messages import Message, MessageType
+from ._session import Session
+from ._summary import TurnSummary
+
+__all__ = ["Engine", "MessageCallback", "Process", "Turn", "TurnContext", "WireTap", "run_turn"]
+
+MessageCallback = Callable[[Message], "Awaitable[None] | None"]
+
+#: ``tap(direction, line)``: every raw line an engine reads (``"recv"``), writes (``"send"``) or
+#: sees on the agent's stderr (``"stderr"``), without the trailing newline.
+WireTap = Callable[[str, bytes], None]
+
+#: Messages buffered between an engine and a slow consumer before the engine waits.
+_BUFFER = 256
+
+
+class Engine(ABC):
+    """Makes processes for one kind of agent. Cheap to create; starts nothing by itself."""
+
+    #: The engine's registry name (``"claude"``, ``"opencode"``, ``"acp"``, ...).
+    name: ClassVar[str]
+
+    @abstractmethod
+    def start(self, session: Session | None = None) -> Process:
+        """A process for ``session``, to be entered with ``async with``. Takes no prompt."""
+
+    def check(self) -> None:
+        """Raise :class:`EngineUnavailableError` when the agent program cannot be run."""
+
+
+class Process(ABC):
+    """One agent session. Use as an async context manager; see the module docstring."""
+
+    #: The engine name, for messages and errors.
+    engine_name: str = "engine"
+
+    def __init__(self, session: Session | None = None) -> None:
+        self.session: Session = session if session is not None else Session()
+        #: The latest id that resumes this session (``Session(resume_id=...)``), once known.
+        self.resume_id: str | None = self.session.resume_id
+        self._turns = 0
+        self._active: Turn | None = None
+        self._closed = False
+        self._entered = False
+        self._stack: AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        #: Set before entering to see every raw line (the recorder uses this).
+        self.wire_tap: WireTap | None = None
+
+    def _tap(self, direction: str, line: bytes) -> None:
+        """Engines call this for every raw line they read or write."""
+        if self.wire_tap is not None:
+            self.wire_tap(direction, line)
+
+    # -- engine hooks ------------------------------------------------------------------------
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Start what must run for the whole session (long-lived engines). Background tasks go
+        into ``task_group``, which is cancelled after :meth:`_shutdown`."""
+
+    @abstractmethod
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        """Run one turn: send ``ctx.prompt``, emit its messages, return after its result."""
+
+    async def _shutdown(self) -> None:
+        """Stop the session's program(s). Called shielded; must bound its own waits."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def turns(self) -> int:
+        """How many turns were started."""
+        return self._turns
+
+    async def __aenter__(self) -> Process:
+        if self._entered:
+            raise RuntimeError("a Process can be entered only once")
+        self._entered = True
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            self._task_group = await stack.enter_async_context(anyio.create_task_group())
+            await self._start(self._task_group)
+        except BaseException:
+            self._closed = True
+            with anyio.CancelScope(shield=True):
+                await self._shutdown()
+            if self._task_group is not None:
+                self._task_group.cancel_scope.cancel()
+            await stack.__aexit__(None, None, None)
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            return await stack.__aexit__(exc_type, exc, tb)
+        return None
+
+    async def aclose(self) -> None:
+        """End the session: stop the agent program (bounded) and background tasks."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._shutdown()
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+
+    def turn(
+        self,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> Turn:
+        """A turn for ``prompt``: ``async with process.turn(p) as t: async for m in t: ...``."""
+        return Turn(self, prompt, timeout=timeout, idle_timeout=idle_timeout)
+
+    def _begin_turn(self, turn: Turn) -> int:
+        if self._closed or not self._entered:
+            state = "closed" if self._closed else "not started (use 'async with')"
+            raise SessionTerminatedError(
+                f"{self.engine_name} session is {state}", engine=self.engine_name
+            )
+        if self._active is not None:
+            raise TurnInProgressError(
+                f"turn {self._active.number} of this {self.engine_name} session is still running",
+                engine=self.engine_name,
+            )
+        self._turns += 1
+        self._active = turn
+        return self._turns
+
+    def _end_turn(self, turn: Turn) -> None:
+        if self._active is turn:
+            self._active = None
+
+
+class TurnContext:
+    """What an engine's ``_run_turn`` gets: the prompt, the session, and ``emit``."""
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+
+    @property
+    def number(self) -> int:
+        return self._turn.number
+
+    @property
+    def prompt(self) -> str:
+        return self._turn.prompt
+
+    @property
+    def session(self) -> Session:
+        return self._turn.process.session
+
+    @property
+    def cancelling(self) -> bool:
+        """True once the turn is being cancelled by the caller or its consumer left."""
+        return self._turn.cancelling
+
+    def begin_cancel(self) -> None:
+        """Call first thing on the engine's cancellation path: from then on :meth:`emit` never
+        blocks (the consumer may be gone), dropping messages nobody waits for."""
+        self._turn.nonblocking = True
+
+    @property
+    def has_result(self) -> bool:
+        return self._turn.summary.has_result
+
+    async def emit(self, message: Message) -> None:
+        """Deliver one message of this turn (tagged with its number) to the consumer."""
+        await self._turn.deliver(message)
+
+
+@final
+class Turn:
+    """One prompt and everything the agent does until its result.
+
+    An async context manager and an async iterator of :class:`Message`. ``summary`` is kept up to
+    date as messages are consumed. Leaving the ``async with`` block before the turn finished
+    cancels the turn in the agent.
+    """
+
+    def __init__(
+        self,
+        process: Process,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        for name, value in (("timeout", timeout), ("idle_timeout", idle_timeout)):
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if "\0" in prompt:
+            raise ValueError("prompt contains a NUL character")
+        self.process = process
+        self.prompt = prompt
+        self.timeout = timeout
+        self.idle_timeout = idle_timeout
+        self.number = 0
+        self.summary = TurnSummary()
+        self.cancelling = False
+        self.nonblocking = False
+        self._failure: AgentrunError | None = None
+        self._done = False
+        self._started_at = 0.0
+        self._deadline = math.inf
+        self._scope: anyio.CancelScope | None = None
+        self._send: MemoryObjectSendStream[Message] | None = None
+        self._recv: MemoryObjectReceiveStream[Message] | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._consumer_gone = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    # -- context manager ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Turn:
+        self.number = self.process._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
+        self.summary.turn = self.number
+        self._started_at = anyio.current_time()
+        if self.timeout is not None:
+            self._deadline = self._started_at + self.timeout
+        self._send, self._recv = anyio.create_memory_object_stream[Message](_BUFFER)
+        self._scope = anyio.CancelScope()
+        self._refresh_deadline()
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        task_group.start_soon(self._drive)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if not self._done:
+            self._consumer_gone = True
+            self.cancel()
+        if self._recv is not None:
+            self._recv.close()
+        task_group, self._task_group = self._task_group, None
+        try:
+            if task_group is not None:
+                # The driver never raises (it stores its failure for the iterator), so the
+                # caller's own exception, if any, propagates as itself rather than wrapped in
+                # an exception group.
+                await task_group.__aexit__(None, None, None)
+            return None
+        finally:
+            self.process._end_turn(self)  # pyright: ignore[reportPrivateUsage]
+
+    def cancel(self) -> None:
+        """Cancel the turn in the agent (the engine interrupts it) without raising here."""
+        self.cancelling = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def __aiter__(self) -> Turn:
+        return self
+
+    async def __anext__(self) -> Message:
+        if self._recv is None:
+            raise RuntimeError("use 'async with process.turn(...)' before iterating")
+        try:
+            message = await self._recv.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure from None
+            raise StopAsyncIteration from None
+        return message
+
+    # -- the driver --------------------------------------------------------------------------
+
+    def _refresh_deadline(self) -> None:
+        if self._scope is None:
+            return
+        deadline = self._deadline
+        if self.idle_timeout is not None:
+            deadline = min(deadline, anyio.current_time() + self.idle_timeout)
+        self._scope.deadline = deadline
+
+    async def deliver(self, message: Message) -> None:
+        message = message.model_copy(update={"turn": self.number})
+        self.summary.add(message)
+        send = self._send
+        if send is None:
+            return
+        if self.cancelling or self.nonblocking or self._consumer_gone:
+            # Never block while cancelling: the consumer may be gone.
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                send.send_nowait(message)
+            return
+        try:
+            await send.send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self._consumer_gone = True
+            return
+        self._refresh_deadline()
+
+    async def _drive(self) -> None:
+        assert self._scope is not None
+        assert self._send is not None
+        process = self.process
+        ctx = TurnContext(self)
+        failure: AgentrunError | None = None
+        completed = False
+        try:
+            with self._scope:
+                try:
+                    await process._run_turn(ctx)  # pyright: ignore[reportPrivateUsage]
+                    completed = True
+                except AgentrunError as exc:
+                    failure = exc
+                except Exception as exc:
+                    # An engine bug: surface it typed, from the iterator, not as a task-group
+                    # ExceptionGroup.
+                    failure = AgentrunError(
+                        f"{process.engine_name} engine failed: {exc!r}", engine=process.engine_name
+                    )
+                    failure.__cause__ = exc
+            timed_out = self._scope.cancel_called and not self.cancelling and not completed
+            if timed_out:
+                # A timeout explains whatever the engine's cancellation path ran into.
+                failure = self._timeout_error()
+            elif failure is None and not self.summary.has_result and not self.cancelling:
+                failure = NoResultError(
+                    f"{process.engine_name} turn {self.number} ended without a result",
+                    engine=process.engine_name,
+                )
+            if failure is not None:
+                code = _failure_code(failure)
+                with anyio.CancelScope(shield=True):
+                    await self.deliver(
+                        Message.error_message(failure.message, code=code, fatal=True)
+                    )
+                failure.summary = self.summary
+                self._failure = failure
+        finally:
+            self.summary.duration_s = round(anyio.current_time() - self._started_at, 6)
+            self._done = True
+            self._send.close()
+
+    def _timeout_error(self) -> TurnTimeoutError:
+        now = anyio.current_time()
+        engine = self.process.engine_name
+        if self.timeout is not None and now >= self._deadline - 1e-3:
+            return TurnTimeoutError(
+                f"{engine} turn {self.number} exceeded its timeout of {self.timeout:g}s "
+                "and was cancelled",
+                kind="total",
+                seconds=self.timeout,
+                engine=engine,
+            )
+        seconds = self.idle_timeout if self.idle_timeout is not None else math.nan
+        return TurnTimeoutError(
+            f"{engine} turn {self.number} was silent for {seconds:g}s (idle timeout) "
+            "and was cancelled",
+            kind="idle",
+            seconds=seconds,
+            engine=engine,
+        )
+
+
+def _failure_code(failure: AgentrunError) -> str:
+    if isinstance(failure, TurnTimeoutError):
+        return "timeout" if failure.kind == "total" else "idle_timeout"
+    if isinstance(failure, NoResultError):
+        return "no_result"
+    if isinstance(failure, SessionTerminatedError):
+        return "process_exit"
+    return type(failure).__name__
+
+
+async def run_turn(
+    process: Process,
+    prompt: str,
+    *,
+    on_message: MessageCallback | None = None,
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+) -> TurnSummary:
+    """Run one turn to its end and return its :class:`TurnSummary`.
+
+    Works the same for every engine and for the first and every later turn. ``on_message``
+    (sync or async) sees every message as it arrives; if it raises, the turn is cancelled in the
+    agent and the exception propagates. Failures that end the turn raise (see
+    :class:`TurnError`, :class:`ProcessExitError`) with the partial summary attached.
+    """
+    async with process.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
+        async for message in turn:
+            if on_message is not None:
+                outcome = on_message(message)
+                if inspect.isawaitable(outcome):
+                    await outcome
+        return turn.summary
+
+
+def is_terminal(message: Message) -> bool:
+    """True for the message that ends a turn."""
+    return message.type is MessageType.RESULT
