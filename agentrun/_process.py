@@ -340,7 +340,8 @@ class Turn:
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             if self._failure is not None:
                 failure, self._failure = self._failure, None
-                raise failure from None
+                failure.__suppress_context__ = True  # keep __cause__, hide the EndOfStream
+                raise failure  # noqa: B904
             raise StopAsyncIteration from None
         return message
 

@@ -1,0 +1,85 @@
+"""The context-window tracker and the model catalog."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentrun import Catalog, ContextTracker, Usage, default_catalog
+
+CALL = Usage(input_tokens=12, cache_read_tokens=8192, cache_write_tokens=2048, output_tokens=15)
+
+
+def test_catalog_exact_alias_family_and_provider_prefix() -> None:
+    catalog = default_catalog()
+    exact = catalog.lookup("claude-sonnet-4-5-20250929")
+    assert exact is not None and (exact.context_window, exact.matched_by) == (200000, "exact")
+    alias = catalog.lookup("sonnet")
+    assert alias is not None and (alias.id, alias.matched_by) == ("claude-sonnet-5-5", "alias")
+    family = catalog.lookup("claude-opus-5-7-20270101")
+    assert family is not None and (family.context_window, family.matched_by) == (
+        1000000,
+        "family",
+    )
+    prefixed = catalog.lookup("anthropic/claude-3-5-haiku-20241022")
+    assert prefixed is not None and prefixed.max_output_tokens == 8192
+    assert catalog.lookup("fake/fake-model") is None
+    assert catalog.lookup(None) is None
+
+
+def test_catalog_extension_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = tmp_path / "models.json"
+    extra.write_text(json.dumps({"models": {"fake-model": {"context_window": 32000}}}))
+    monkeypatch.setenv("AGENTRUN_MODEL_CATALOG", str(extra))
+    info = default_catalog().lookup("fake/fake-model")
+    assert info is not None and info.context_window == 32000
+
+
+def test_used_is_the_latest_call_never_a_sum() -> None:
+    tracker = ContextTracker(model="claude-opus-5-5")
+    first = tracker.observe_call(CALL)
+    second = tracker.observe_call(Usage(input_tokens=100, cache_read_tokens=10252))
+    assert first is not None and first.context is not None
+    assert second is not None and second.context is not None
+    assert first.context.used_tokens == 10252
+    assert second.context.used_tokens == 10352
+    assert (second.context.size_tokens, second.context.size_source) == (1000000, "catalog")
+    assert tracker.observe_call(Usage(output_tokens=5)) is None
+
+
+def test_size_sources_in_priority_order() -> None:
+    unknown = ContextTracker(model="mystery-model")
+    reading = unknown.observe_call(CALL)
+    assert reading is not None and reading.context is not None
+    assert (reading.context.size_tokens, reading.context.size_source) == (None, None)
+    assert reading.context.fraction is None
+
+    user = ContextTracker(model="claude-opus-5-5", override=150000)
+    message = user.observe_call(CALL)
+    assert message is not None and message.context is not None
+    assert message.context.size_source == "user"
+
+    user.report_size(200000)
+    refreshed = user.refresh()
+    assert refreshed is not None and refreshed.context is not None
+    assert (refreshed.context.size_tokens, refreshed.context.size_source) == (200000, "agent")
+    assert refreshed.context.used_tokens == 10252
+    assert user.refresh() is None, "nothing changed, nothing to re-issue"
+
+
+def test_agent_reported_reading() -> None:
+    tracker = ContextTracker(model=None)
+    message = tracker.observe_reported(1200, 200000)
+    assert message.context is not None
+    assert message.context.used_source == "agent" and message.context.size_source == "agent"
+    assert message.context.fraction == pytest.approx(0.006)
+
+
+def test_custom_catalog() -> None:
+    catalog = Catalog({"models": {"m": {"context_window": 10, "aliases": ["mm"]}}})
+    tracker = ContextTracker(model="mm", catalog=catalog)
+    message = tracker.observe_call(Usage(input_tokens=5))
+    assert message is not None and message.context is not None
+    assert message.context.fraction == 0.5

@@ -1,0 +1,122 @@
+"""TurnSummary as a pure reducer."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentrun import (
+    ContextWindow,
+    ErrorInfo,
+    InitMeta,
+    Message,
+    PermissionDenial,
+    ToolCall,
+    TurnSummary,
+    Usage,
+)
+from agentrun.testing._scripted import result, text, tool_result, tool_use
+
+STREAM = [
+    Message(type="init", init=InitMeta(model="m-1", session_id="s-1"), resume_id="s-1"),
+    Message(type="thinking", text="hmm"),
+    text("Let me check."),
+    tool_use("t1", "Bash", {"command": "ls"}),
+    Message(type="text", text="subagent chatter", parent_tool_use_id="t1"),
+    Message(
+        type="context_window",
+        context=ContextWindow(used_tokens=900, size_tokens=1000, used_source="call_usage"),
+    ),
+    tool_result("t1", "x.txt"),
+    tool_use("t2", "Write", {"path": "y"}),
+    tool_result("t2", "denied", is_error=True),
+    Message(type="system", subtype="permission_denied", denials=(PermissionDenial(tool_use_id="t2", reason="no"),)),
+    Message(type="thinking", text="ok"),
+    text("Here is x.txt."),
+    Message(
+        type="result",
+        stop_reason="end_turn",
+        usage=Usage(input_tokens=3, output_tokens=9, cost_usd=0.01),
+        denials=(PermissionDenial(tool_name="Write", tool_use_id="t2", input={"path": "y"}),),
+    ),
+]  # fmt: skip
+
+
+def test_summary_of_a_full_turn() -> None:
+    s = TurnSummary.from_messages(STREAM)
+    assert s.text == "Here is x.txt."
+    assert s.thinking == "hmm\n\nok"
+    assert [(t.id, t.name, t.output, t.is_error) for t in s.tool_calls] == [
+        ("t1", "Bash", "x.txt", False),
+        ("t2", "Write", "denied", True),
+    ]
+    assert s.context is not None and s.context.fraction == 0.9
+    assert s.usage is not None
+    assert (s.usage.cost_usd, s.usage.context_used_tokens, s.usage.context_size_tokens) == (
+        0.01,
+        900,
+        1000,
+    )
+    assert len(s.denials) == 1
+    assert s.denials[0].model_dump(exclude_none=True) == {
+        "tool_name": "Write",
+        "tool_use_id": "t2",
+        "input": {"path": "y"},
+        "reason": "no",
+    }
+    assert (s.model, s.session_id, s.resume_id, s.stop_reason, s.ok) == (
+        "m-1",
+        "s-1",
+        "s-1",
+        "end_turn",
+        True,
+    )
+
+
+def test_json_field_names_are_stable() -> None:
+    data = TurnSummary.from_messages(STREAM).model_dump(mode="json")
+    for key in ("text", "thinking", "tool_calls", "usage", "context", "stop_reason", "denials",
+                "errors", "resume_id", "model", "ok"):  # fmt: skip
+        assert key in data
+    assert set(data["tool_calls"][0]) >= {"id", "name", "input", "output", "is_error"}
+    assert set(data["context"]) == {"used", "size", "fraction", "used_source", "size_source"}
+
+
+def test_result_text_wins_and_errors_fail_the_turn() -> None:
+    s = TurnSummary.from_messages(
+        [
+            text("partial"),
+            Message(
+                type="result",
+                text="API Error: 500",
+                error=ErrorInfo(message="API Error: 500", status=500, fatal=True),
+            ),
+        ]
+    )
+    assert s.text == "API Error: 500"
+    assert not s.ok and s.errors[0].status == 500
+
+
+def test_replayed_history_never_counts() -> None:
+    s = TurnSummary.from_messages(
+        [Message(type="text", text="old", replayed=True), text("new"), result()]
+    )
+    assert s.text == "new" and s.messages == 2
+
+
+def test_tool_result_without_use_still_recorded() -> None:
+    s = TurnSummary.from_messages(
+        [Message(type="tool_result", tool=ToolCall(id="z", name="read", output="data"))]
+    )
+    assert [(t.id, t.completed) for t in s.tool_calls] == [("z", True)]
+    assert not s.ok and not s.has_result
+
+
+@given(st.integers(min_value=0, max_value=len(STREAM)))
+def test_incremental_equals_batch(cut: int) -> None:
+    incremental = TurnSummary()
+    for message in STREAM[:cut]:
+        incremental.add(message)
+    for message in STREAM[cut:]:
+        incremental.add(message)
+    assert incremental == TurnSummary.from_messages(STREAM)

@@ -1,0 +1,163 @@
+"""The vocabulary: messages, usage arithmetic, sessions, permissions, the public names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import agentrun
+from agentrun import (
+    ConfigurationError,
+    Message,
+    MessageType,
+    PermissionDecision,
+    PermissionOption,
+    Session,
+    Usage,
+)
+
+PUBLIC = {
+    "ERROR_CODES", "AgentrunError", "Catalog", "ConfigurationError", "ContextSource",
+    "ContextSummary", "ContextTracker", "ContextWindow", "Effort", "Engine",
+    "EngineUnavailableError", "ErrorInfo", "InitMeta", "LineTooLongError", "Message",
+    "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
+    "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
+    "PermissionRequest", "Process", "ProcessExitError", "ProcessMeta", "ProtocolError",
+    "SendNotSupportedError", "Session", "SessionNotFoundError", "SessionTerminatedError",
+    "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
+    "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "WireTap",
+    "__version__", "approve_all", "default_catalog", "deny_all", "engine_names", "get_engine",
+    "get_translator", "run_turn",
+}  # fmt: skip
+
+
+def test_public_names_are_pinned() -> None:
+    assert set(agentrun.__all__) == PUBLIC
+    assert len(agentrun.__all__) == len(PUBLIC), "duplicates in __all__"
+    for name in agentrun.__all__:
+        assert hasattr(agentrun, name), name
+
+
+def test_error_tree() -> None:
+    assert issubclass(agentrun.ProcessExitError, agentrun.SessionTerminatedError)
+    assert issubclass(agentrun.TurnTimeoutError, agentrun.TurnError)
+    assert issubclass(agentrun.NoResultError, agentrun.TurnError)
+    assert issubclass(agentrun.LineTooLongError, agentrun.ProtocolError)
+    assert issubclass(agentrun.ConfigurationError, ValueError)
+    for name in agentrun.__all__:
+        obj = getattr(agentrun, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, agentrun.AgentrunError), name
+    err = agentrun.ProcessExitError("died", exit_code=2, stderr_tail="line1\nline2\n")
+    assert "line2" in str(err) and err.exit_code == 2
+
+
+def test_unknown_message_types_pass_through() -> None:
+    known = Message(type="text", text="hi")
+    assert known.type is MessageType.TEXT
+    future = Message(type="hologram", data={"x": 1})
+    assert future.type == "hologram"
+    assert json.loads(future.model_dump_json())["type"] == "hologram"
+    assert Message(type="text_delta").is_delta and not known.is_delta
+
+
+def test_messages_are_frozen_and_raw_is_not_serialized() -> None:
+    message = Message(type="text", text="hi", raw={"secret": "wire"})
+    with pytest.raises(ValueError, match="frozen"):
+        message.text = "changed"  # type: ignore[misc]
+    assert "wire" not in message.model_dump_json()
+    assert message.raw == {"secret": "wire"}
+
+
+def test_context_window_message_repeats_numbers_in_usage() -> None:
+    reading = agentrun.ContextWindow(
+        used_tokens=50, size_tokens=200, used_source="call_usage", size_source="catalog"
+    )
+    message = Message.context_window(reading)
+    assert message.usage is not None
+    assert (message.usage.context_used_tokens, message.usage.context_size_tokens) == (50, 200)
+    assert reading.fraction == 0.25
+    assert agentrun.ContextWindow(used_tokens=5).fraction is None
+
+
+opt_int = st.none() | st.integers(min_value=0, max_value=10**9)
+
+
+@given(opt_int, opt_int, opt_int, opt_int)
+def test_usage_addition(a: int | None, b: int | None, c: int | None, d: int | None) -> None:
+    x = Usage(input_tokens=a, output_tokens=b)
+    y = Usage(input_tokens=c, output_tokens=d)
+    total = x + y
+    for left, right, got in ((a, c, total.input_tokens), (b, d, total.output_tokens)):
+        if left is None and right is None:
+            assert got is None
+        else:
+            assert got == (left or 0) + (right or 0)
+
+
+def test_prompt_tokens_is_input_plus_cache() -> None:
+    assert Usage(
+        input_tokens=12, cache_read_tokens=8192, cache_write_tokens=2048
+    ).prompt_tokens == (10252)
+    assert Usage(output_tokens=3).prompt_tokens is None
+
+
+def test_session_validation_is_typed_and_names_the_option() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Session(model="--dangerously-skip-permissions")
+    assert info.value.option == "model"
+    with pytest.raises(ConfigurationError, match="absolute"):
+        Session(add_dirs=("relative/dir",))
+    with pytest.raises(ConfigurationError, match="max_turns"):
+        Session(max_turns=0)
+    with pytest.raises(ConfigurationError, match="effort"):
+        Session(effort="extreme")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="fork"):
+        Session(fork=True)
+    with pytest.raises(ConfigurationError, match="engine"):
+        Session(options={"no_engine_prefix": "x"})
+
+
+def test_session_env_errors_never_echo_values() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        Session(env={"API_KEY": "sk-secret\0"})
+    assert "API_KEY" in str(info.value)
+    assert "sk-secret" not in str(info.value)
+    with pytest.raises(ConfigurationError):
+        Session(env={"A=B": "x"})
+
+
+def test_session_is_immutable_and_cwd_absolute() -> None:
+    session = Session(cwd=".", options={"claude.permission_mode": "plan"})
+    assert session.cwd is not None and session.cwd.startswith("/")
+    assert session.option("claude", "permission_mode") == "plan"
+    with pytest.raises(ValueError, match="frozen"):
+        session.model = "x"  # type: ignore[misc]
+
+
+OPTIONS = (
+    PermissionOption(option_id="once", kind="allow_once"),
+    PermissionOption(option_id="always", kind="allow_always"),
+    PermissionOption(option_id="reject", kind="reject_once"),
+)
+
+
+def test_permission_decision_picks_the_matching_option() -> None:
+    assert PermissionDecision.allow_once().choose(OPTIONS) == OPTIONS[0]
+    assert PermissionDecision.allow_always().choose(OPTIONS) == OPTIONS[1]
+    assert PermissionDecision.deny().choose(OPTIONS) == OPTIONS[2]
+    assert PermissionDecision.deny(always=True).choose(OPTIONS) == OPTIONS[2]
+    # A one-off approval is never widened into a standing one.
+    assert PermissionDecision.allow_once().choose(OPTIONS[1:]) is None
+    assert PermissionDecision(allow=True, option_id="always").choose(OPTIONS) == OPTIONS[1]
+
+
+def test_unknown_engine_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="unknown engine"):
+        agentrun.get_engine("nope")
+    assert {"claude", "opencode", "acp", "opencode-acp", "scripted", "replay"} <= set(
+        agentrun.engine_names()
+    )
