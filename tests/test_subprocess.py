@@ -1,0 +1,477 @@
+"""Tests for the subprocess manager, driven by tests/fakes/fault_program.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agentrun._errors import (
+    ConfigurationError,
+    EngineUnavailableError,
+    ProcessExitError,
+    SendNotSupportedError,
+    SessionTerminatedError,
+)
+from agentrun._framing import LineTooLong, decode_json_line
+from agentrun._subprocess import (
+    ManagedProcess,
+    ProcessSpec,
+    live_process_groups,
+    merge_env,
+    open_process,
+)
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
+
+FAULT = str(Path(__file__).parent / "fakes" / "fault_program.py")
+# Short close timeouts keep the escalation tests fast.
+QUICK = {"close_stdin_timeout": 0.3, "terminate_timeout": 0.3, "kill_timeout": 2.0}
+
+
+def fake(mode: str, *args: str, **options: object) -> ProcessSpec:
+    merged: dict[str, object] = {**QUICK, **options}
+    return ProcessSpec(argv=(sys.executable, FAULT, mode, *args), **merged)  # type: ignore[arg-type]
+
+
+async def read_json(proc: ManagedProcess) -> list[object]:
+    items: list[object] = []
+    async for line in proc.lines():
+        assert isinstance(line, bytes)
+        items.append(json.loads(line))
+    return items
+
+
+def is_dead(pid: int) -> bool:
+    """True when ``pid`` is gone or a zombie (its reaper may not be us)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def wait_dead(pid: int, seconds: float = 3.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if is_dead(pid):
+            return True
+        time.sleep(0.02)
+    return is_dead(pid)
+
+
+# -- merge_env --------------------------------------------------------------------------
+
+
+def test_merge_env_inherits_and_overrides() -> None:
+    env = merge_env({"B": "2", "C": "3"}, base={"A": "1", "B": "old"})
+    assert env == {"A": "1", "B": "2", "C": "3"}
+    assert merge_env({"X": "y"}, inherit=False, base={"A": "1"}) == {"X": "y"}
+    assert merge_env(None, inherit=False) == {}
+    assert merge_env(None)["PATH"] == os.environ["PATH"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        ({"": "secret-value-1"}, "empty"),
+        ({"BAD=NAME": "secret-value-1"}, "'BAD=NAME'"),
+        ({"NUL\0NAME": "secret-value-1"}, "'NUL\\x00NAME'"),
+        ({"TOKEN": "secret-value-1\0tail"}, "'TOKEN'"),
+        ({"NUMBER": 5}, "'NUMBER'"),
+    ],
+)
+def test_merge_env_rejects_bad_entries_without_leaking_values(
+    extra: dict[str, str], needle: str
+) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        merge_env(extra, base={})
+    assert info.value.option == "env"
+    assert needle in str(info.value)
+    assert "secret-value-1" not in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_process_spec_validation() -> None:
+    with pytest.raises(ConfigurationError, match="argv is empty"):
+        ProcessSpec(argv=())
+    with pytest.raises(ConfigurationError, match="sequence"):
+        ProcessSpec(argv="claude")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="terminate_timeout"):
+        ProcessSpec(argv=("x",), terminate_timeout=float("inf"))
+    with pytest.raises(ConfigurationError, match="kill_timeout"):
+        ProcessSpec(argv=("x",), kill_timeout=-1)
+    assert ProcessSpec(argv=["a", "b"]).argv == ("a", "b")  # type: ignore[arg-type]
+
+
+# -- starting ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_missing_binary_raises_engine_unavailable(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-agent")
+    with pytest.raises(EngineUnavailableError) as info:
+        async with open_process(ProcessSpec(argv=(missing,), engine="claude")):
+            pass
+    assert missing in str(info.value)
+    assert info.value.engine == "claude"
+    assert info.value.searched == (missing,)
+
+
+@pytest.mark.anyio
+async def test_non_executable_binary_raises_engine_unavailable(tmp_path: Path) -> None:
+    script = tmp_path / "agent"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    with pytest.raises(EngineUnavailableError, match="not executable"):
+        async with open_process(ProcessSpec(argv=(str(script),))):
+            pass
+
+
+@pytest.mark.anyio
+async def test_missing_cwd_is_a_configuration_error(tmp_path: Path) -> None:
+    spec = fake("lines", "1", cwd=str(tmp_path / "gone"))
+    with pytest.raises(ConfigurationError) as info:
+        async with open_process(spec):
+            pass
+    assert info.value.option == "cwd"
+
+
+@pytest.mark.anyio
+async def test_bad_env_in_spec_is_rejected_before_start() -> None:
+    with pytest.raises(ConfigurationError, match="'A=B'"):
+        async with open_process(fake("lines", "1", env={"A=B": "x"})):
+            pass
+
+
+@pytest.mark.anyio
+async def test_env_and_cwd_reach_the_program(tmp_path: Path) -> None:
+    env = merge_env({"AGENTRUN_TEST_VAR": "value 1"})
+    async with open_process(fake("env", "AGENTRUN_TEST_VAR", env=env, cwd=str(tmp_path))) as p:
+        assert await read_json(p) == [{"env": {"AGENTRUN_TEST_VAR": "value 1"}}]
+        assert await p.wait() == 0
+
+
+@pytest.mark.anyio
+async def test_program_leads_its_own_process_group() -> None:
+    async with open_process(fake("hang")) as p:
+        assert os.getpgid(p.pid) == p.pid
+        assert os.getpgid(p.pid) != os.getpgid(0)
+        assert p.pid in live_process_groups()
+    assert p.pid not in live_process_groups()
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_reads_lines_and_exit_code() -> None:
+    async with open_process(fake("lines", "50")) as p:
+        assert p.returncode is None
+        items = await read_json(p)
+        assert await p.wait() == 0
+    assert items == [{"i": i} for i in range(50)]
+    assert p.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_crash_mid_stream_keeps_messages_and_reports_stderr() -> None:
+    async with open_process(fake("crash", "3", engine="claude")) as p:
+        items = await read_json(p)
+        code = await p.wait()
+        error = p.exit_error("claude exited during the turn")
+    assert items == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert code == 3
+    assert isinstance(error, ProcessExitError)
+    assert error.exit_code == 3
+    assert error.signal is None
+    assert error.engine == "claude"
+    assert "fatal: the model server went away" in error.stderr_tail
+    assert "fatal: the model server went away" in str(error)
+    assert "exit code 3" in str(error)
+
+
+@pytest.mark.anyio
+async def test_last_line_without_newline_is_delivered() -> None:
+    async with open_process(fake("no_newline")) as p:
+        assert await read_json(p) == [{"a": 1}, {"b": 2}]
+
+
+@pytest.mark.anyio
+async def test_garbage_lines_become_problems_not_exceptions() -> None:
+    async with open_process(fake("garbage")) as p:
+        decoded = [decode_json_line(line) async for line in p.lines() if isinstance(line, bytes)]
+    codes = [getattr(d, "code", d) for d in decoded]
+    assert codes == [
+        {"n": 1},
+        "invalid_utf8",
+        "invalid_json",
+        "invalid_json",
+        "invalid_utf8",
+        {"n": 2},
+    ]
+
+
+@pytest.mark.anyio
+async def test_hundred_megabyte_line_is_skipped_with_bounded_memory() -> None:
+    size = 100 * 1024 * 1024
+    limit = 1024 * 1024
+    got: list[object] = []
+    tracemalloc.start()
+    try:
+        async with open_process(fake("big_line", str(size), max_line_bytes=limit)) as p:
+            async for line in p.lines():
+                got.append(line if isinstance(line, LineTooLong) else json.loads(line))
+            assert await p.wait() == 0
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got == [{"before": 1}, LineTooLong(size, limit, b"x" * 1024), {"after": 2}]
+    assert peak < 8 * limit, f"peak {peak} bytes while skipping a 100 MiB line"
+
+
+@pytest.mark.anyio
+async def test_stderr_flood_does_not_block_stdout_and_keeps_tail() -> None:
+    seen: list[str] = []
+    spec = fake("stderr_flood", str(10 * 1024 * 1024), on_stderr=seen.append)
+    with anyio.fail_after(30):
+        async with open_process(spec) as p:
+            items = await read_json(p)
+            assert await p.wait() == 0
+            tail = p.stderr_tail()
+    assert items[-1] == {"done": True, "progress_lines": len(items) - 1}
+    assert len(items) > 5
+    assert tail.endswith("TAIL-MARKER\n")
+    assert len(tail.encode()) <= 64 * 1024
+    assert len(tail) > 60 * 1024
+    assert seen[-1] == "TAIL-MARKER"
+    assert len(seen) > 100_000
+
+
+@pytest.mark.anyio
+async def test_stderr_callback_errors_are_logged_not_fatal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+
+    def callback(line: str) -> None:
+        calls.append(line)
+        raise RuntimeError("callback bug")
+
+    caplog.set_level(logging.WARNING, logger="agentrun.subprocess")
+    async with open_process(fake("crash", on_stderr=callback)) as p:
+        assert len(await read_json(p)) == 3
+        assert await p.wait() == 3
+    assert calls == ["starting up", "fatal: the model server went away"]
+    assert "on_stderr callback raised" in caplog.text
+    assert "fatal: the model server went away" in p.stderr_tail()
+
+
+@pytest.mark.anyio
+async def test_lines_rejects_a_second_concurrent_consumer() -> None:
+    async with open_process(fake("hang")) as p, anyio.create_task_group() as tg:
+        first = p.lines()
+        assert p.lines() is first
+        assert await first.__anext__() == b'{"ready": true}'
+        tg.start_soon(first.__anext__)
+        await anyio.sleep(0.05)
+        with pytest.raises(anyio.BusyResourceError):
+            await p.lines().__anext__()
+        tg.cancel_scope.cancel()
+
+
+# -- writing ----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_write_and_close_stdin_then_graceful_exit_code() -> None:
+    async with open_process(fake("echo", "7", "0.1", stdin="pipe")) as p:
+        await p.write(b"hello\n")
+        await p.write(b"world\n")
+        lines = p.lines()
+        assert json.loads(await lines.__anext__()) == {"echo": "hello"}
+        await p.close_stdin()
+        await p.close_stdin()
+        with pytest.raises(SessionTerminatedError) as info:
+            await p.write(b"late\n")
+        assert not isinstance(info.value, ProcessExitError)
+        assert [json.loads(x) async for x in lines] == [{"echo": "world"}, {"eof": True}]
+        assert await p.wait() == 7
+
+
+@pytest.mark.anyio
+async def test_close_waits_for_graceful_exit_instead_of_killing() -> None:
+    spec = fake("echo", "4", "0.2", stdin="pipe", close_stdin_timeout=3.0)
+    async with open_process(spec) as p:
+        await p.write(b"x\n")
+    assert p.returncode == 4
+
+
+@pytest.mark.anyio
+async def test_write_after_exit_raises_process_exit_error() -> None:
+    async with open_process(fake("exit_now", "5", stdin="pipe")) as p:
+        assert await p.wait() == 5
+        with pytest.raises(ProcessExitError) as info:
+            await p.write(b"x\n")
+    assert info.value.exit_code == 5
+    assert "bye" in info.value.stderr_tail
+
+
+async def write_until_error(p: ManagedProcess) -> Exception:
+    for _ in range(1000):  # the first writes may still fit in the pipe buffer
+        try:
+            await p.write(b"x" * 65536)
+        except Exception as exc:
+            return exc
+    raise AssertionError("writing to a dead program never failed")
+
+
+@pytest.mark.anyio
+async def test_write_to_a_program_that_died_raises_process_exit_error() -> None:
+    async with open_process(fake("exit_now", "6", stdin="pipe")) as p:
+        error = await write_until_error(p)
+    assert isinstance(error, ProcessExitError)
+    assert error.exit_code == 6
+    assert "bye" in error.stderr_tail
+
+
+@pytest.mark.anyio
+async def test_write_needs_a_stdin_pipe() -> None:
+    async with open_process(fake("stdin_probe")) as p:
+        with pytest.raises(SendNotSupportedError):
+            await p.write(b"x")
+        assert await read_json(p) == [{"stdin": ""}]
+
+
+# -- stopping ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_cancelled_reader_leaves_no_orphan() -> None:
+    started = time.monotonic()
+    with anyio.move_on_after(0.5) as scope:
+        async with open_process(fake("hang")) as p:
+            assert await p.lines().__anext__() == b'{"ready": true}'
+            async for _ in p.lines():
+                pass
+    elapsed = time.monotonic() - started
+    assert scope.cancelled_caught
+    assert p.returncode == -signal.SIGTERM
+    assert wait_dead(p.pid)
+    assert elapsed < 3.0
+
+
+@pytest.mark.anyio
+async def test_exception_in_body_propagates_unchanged_and_stops_program() -> None:
+    started: list[ManagedProcess] = []
+
+    async def body() -> None:
+        async with open_process(fake("hang")) as p:
+            started.append(p)
+            await p.lines().__anext__()
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        await body()
+    assert started[0].returncode == -signal.SIGTERM
+
+
+@pytest.mark.anyio
+async def test_sigterm_ignored_escalates_to_sigkill_within_bounds() -> None:
+    async with open_process(fake("ignore_term")) as p:
+        assert await p.lines().__anext__() == b'{"ready": true}'
+        started = time.monotonic()
+        await p.aclose()
+        elapsed = time.monotonic() - started
+        error = p.exit_error("agent stopped")
+    assert p.returncode == -signal.SIGKILL
+    assert error.signal == signal.SIGKILL
+    assert error.exit_code is None
+    assert "SIGKILL" in str(error)
+    # close_stdin_timeout + terminate_timeout, plus scheduling slack.
+    assert 0.55 <= elapsed < 2.5
+
+
+@pytest.mark.anyio
+async def test_aclose_is_idempotent_and_concurrent_safe() -> None:
+    async with open_process(fake("hang")) as p:
+        await p.lines().__anext__()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(p.aclose)
+            tg.start_soon(p.aclose)
+        assert p.returncode == -signal.SIGTERM
+        await p.aclose()
+    assert p.closed
+
+
+@pytest.mark.anyio
+async def test_grandchild_is_killed_with_its_parent() -> None:
+    async with open_process(fake("grandchild")) as p:
+        line = await p.lines().__anext__()
+        assert isinstance(line, bytes)
+        grandchild = json.loads(line)["grandchild"]
+        assert not is_dead(grandchild)
+        assert os.getpgid(grandchild) == p.pid
+    assert wait_dead(grandchild)
+
+
+@pytest.mark.anyio
+async def test_grandchild_is_killed_after_its_parent_exited() -> None:
+    async with open_process(fake("orphan")) as p:
+        line = await p.lines().__anext__()
+        assert isinstance(line, bytes)
+        grandchild = json.loads(line)["grandchild"]
+        assert await p.wait() == 0
+        assert not is_dead(grandchild)
+    assert wait_dead(grandchild)
+    assert p.pid not in live_process_groups()
+
+
+@pytest.mark.anyio
+async def test_caller_cancellation_during_close_still_stops_everything() -> None:
+    with anyio.CancelScope() as scope:
+        async with open_process(fake("ignore_term")) as p:
+            await p.lines().__anext__()
+            scope.cancel()
+            await anyio.sleep(10)
+    assert p.returncode == -signal.SIGKILL
+    assert wait_dead(p.pid)
+
+
+def test_atexit_reaper_kills_leftover_groups(tmp_path: Path) -> None:
+    # A child interpreter starts a program, then exits without closing it.
+    marker = tmp_path / "pid"
+    code = f"""
+import anyio, sys, os
+from agentrun._subprocess import ProcessSpec, ManagedProcess
+async def main():
+    p = ManagedProcess(ProcessSpec(argv=(sys.executable, {FAULT!r}, "grandchild")))
+    await p.__aenter__()
+    line = await p.lines().__anext__()
+    with open({str(marker)!r}, "w") as f:
+        f.write(str(p.pid) + " " + line.decode())
+anyio.run(main)
+"""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, timeout=30, check=False
+    )
+    assert marker.exists(), result.stderr.decode()
+    pid_text, line = marker.read_text().split(" ", 1)
+    grandchild = json.loads(line)["grandchild"]
+    assert wait_dead(int(pid_text))
+    assert wait_dead(grandchild)
