@@ -1,0 +1,164 @@
+"""Human-readable rendering of a message stream: streamed text, tools, a context gauge."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, TextIO
+
+from ._messages import ContextWindow, Message, MessageType
+from ._summary import TurnSummary
+
+__all__ = ["Renderer", "gauge"]
+
+#: Fill thresholds (fractions) at which the gauge changes colour, as the ACP usage RFD suggests.
+WARN, HIGH, CRITICAL = 0.75, 0.90, 0.95
+
+_RESET = "\x1b[0m"
+_COLOURS = {
+    "dim": "\x1b[2m",
+    "bold": "\x1b[1m",
+    "red": "\x1b[31m",
+    "green": "\x1b[32m",
+    "yellow": "\x1b[33m",
+    "orange": "\x1b[38;5;208m",
+    "cyan": "\x1b[36m",
+}
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.strip()
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def gauge(reading: ContextWindow, *, width: int = 20, colour: bool = False) -> str:
+    """``[████░░░░] 18,450 / 200,000 tokens (9.2%)`` — or what is known of it."""
+    used, size, fraction = reading.used_tokens, reading.size_tokens, reading.fraction
+    used_text = f"{used:,}" if used is not None else "?"
+    if fraction is None or size is None:
+        return f"context {used_text} tokens used (window size unknown)"
+    filled = min(width, round(fraction * width))
+    bar = "█" * filled + "░" * (width - filled)
+    text = f"[{bar}] {used_text} / {size:,} tokens ({fraction:.1%})"
+    if not colour:
+        return text
+    name = (
+        "red"
+        if fraction >= CRITICAL
+        else "orange"
+        if fraction >= HIGH
+        else "yellow"
+        if fraction >= WARN
+        else "green"
+    )
+    return f"{_COLOURS[name]}{text}{_RESET}"
+
+
+class Renderer:
+    """Writes a turn's messages for a person as they arrive."""
+
+    def __init__(self, out: TextIO | None = None, *, colour: bool | None = None) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.colour: bool = (
+            colour if colour is not None else self.out.isatty() and "NO_COLOR" not in os.environ
+        )
+        self._streaming = False
+        self._streamed_ids: set[str | None] = set()
+
+    def style(self, name: str, text: str) -> str:
+        return f"{_COLOURS[name]}{text}{_RESET}" if self.colour else text
+
+    def _line(self, text: str) -> None:
+        if self._streaming:
+            self.out.write("\n")
+            self._streaming = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def message(self, message: Message) -> None:
+        kind = message.type
+        if kind is MessageType.TEXT_DELTA and message.text:
+            self.out.write(message.text)
+            self.out.flush()
+            self._streaming = True
+            self._streamed_ids.add(message.message_id)
+        elif kind is MessageType.TEXT and message.text:
+            if message.parent_tool_use_id is not None:
+                return
+            if self._streaming or message.message_id in self._streamed_ids:
+                self._streamed_ids.discard(message.message_id)
+                if self._streaming:
+                    self._line("")
+                return
+            self._line(message.text)
+        elif kind is MessageType.THINKING and message.text:
+            self._line(self.style("dim", f"(thinking) {_short(message.text, 300)}"))
+        elif kind is MessageType.TOOL_USE and message.tool is not None:
+            tool = message.tool
+            self._line(self.style("cyan", f"→ {tool.name or 'tool'} {_short(tool.input)}"))
+        elif kind is MessageType.TOOL_RESULT and message.tool is not None:
+            tool = message.tool
+            mark = self.style("red", "✗") if tool.is_error else "←"
+            self._line(f"{mark} {_short(tool.output if tool.output is not None else '')}")
+        elif kind is MessageType.CONTEXT_WINDOW and message.context is not None:
+            self._line(self.style("dim", "context ") + gauge(message.context, colour=self.colour))
+        elif kind is MessageType.INIT and message.init is not None:
+            init = message.init
+            parts = [p for p in (init.agent_name, init.agent_version) if p]
+            if init.model:
+                parts.append(f"model {init.model}")
+            if message.resume_id:
+                parts.append(f"session {message.resume_id}")
+            if parts:
+                self._line(self.style("dim", "● " + " · ".join(parts)))
+        elif kind is MessageType.ERROR and message.error is not None:
+            code = f" [{message.error.code}]" if message.error.code else ""
+            self._line(self.style("red", f"error{code}: {message.error.message}"))
+        elif kind is MessageType.SYSTEM and message.denials:
+            for denial in message.denials:
+                self._line(
+                    self.style("yellow", f"denied {denial.tool_name}: {denial.reason or ''}")
+                )
+
+    def summary(self, summary: TurnSummary) -> None:
+        usage = summary.usage
+        status = self.style("green", "ok") if summary.ok else self.style("red", "failed")
+        lines = [f"── turn {summary.turn} {status} · stop: {summary.stop_reason or '-'}"]
+        if usage is not None:
+            figures = [
+                f"in {usage.input_tokens}" if usage.input_tokens is not None else None,
+                f"out {usage.output_tokens}" if usage.output_tokens is not None else None,
+                f"cache read {usage.cache_read_tokens}"
+                if usage.cache_read_tokens is not None
+                else None,
+                f"cache write {usage.cache_write_tokens}"
+                if usage.cache_write_tokens is not None
+                else None,
+                f"thinking {usage.thinking_tokens}" if usage.thinking_tokens else None,
+                f"cost ${usage.cost_usd:.6f}" if usage.cost_usd is not None else None,
+            ]
+            lines.append("   usage: " + ", ".join(f for f in figures if f))
+        if summary.context is not None:
+            c = summary.context
+            reading = ContextWindow(
+                used_tokens=c.used,
+                size_tokens=c.size,
+                used_source=c.used_source,
+                size_source=c.size_source,
+            )
+            source = f" (used: {c.used_source or '?'}, size: {c.size_source or '?'})"
+            lines.append("   context: " + gauge(reading, colour=self.colour) + source)
+        if summary.tool_calls:
+            lines.append(f"   tools: {len(summary.tool_calls)} call(s)")
+        if summary.denials:
+            lines.append(f"   denials: {len(summary.denials)}")
+        if summary.resume_id:
+            lines.append(f"   resume id: {summary.resume_id}")
+        if summary.duration_s is not None:
+            lines.append(f"   wall time: {summary.duration_s:.2f}s")
+        for line in lines:
+            self._line(self.style("bold", line) if line is lines[0] else line)

@@ -1,0 +1,98 @@
+"""Replay: recorded transcripts through an engine's translator, with no subprocess.
+
+A transcript is the agent's raw output, one JSON value per line (for JSON-RPC engines, a
+bidirectional log of ``{"dir": "send"|"recv", "msg": {...}}`` lines). Replay feeds it through the
+same translator the live engine uses and splits the stream into turns at each ``result``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ._errors import SendNotSupportedError
+from ._framing import LineFramer, LineTooLong
+from ._messages import Message, MessageType
+from ._process import Engine, Process, TurnContext
+from ._registry import get_translator
+from ._session import Session
+from ._translate import Translator, decode_line
+
+__all__ = ["ReplayEngine", "read_events", "replay_turns", "translate_events"]
+
+
+def read_events(
+    path: str | os.PathLike[str], *, engine: str, max_line_bytes: int = 64 * 1024 * 1024
+) -> Iterator[Any | Message]:
+    """Decoded events of a transcript; undecodable lines become ``error`` messages."""
+    framer = LineFramer(max_line_bytes)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            yield from _decode_all(framer.feed(chunk), engine)
+    yield from _decode_all(framer.flush(), engine)
+
+
+def _decode_all(items: Iterable[bytes | LineTooLong], engine: str) -> Iterator[Any | Message]:
+    for item in items:
+        event, problem = decode_line(item, engine=engine)
+        yield problem if problem is not None else event
+
+
+def translate_events(events: Iterable[Any | Message], translator: Translator) -> Iterator[Message]:
+    """Every message a translator makes of ``events``, then of the end of the stream."""
+    for event in events:
+        if isinstance(event, Message):
+            yield event
+        else:
+            yield from translator.feed(event)
+    yield from translator.finish()
+
+
+def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Message]]:
+    """The transcript's messages grouped into turns (numbered from 1). A turn ends with its
+    ``result``; messages after the last result form a final, unfinished turn."""
+    translator = get_translator(engine)
+    turns: list[list[Message]] = []
+    current: list[Message] = []
+    for message in translate_events(read_events(path, engine=engine), translator):
+        current.append(message.model_copy(update={"turn": len(turns) + 1}))
+        if message.type is MessageType.RESULT:
+            turns.append(current)
+            current = []
+    if current:
+        turns.append(current)
+    return turns
+
+
+class ReplayEngine(Engine):
+    """Plays a recorded transcript back as a session: each turn yields the next recorded turn,
+    whatever the prompt. Useful to test orchestrators against recorded agent behaviour."""
+
+    name: ClassVar[str] = "replay"
+
+    def __init__(self, path: str | os.PathLike[str], *, engine: str) -> None:
+        self.path = Path(path)
+        self.engine = engine
+
+    def start(self, session: Session | None = None) -> Process:
+        return _ReplayProcess(replay_turns(self.path, engine=self.engine), session)
+
+
+class _ReplayProcess(Process):
+    engine_name = "replay"
+
+    def __init__(self, turns: list[list[Message]], session: Session | None) -> None:
+        super().__init__(session)
+        self._recorded = turns
+
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        if ctx.number > len(self._recorded):
+            raise SendNotSupportedError(
+                f"the transcript has only {len(self._recorded)} turn(s)", engine=self.engine_name
+            )
+        for message in self._recorded[ctx.number - 1]:
+            await ctx.emit(message)
+            if message.resume_id:
+                self.resume_id = message.resume_id

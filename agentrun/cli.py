@@ -1,0 +1,261 @@
+"""The ``agentrun`` command.
+
+``agentrun run [--engine E] [--model M] [--cwd DIR] [--json] [--live] [PROMPT]``
+    One real agent turn (and ``--then`` follow-ups) through ``run_turn``. By default the pinned
+    agent talks to the embedded scripted model server on 127.0.0.1: no account, no tokens.
+    ``--live`` uses your own agent configuration and credentials, untouched.
+``agentrun replay --engine E FILE [--json | --summary]``
+    A recorded transcript through the engine's translator (no subprocess).
+``agentrun record --engine E --out PATH [--script FILE] [--prompt P ...]``
+    Record a real agent's raw output against the model server (fixtures).
+``agentrun serve [--script FILE] [--port N]``
+    Only the scripted model server.
+``agentrun catalog MODEL ...``
+    What the model catalog knows (context window, max output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ._context import default_catalog
+from ._errors import AgentrunError, ConfigurationError, EngineUnavailableError
+from ._messages import Message
+from ._process import Engine, run_turn
+from ._registry import engine_names, get_engine, translator_names
+from ._render import Renderer
+from ._session import Session
+from ._summary import TurnSummary
+
+__all__ = ["main"]
+
+#: Engines ``agentrun run`` can drive against the embedded model server.
+EMBEDDED = ("claude", "opencode", "opencode-acp")
+DEFAULT_PROMPT = "Check that the shell works, then tell me what you found."
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentrun", description="Drive coding agents through one typed message stream."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a real agent turn (embedded model server by default)")
+    run.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
+    run.add_argument("--engine", default="claude", help=f"one of {', '.join(EMBEDDED)}")
+    run.add_argument("--model")
+    run.add_argument("--cwd", help="working directory (default: a fresh temporary one)")
+    run.add_argument("--json", action="store_true", help="print normalized messages as JSONL")
+    run.add_argument("--live", action="store_true", help="use your real agent configuration")
+    run.add_argument("--resume", metavar="ID", help="continue an earlier session")
+    run.add_argument("--then", action="append", default=[], metavar="PROMPT",
+                     help="a follow-up turn in the same session (repeatable)")  # fmt: skip
+    run.add_argument("--script", metavar="FILE", help="model server script (JSON)")
+    run.add_argument("--timeout", type=float, help="seconds for each turn")
+    run.add_argument("--idle-timeout", type=float, help="seconds of silence allowed")
+    run.add_argument("--binary", help="path of the agent program")
+
+    replay = sub.add_parser("replay", help="translate a recorded transcript")
+    replay.add_argument("--engine", required=True, help=f"one of {', '.join(translator_names())}")
+    replay.add_argument("file")
+    form = replay.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="one normalized message per line")
+    form.add_argument("--summary", action="store_true", help="one TurnSummary JSON per turn")
+
+    record = sub.add_parser("record", help="record a real agent against the model server")
+    record.add_argument("--engine", required=True)
+    record.add_argument("--out", required=True, help="output path without extension")
+    record.add_argument("--script", metavar="FILE", help="model server script (JSON)")
+    record.add_argument("--prompt", action="append", default=[], help="a turn (repeatable)")
+
+    serve = sub.add_parser("serve", help="run the scripted model server on 127.0.0.1")
+    serve.add_argument("--script", metavar="FILE")
+    serve.add_argument("--port", type=int, default=0)
+    serve.add_argument("--quiet", action="store_true")
+
+    catalog = sub.add_parser("catalog", help="look models up in the catalog")
+    catalog.add_argument("models", nargs="+")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return anyio.run(_run, args)
+        if args.command == "replay":
+            return _replay(args)
+        if args.command == "record":
+            return anyio.run(_record, args)
+        if args.command == "serve":
+            from .testing.__main__ import main as testing_main
+
+            extra = ["--port", str(args.port)]
+            extra += ["--script", args.script] if args.script else []
+            extra += ["--quiet"] if args.quiet else []
+            return testing_main(["serve", *extra])
+        return _catalog(args)
+    except AgentrunError as exc:
+        print(f"agentrun: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, (ConfigurationError, EngineUnavailableError)) else 1
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+
+async def _run(args: argparse.Namespace) -> int:
+    if args.engine not in engine_names():
+        raise ConfigurationError(f"unknown engine {args.engine!r}", option="engine")
+    if not args.live and args.engine not in EMBEDDED:
+        raise ConfigurationError(
+            f"engine {args.engine!r} is not supported yet on the embedded model server "
+            f"(supported: {', '.join(EMBEDDED)}); use --live to drive your own installation",
+            option="engine",
+        )
+    prompts = [args.prompt, *args.then]
+    with tempfile.TemporaryDirectory(prefix="agentrun-") as tmp:
+        cwd = args.cwd or _workspace(tmp)
+        if args.live:
+            engine = _engine(args.engine, binary=args.binary)
+            session = Session(model=args.model, cwd=cwd, resume_id=args.resume)
+            return await _turns(engine, session, prompts, args)
+        from .testing import ModelServer, Script
+
+        script = Script.from_file(args.script) if args.script else None
+        async with ModelServer(script) as server:
+            engine, session = _embedded(args, server.url, tmp, cwd)
+            return await _turns(engine, session, prompts, args)
+
+
+def _workspace(tmp: str) -> str:
+    path = Path(tmp) / "workspace"
+    path.mkdir()
+    return str(path)
+
+
+def _engine(name: str, **options: Any) -> Engine:
+    options = {k: v for k, v in options.items() if v is not None}
+    engine = get_engine(name, **options)
+    engine.check()
+    return engine
+
+
+def _embedded(args: argparse.Namespace, url: str, tmp: str, cwd: str) -> tuple[Engine, Session]:
+    from .testing import claude_offline, opencode_offline
+
+    if args.engine == "claude":
+        config = claude_offline(url, Path(tmp) / "agent")
+        engine = _engine("claude", binary=args.binary)
+    else:
+        config = opencode_offline(url, Path(tmp) / "agent")
+        engine = _engine(args.engine, binary=args.binary)
+    session = Session(
+        model=args.model or config.model,
+        cwd=cwd,
+        env=dict(config.env),
+        inherit_env=False,
+        resume_id=args.resume,
+        context_window_tokens=config.context_window,
+    )
+    return engine, session
+
+
+async def _turns(
+    engine: Engine, session: Session, prompts: list[str], args: argparse.Namespace
+) -> int:
+    renderer = None if args.json else Renderer()
+    failed = False
+    async with engine.start(session) as process:
+        for prompt in prompts:
+            if renderer is not None:
+                renderer.out.write(renderer.style("bold", f"▶ {prompt}") + "\n")
+
+            def show(message: Message) -> None:
+                if renderer is None:
+                    print(json.dumps(message.model_dump(mode="json")), flush=True)
+                else:
+                    renderer.message(message)
+
+            try:
+                summary = await run_turn(
+                    process,
+                    prompt,
+                    on_message=show,
+                    timeout=args.timeout,
+                    idle_timeout=args.idle_timeout,
+                )
+            except AgentrunError as exc:
+                if exc.summary is not None and renderer is not None:
+                    renderer.summary(exc.summary)
+                raise
+            if renderer is not None:
+                renderer.summary(summary)
+            failed = failed or not summary.ok
+    return 1 if failed else 0
+
+
+# -- replay / record / catalog -------------------------------------------------------------------
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ._replay import replay_turns
+
+    if not os.path.exists(args.file):
+        raise ConfigurationError(f"no such transcript: {args.file}", option="file")
+    turns = replay_turns(args.file, engine=args.engine)
+    renderer = None if (args.json or args.summary) else Renderer()
+    for messages in turns:
+        summary = TurnSummary.from_messages(messages)
+        if args.summary:
+            print(json.dumps(summary.model_dump(mode="json")))
+            continue
+        for message in messages:
+            if renderer is None:
+                print(json.dumps(message.model_dump(mode="json")))
+            else:
+                renderer.message(message)
+        if renderer is not None:
+            renderer.summary(summary)
+    return 0
+
+
+async def _record(args: argparse.Namespace) -> int:
+    from .testing import Script, default_script
+    from .testing._recorder import record
+
+    script = Script.from_file(args.script) if args.script else default_script()
+    prompts = args.prompt or [DEFAULT_PROMPT]
+    meta: Any = await record(args.engine, prompts=prompts, script=script, out=Path(args.out))
+    print(json.dumps(meta, indent=2, default=str))
+    return 0
+
+
+def _catalog(args: argparse.Namespace) -> int:
+    catalog = default_catalog()
+    status = 0
+    for model in args.models:
+        info = catalog.lookup(model)
+        if info is None:
+            print(f"{model}: unknown")
+            status = 1
+            continue
+        print(
+            f"{model}: context window {info.context_window}, max output "
+            f"{info.max_output_tokens} ({info.matched_by} match on {info.id}; {info.source})"
+        )
+    return status
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Offline testing kit: the embedded scripted model server, offline agent configuration,
+network isolation, and a scripted in-process engine.
+
+Script building blocks are exported under unambiguous names (``ModelTurn``, ``TextBlock``,
+``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
+"""
+
+from ._modelserver import ApiKind, ModelServer, RecordedRequest
+from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
+from ._offline import (
+    OfflineAgentConfig,
+    base_env,
+    claude_offline,
+    codex_offline,
+    offline_config,
+    opencode_offline,
+)
+from ._script import (
+    DEFAULT_SHELL_COMMAND,
+    EXHAUSTED_TEXT,
+    HttpError,
+    Script,
+    StreamError,
+    default_script,
+)
+from ._script import Text as TextBlock
+from ._script import Thinking as ThinkingBlock
+from ._script import ToolCall as ToolCallBlock
+from ._script import Turn as ModelTurn
+from ._script import Usage as ScriptUsage
+from ._scripted import Fail, Hang, ScriptedEngine, ScriptedProcess, Sleep, TurnRecord
+
+__all__ = [
+    "DEFAULT_SHELL_COMMAND",
+    "EXHAUSTED_TEXT",
+    "ApiKind",
+    "Fail",
+    "Hang",
+    "HttpError",
+    "ModelServer",
+    "ModelTurn",
+    "OfflineAgentConfig",
+    "RecordedRequest",
+    "Script",
+    "ScriptUsage",
+    "ScriptedEngine",
+    "ScriptedProcess",
+    "Sleep",
+    "StreamError",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "TurnRecord",
+    "base_env",
+    "can_isolate_network",
+    "claude_offline",
+    "codex_offline",
+    "default_script",
+    "isolated_argv",
+    "network_is_loopback_only",
+    "offline_config",
+    "opencode_offline",
+    "run_isolated",
+]
