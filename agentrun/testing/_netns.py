@@ -55,12 +55,16 @@ def can_isolate_network() -> bool:
 
 
 def network_is_loopback_only() -> bool:
-    """True when the only network interface of this process's namespace is ``lo``."""
-    net = Path("/sys/class/net")
+    """True when the only network interface of this process's namespace is ``lo``.
+
+    Reads ``/proc/self/net/dev`` (per network namespace); ``/sys/class/net`` would show the
+    namespace sysfs was mounted in, not ours.
+    """
     try:
-        names = {p.name for p in net.iterdir()}
+        lines = Path("/proc/self/net/dev").read_text().splitlines()[2:]
     except OSError:
         return False
+    names = {line.split(":", 1)[0].strip() for line in lines if ":" in line}
     return names == {"lo"}
 
 

@@ -1,0 +1,145 @@
+"""Helpers shared by tests that run the real pinned agent programs offline.
+
+Import from test modules (``tests/`` is on ``sys.path``)::
+
+    from agents_support import require_engine, run_agent, claude_argv
+
+* :func:`require_engine` - the binary path, or ``pytest.skip`` with the install command.
+* :func:`run_agent` - run an agent with stdin ``/dev/null``, an offline env and a cwd; returns
+  an :class:`AgentRun` (exit code, parsed JSON lines, stderr, wall time).
+* ``claude_argv`` / ``opencode_run_argv`` / ``codex_exec_argv`` - the usual command lines.
+* ``model_server`` - an async fixture with the default script (``from agents_support import
+  model_server`` in the test module, then take ``model_server`` as an argument).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentrun._binaries import INSTALL_HINT, resolve_binary
+from agentrun._errors import EngineUnavailableError
+from agentrun.testing._modelserver import ModelServer
+from agentrun.testing._offline import OfflineAgentConfig
+
+__all__ = [
+    "AgentRun",
+    "claude_argv",
+    "codex_exec_argv",
+    "model_server",
+    "opencode_run_argv",
+    "require_engine",
+    "run_agent",
+]
+
+
+def require_engine(name: str) -> str:
+    """The pinned binary ``name``, or skip the test with the install command."""
+    try:
+        return resolve_binary(name)
+    except EngineUnavailableError:
+        pytest.skip(f"{name} is not installed; run: {INSTALL_HINT}")
+
+
+@dataclass
+class AgentRun:
+    """What one agent process did."""
+
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    wall: float
+    events: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+
+    def of_type(self, type_: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("type") == type_]
+
+    def describe(self) -> str:
+        return (
+            f"argv={self.argv}\nexit={self.returncode} wall={self.wall:.2f}s\n"
+            f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}"
+        )
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            events.append(value)
+    return events
+
+
+async def run_agent(
+    argv: Sequence[str],
+    config: OfflineAgentConfig,
+    cwd: Path,
+    *,
+    timeout: float = 90.0,
+) -> AgentRun:
+    """Run ``argv`` with stdin ``/dev/null``, ``config.env`` and ``cwd``; never raises on exit."""
+    start = time.monotonic()
+    with anyio.fail_after(timeout):
+        done = await anyio.run_process(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            env=dict(config.env),
+            cwd=cwd,
+            check=False,
+        )
+    stdout = done.stdout.decode("utf-8", "replace")
+    return AgentRun(
+        argv=list(argv),
+        returncode=done.returncode,
+        stdout=stdout,
+        stderr=done.stderr.decode("utf-8", "replace"),
+        wall=time.monotonic() - start,
+        events=_json_lines(stdout),
+    )
+
+
+def claude_argv(binary: str, prompt: str, *extra: str) -> list[str]:
+    """``claude -p --verbose --output-format stream-json`` with bypass permissions."""
+    return [
+        binary,
+        "-p",
+        "--verbose",
+        "--output-format",
+        "stream-json",
+        "--dangerously-skip-permissions",
+        *extra,
+        prompt,
+    ]
+
+
+def opencode_run_argv(binary: str, config: OfflineAgentConfig, *words: str) -> list[str]:
+    """``opencode run --format json --model fake/fake-model WORDS...`` (no quoting quirk)."""
+    assert config.model is not None
+    return [binary, "run", "--format", "json", "--model", config.model, *words]
+
+
+def codex_exec_argv(binary: str, config: OfflineAgentConfig, prompt: str) -> list[str]:
+    """``codex exec --json --skip-git-repo-check PROMPT``."""
+    return [binary, "exec", "--json", *config.args, prompt]
+
+
+@pytest.fixture
+async def model_server() -> AsyncIterator[ModelServer]:
+    """A running :class:`ModelServer` with the default script."""
+    async with ModelServer() as server:
+        yield server
