@@ -1,0 +1,52 @@
+# The two set-up commands of the README:
+#   make demo   one real agent turn on the embedded model server (no account needed)
+#   make test   lint, type-check and the whole test suite (real agents included)
+# Both install what they need first: a virtualenv in .venv and the pinned agents in engines/.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ENGINES_STAMP := engines/node_modules/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test install engines lint typecheck pytest bench record clean
+
+demo: $(STAMP) $(ENGINES_STAMP)
+	$(BIN)/agentrun run
+
+test: lint typecheck pytest
+
+install: $(STAMP)
+engines: $(ENGINES_STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+$(ENGINES_STAMP): engines/package.json engines/package-lock.json
+	npm ci --prefix engines --no-audit --no-fund --loglevel=error
+	touch $(ENGINES_STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/pyright
+
+# Real agents and the model server run inside a loopback-only network namespace where the
+# machine allows it (see docs/testing-offline.md).
+pytest: $(STAMP) $(ENGINES_STAMP)
+	$(BIN)/python -m agentrun.testing netns -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/normalize.py
+
+record: $(STAMP) $(ENGINES_STAMP)
+	$(BIN)/python -m agentrun.testing netns -- $(BIN)/python fixtures/record_all.py
+
+clean:
+	rm -rf $(VENV) engines/node_modules
