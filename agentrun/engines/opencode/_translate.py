@@ -1,0 +1,357 @@
+"""Translate ``opencode run --format json`` events into normalized messages.
+
+One ``opencode run`` process is one turn: every line is a complete event (there are no streaming
+deltas) and a turn is **all steps until the process exits**. Each LLM call is one step
+(``step_start`` ... ``step_finish``); the turn's ``result`` is synthesized by :meth:`finish` from
+the steps: usage and cost summed, the stop reason of the last step, the first error event.
+
+Usage convention (see :mod:`agentrun._messages`): OpenCode's ``tokens.input`` already excludes
+cached tokens, so it is used as is; its ``tokens.output`` *excludes* reasoning, ours includes it,
+so ``output_tokens = output + reasoning`` and ``thinking_tokens = reasoning``.
+
+The translator is pure and serves both the live engine and ``agentrun replay --engine opencode``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from ..._context import ContextTracker
+from ..._messages import (
+    ErrorInfo,
+    InitMeta,
+    Message,
+    MessageType,
+    PermissionDenial,
+    ProcessMeta,
+    ToolCall,
+    Usage,
+)
+
+__all__ = ["AGENT_NAME", "REJECTED_PERMISSION", "STOP_REASONS", "OpenCodeTranslator"]
+
+AGENT_NAME = "opencode"
+
+#: OpenCode's ``step_finish.part.reason`` -> our ``stop_reason``.
+STOP_REASONS: dict[str, str] = {
+    "stop": "end_turn",
+    "tool-calls": "tool_use",
+    "length": "max_tokens",
+    "content-filter": "refusal",
+}
+
+#: The tool error text OpenCode uses when a permission was auto-rejected (run mode cannot ask).
+REJECTED_PERMISSION = "The user rejected permission to use this specific tool call."
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
+    """Our :class:`Usage` of one step from ``step_finish.part.tokens`` (and its ``cost``)."""
+    cache = _dict(tokens.get("cache"))
+    output = _int(tokens.get("output"))
+    reasoning = _int(tokens.get("reasoning"))
+    if output is not None or reasoning is not None:
+        total_output: int | None = (output or 0) + (reasoning or 0)
+    else:
+        total_output = None
+    return Usage(
+        input_tokens=_int(tokens.get("input")),
+        output_tokens=total_output,
+        cache_read_tokens=_int(cache.get("read")),
+        cache_write_tokens=_int(cache.get("write")),
+        thinking_tokens=reasoning,
+        cost_usd=_float(cost),
+    )
+
+
+class OpenCodeTranslator:
+    """Turns the events of one ``opencode run`` process into messages.
+
+    Live, the engine makes one translator per turn (they share the session's
+    :class:`ContextTracker`) and calls :meth:`start` first, which returns the turn's ``init``
+    message. Without :meth:`start` (replay) the ``init`` message is made from the first event.
+    :meth:`finish` synthesizes the turn's ``result``: only when at least one step finished or an
+    error event arrived, so a stream without either ends without a result.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        tracker: ContextTracker | None = None,
+        agent_version: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.model = model
+        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
+        self.agent_version = agent_version
+        self.cwd = cwd
+        #: The session id seen in the events (``ses_...``).
+        self.session_id: str | None = None
+        self.steps = 0
+        self.usage: Usage | None = None
+        self.last_reason: str | None = None
+        self.errors: list[ErrorInfo] = []
+        self.denials: list[PermissionDenial] = []
+        self._init_sent = False
+        self._finished = False
+        self._message_id: str | None = None
+
+    # -- the turn's frame ------------------------------------------------------------------
+
+    def start(
+        self,
+        *,
+        process: ProcessMeta | None = None,
+        resume_id: str | None = None,
+        permission_mode: str | None = None,
+    ) -> list[Message]:
+        """The turn's ``init`` message (live engine, before any event)."""
+        self._init_sent = True
+        return [self._init(process=process, resume_id=resume_id, permission_mode=permission_mode)]
+
+    def _init(
+        self,
+        *,
+        process: ProcessMeta | None = None,
+        resume_id: str | None = None,
+        permission_mode: str | None = None,
+        raw: Any = None,
+    ) -> Message:
+        return Message(
+            type=MessageType.INIT,
+            init=InitMeta(
+                model=self.model,
+                agent_name=AGENT_NAME,
+                agent_version=self.agent_version,
+                session_id=resume_id,
+                cwd=self.cwd,
+                permission_mode=permission_mode,
+            ),
+            process=process,
+            resume_id=resume_id,
+            raw=raw,
+        )
+
+    # -- events ----------------------------------------------------------------------------
+
+    def feed(self, event: Any) -> list[Message]:
+        if isinstance(event, Message):
+            return [event]
+        if not isinstance(event, dict):
+            return [
+                Message.error_message(
+                    f"{AGENT_NAME}: expected a JSON object, got {type(event).__name__}",
+                    code="protocol",
+                    raw=event,
+                )
+            ]
+        ev = cast("dict[str, Any]", event)
+        out: list[Message] = []
+        session_id = _str(ev.get("sessionID"))
+        if session_id is not None and self.session_id is None:
+            self.session_id = session_id
+        if not self._init_sent:
+            self._init_sent = True
+            out.append(self._init(resume_id=self.session_id, raw=ev))
+        kind = ev.get("type")
+        part = _dict(ev.get("part"))
+        if kind == "step_start":
+            out.extend(self._step_start(ev, part))
+        elif kind == "text":
+            out.extend(self._block(MessageType.TEXT, ev, part))
+        elif kind == "reasoning":
+            out.extend(self._block(MessageType.THINKING, ev, part))
+        elif kind == "tool_use":
+            out.extend(self._tool(ev, part))
+        elif kind == "step_finish":
+            out.extend(self._step_finish(ev, part))
+        elif kind == "error":
+            out.extend(self._error(ev))
+        elif isinstance(kind, str) and kind:
+            # A newer OpenCode's event kind: pass it through under its own type.
+            out.append(Message(type=kind, subtype=kind, data=ev, raw=ev))
+        else:
+            out.append(
+                Message.error_message(
+                    f"{AGENT_NAME}: event without a type", code="protocol", data=ev, raw=ev
+                )
+            )
+        return out
+
+    def _step_start(self, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:
+        self._message_id = _str(part.get("messageID")) or self._message_id
+        data: dict[str, Any] = {"step": self.steps + 1}
+        if self._message_id is not None:
+            data["message_id"] = self._message_id
+        return [
+            Message(
+                type=MessageType.SYSTEM,
+                subtype="step_start",
+                message_id=self._message_id,
+                data=data,
+                raw=ev,
+            )
+        ]
+
+    def _block(self, kind: MessageType, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:
+        text = part.get("text")
+        if not isinstance(text, str):
+            return []
+        return [
+            Message(
+                type=kind,
+                text=text,
+                message_id=_str(part.get("messageID")) or self._message_id,
+                raw=ev,
+            )
+        ]
+
+    def _tool(self, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:
+        state = _dict(part.get("state"))
+        call_id = _str(part.get("callID")) or _str(part.get("id"))
+        name = _str(part.get("tool"))
+        status = _str(state.get("status"))
+        title = _str(state.get("title"))
+        message_id = _str(part.get("messageID")) or self._message_id
+        tool_input = state.get("input")
+        use = Message(
+            type=MessageType.TOOL_USE,
+            tool=ToolCall(id=call_id, name=name, input=tool_input, title=title),
+            message_id=message_id,
+            raw=ev,
+        )
+        if status not in ("completed", "error"):
+            # Run mode prints tools only once they ended; anything else has no result yet.
+            return [use]
+        is_error = status == "error"
+        output = state.get("error") if is_error else state.get("output")
+        data: dict[str, Any] = {}
+        metadata = state.get("metadata")
+        if metadata is not None:
+            data["metadata"] = metadata
+        timing = _dict(state.get("time"))
+        if timing:
+            data["time"] = timing
+        denials: tuple[PermissionDenial, ...] | None = None
+        if is_error and isinstance(output, str) and output.strip() == REJECTED_PERMISSION:
+            denial = PermissionDenial(
+                tool_name=name, tool_use_id=call_id, input=tool_input, reason=output
+            )
+            self.denials.append(denial)
+            denials = (denial,)
+        result = Message(
+            type=MessageType.TOOL_RESULT,
+            tool=ToolCall(
+                id=call_id, name=name, output=output, is_error=is_error, title=title, status=status
+            ),
+            message_id=message_id,
+            denials=denials,
+            data=data or None,
+            raw=ev,
+        )
+        return [use, result]
+
+    def _step_finish(self, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:
+        self.steps += 1
+        reason = _str(part.get("reason"))
+        if reason is not None:
+            self.last_reason = reason
+        usage = step_usage(_dict(part.get("tokens")), part.get("cost"))
+        self.usage = usage if self.usage is None else self.usage + usage
+        reading = self.tracker.observe_call(usage, raw=ev)
+        return [] if reading is None else [reading]
+
+    def _error(self, ev: dict[str, Any]) -> list[Message]:
+        error = _dict(ev.get("error"))
+        data = _dict(error.get("data"))
+        name = _str(error.get("name")) or "UnknownError"
+        text = _str(data.get("message")) or _str(error.get("message")) or "unknown error"
+        status = _int(data.get("statusCode"))
+        info = ErrorInfo(message=text, code=name, status=status, fatal=True)
+        self.errors.append(info)
+        extra: dict[str, Any] = {"name": name}
+        for key in ("isRetryable", "responseBody", "ref"):
+            if key in data:
+                extra[key] = data[key]
+        return [
+            Message.error_message(f"{name}: {text}", code=name, status=status, data=extra, raw=ev)
+        ]
+
+    # -- end of the process ----------------------------------------------------------------
+
+    @property
+    def has_outcome(self) -> bool:
+        """A result can be synthesized: a step finished or an error was reported."""
+        return self.steps > 0 or bool(self.errors)
+
+    def finish(self, *, cancelled: bool = False) -> list[Message]:
+        """The turn's ``result`` (once), or nothing when no step finished and no error came.
+
+        ``cancelled``: the turn was interrupted; a ``result`` with ``stop_reason="cancelled"``
+        is made in any case.
+        """
+        if self._finished:
+            return []
+        self._finished = True
+        out: list[Message] = []
+        if not self._init_sent:
+            self._init_sent = True
+            out.append(self._init())
+        if not cancelled and not self.has_outcome:
+            return out
+        error = self.errors[0] if self.errors else None
+        if cancelled:
+            stop_reason = "cancelled"
+        elif error is not None:
+            stop_reason = "error"
+        elif self.last_reason is not None:
+            stop_reason = STOP_REASONS.get(self.last_reason, self.last_reason)
+        else:
+            stop_reason = None
+        data: dict[str, Any] = {"steps": self.steps}
+        if self.last_reason is not None:
+            data["reason"] = self.last_reason
+        if self.model:
+            data["model"] = self.model
+        if len(self.errors) > 1:
+            data["errors"] = len(self.errors)
+        out.append(
+            Message(
+                type=MessageType.RESULT,
+                subtype="cancelled" if cancelled else ("error" if error else "success"),
+                usage=self.usage,
+                stop_reason=stop_reason,
+                error=error,
+                denials=tuple(self.denials) if self.denials else None,
+                resume_id=self.session_id,
+                data=data,
+            )
+        )
+        return out
