@@ -72,7 +72,8 @@ def main() -> None:
     tracemalloc.stop()
     # Time the pipeline again without tracemalloc's overhead.
     pipe_s, messages = _pipeline(data, args.engine)
-    print(f"input: {path.name} x{len(data) // max(1, path.stat().st_size)}, {size_mb:.1f} MiB, {lines} lines")
+    copies = len(data) // max(1, path.stat().st_size)
+    print(f"input: {path.name} x{copies}, {size_mb:.1f} MiB, {lines} lines")
     print(f"json.loads only : {base_s:.3f}s  ({size_mb / base_s:.1f} MiB/s)")
     print(f"agentrun        : {pipe_s:.3f}s  ({size_mb / pipe_s:.1f} MiB/s), {messages} messages")
     print(f"ratio (agentrun / json.loads time): {pipe_s / base_s:.2f}x")
