@@ -328,7 +328,9 @@ def test_sample_details() -> None:
         if r["dir"] == "recv" and r["msg"].get("method") == "session/update"
     ]
     usage = [u for u in updates if isinstance(u, acp.UsageUpdate)]
-    assert [(u.used, u.size) for u in usage] == [(1200, 200000), (1200, 200000)] or len(usage) == 2
+    assert [(u.used, u.size) for u in usage] == [(1200, 200000), (1500, 200000)]
+    # cost is cumulative for the session
+    assert [u.cost.amount for u in usage if u.cost] == [0.001034, 0.00146]
     assert usage[0].cost is not None
     assert usage[0].cost.currency == "USD"
     text = "".join(
