@@ -619,10 +619,12 @@ class ManagedProcess:
     async def aclose(self) -> None:
         """Stop the program and everything in its process group; idempotent.
 
-        Shielded from cancellation and bounded: close stdin, wait ``close_stdin_timeout``,
-        SIGTERM the group, wait ``terminate_timeout``, SIGKILL the group, wait
-        ``kill_timeout``; then SIGKILL the group once more for children that outlived the
-        leader, collect the rest of stderr (``stderr_settle_timeout``) and close the pipes.
+        Shielded from cancellation and bounded: close stdin and wait, together at most
+        ``close_stdin_timeout``; SIGTERM the group, wait ``terminate_timeout``; SIGKILL the
+        group, wait ``kill_timeout``; then SIGKILL the group once more for children that
+        outlived the leader, collect the rest of stderr (``stderr_settle_timeout``) and
+        close the pipes.  A program that survives SIGKILL (uninterruptible sleep) is left in
+        the registry for the ``atexit`` reaper instead of blocking the caller.
         """
         if self._process is None:
             return
@@ -640,8 +642,12 @@ class ManagedProcess:
     async def _shutdown(self, proc: anyio.abc.Process) -> None:
         spec = self._spec
         pid = proc.pid
-        await self.close_stdin()
-        if not await self._exited_within(spec.close_stdin_timeout):
+        # One grace budget covers closing stdin (a blocked writer may hold the lock) and
+        # the program's own exit.
+        with anyio.move_on_after(spec.close_stdin_timeout):
+            await self.close_stdin()
+            await proc.wait()
+        if proc.returncode is None:
             _log.debug(
                 "pid %d still running %.3gs after close; SIGTERM", pid, spec.close_stdin_timeout
             )

@@ -348,6 +348,31 @@ async def test_write_to_a_program_that_died_raises_process_exit_error() -> None:
 
 
 @pytest.mark.anyio
+async def test_close_is_bounded_while_a_writer_is_blocked_and_a_reader_waits() -> None:
+    outcome: dict[str, object] = {}
+
+    async def writer(p: ManagedProcess) -> None:
+        outcome["write"] = await write_until_error(p)
+
+    async def reader(p: ManagedProcess) -> None:
+        outcome["lines"] = [line async for line in p.lines()]
+
+    async with open_process(fake("hang", stdin="pipe")) as p:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(writer, p)
+            tg.start_soon(reader, p)
+            await anyio.sleep(0.2)  # the program never reads stdin: the writer is stuck
+            assert "write" not in outcome
+            started = time.monotonic()
+            await p.aclose()
+            elapsed = time.monotonic() - started
+    assert isinstance(outcome["write"], SessionTerminatedError)
+    assert outcome["lines"] == [b'{"ready": true}']
+    assert p.returncode == -signal.SIGTERM
+    assert elapsed < 2.0
+
+
+@pytest.mark.anyio
 async def test_write_needs_a_stdin_pipe() -> None:
     async with open_process(fake("stdin_probe")) as p:
         with pytest.raises(SendNotSupportedError):
