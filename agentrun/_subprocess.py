@@ -382,12 +382,8 @@ class ManagedProcess:
                 await tg.__aexit__(None, None, None)
 
     async def _abort_start(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.aclose()
-            tg, self._tg = self._tg, None
-            if tg is not None:
-                tg.cancel_scope.cancel()
-                await tg.__aexit__(None, None, None)
+        # Same as leaving the block; aclose() is shielded, so the program is always stopped.
+        await self.__aexit__(None, None, None)
 
     # -- properties ------------------------------------------------------------------
 

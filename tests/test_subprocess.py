@@ -475,6 +475,19 @@ async def test_caller_cancellation_during_close_still_stops_everything() -> None
     assert wait_dead(p.pid)
 
 
+@pytest.mark.anyio
+async def test_cancellation_while_starting_stops_the_program() -> None:
+    p = open_process(fake("hang"))
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with p:
+            raise AssertionError("the body must not run")
+    assert scope.cancelled_caught
+    assert p.returncode is not None
+    assert wait_dead(p.pid)
+    assert p.pid not in live_process_groups()
+
+
 def test_atexit_reaper_kills_leftover_groups(tmp_path: Path) -> None:
     # A child interpreter starts a program, then exits without closing it.
     marker = tmp_path / "pid"
