@@ -12,33 +12,18 @@ warning message in the stream rather than silently.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._errors import ConfigurationError
 from ._permissions import PermissionHandler
+from ._subprocess import validate_env
 
-__all__ = ["Effort", "Mode", "Session", "validate_env"]
+__all__ = ["Effort", "Mode", "Session"]
 
 Effort = Literal["low", "medium", "high", "max"]
 Mode = Literal["plan", "act"]
-
-
-def validate_env(env: Mapping[str, str]) -> None:
-    """Reject environment entries no process could receive. Never echoes a value (secrets)."""
-    for key, value in env.items():
-        if not key:
-            raise ConfigurationError("environment variable name is empty", option="env")
-        if "=" in key or "\0" in key:
-            raise ConfigurationError(
-                f"environment variable name {key!r} contains '=' or NUL", option="env"
-            )
-        if "\0" in value:
-            raise ConfigurationError(
-                f"environment variable {key!r} has a value containing NUL", option="env"
-            )
 
 
 def _no_nul(name: str, value: str) -> str:
