@@ -231,11 +231,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 async def _record(args: argparse.Namespace) -> int:
-    import importlib
-
     from .testing import Script, default_script
+    from .testing._recorder import record
 
-    record: Any = importlib.import_module("agentrun.testing._recorder").record
     script = Script.from_file(args.script) if args.script else default_script()
     prompts = args.prompt or [DEFAULT_PROMPT]
     meta: Any = await record(args.engine, prompts=prompts, script=script, out=Path(args.out))
