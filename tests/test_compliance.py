@@ -1,0 +1,175 @@
+"""The shared compliance suite every engine's translator passes.
+
+It enumerates the registry, so a new engine is checked as soon as it registers a translator and
+puts recorded transcripts under ``fixtures/<engine>/`` (any depth, ``*.jsonl``). Invariants:
+
+* a translator never raises, whatever JSON it is fed, and passes unknown event kinds through;
+* every turn of a recorded transcript has at most one ``result``, and it comes last;
+* every ``tool_result`` pairs with a ``tool_use`` of the same id;
+* streamed deltas are always followed by the complete block;
+* ``context_window`` readings say where their numbers came from and never exceed what the
+  model could hold by more than the agent itself reported;
+* usage follows the convention (no negative numbers; thinking within output).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentrun import Message, MessageType, TurnSummary, get_translator
+from agentrun._registry import _TRANSLATORS  # pyright: ignore[reportPrivateUsage]
+from agentrun._replay import replay_turns
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+#: Where each translator's transcripts live (default: fixtures/<name>/).
+FIXTURE_DIRS = {"acp": ["acp", "opencode-acp"], "opencode-acp": []}
+
+#: An event of a kind no agent emits today, in each wire format.
+FUTURE_EVENTS: dict[str, Any] = {
+    "stdout": {"type": "x_future_event", "session_id": "s", "payload": {"n": 1}},
+    "jsonrpc": {
+        "dir": "recv",
+        "msg": {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": "s", "update": {"sessionUpdate": "x_future", "n": 1}},
+        },
+    },
+}
+
+
+def _wire_format(name: str) -> str:
+    return "jsonrpc" if name in ("acp", "opencode-acp") else "stdout"
+
+
+def _available() -> list[str]:
+    names: list[str] = []
+    for name in sorted(_TRANSLATORS):
+        try:
+            get_translator(name)
+        except Exception:  # an engine that has not landed yet
+            continue
+        names.append(name)
+    return names
+
+
+TRANSLATORS = _available()
+
+
+def _transcripts() -> list[tuple[str, Path]]:
+    found: list[tuple[str, Path]] = []
+    for name in TRANSLATORS:
+        for folder in FIXTURE_DIRS.get(name, [name]):
+            base = FIXTURES / folder
+            if base.is_dir():
+                found.extend((name, path) for path in sorted(base.rglob("*.jsonl")))
+    return found
+
+
+TRANSCRIPTS = _transcripts()
+
+
+def test_every_registered_translator_is_checked() -> None:
+    assert TRANSLATORS, "no translator could be loaded"
+    for name in TRANSLATORS:
+        if FIXTURE_DIRS.get(name, [name]):
+            assert any(n == name for n, _ in TRANSCRIPTS), f"{name} has no recorded transcripts"
+
+
+@pytest.mark.parametrize("name", TRANSLATORS)
+def test_unknown_event_kinds_pass_through(name: str) -> None:
+    translator = get_translator(name)
+    messages = translator.feed(FUTURE_EVENTS[_wire_format(name)])
+    assert messages, f"{name} dropped an unknown event silently"
+    assert any("x_future" in m.model_dump_json() for m in messages)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+EVENT_KEYS = ["type", "subtype", "message", "part", "event", "msg", "dir", "method", "params"]
+events = st.dictionaries(st.sampled_from(EVENT_KEYS), json_values, max_size=5) | json_values
+
+
+@pytest.mark.parametrize("name", TRANSLATORS)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(batch=st.lists(events, max_size=6))
+def test_translators_never_raise(name: str, batch: list[Any]) -> None:
+    translator = get_translator(name)
+    for event in batch:
+        for message in translator.feed(event):
+            assert isinstance(message, Message)
+    for message in translator.finish():
+        assert isinstance(message, Message)
+
+
+def _ids(path: tuple[str, Path]) -> str:
+    return f"{path[0]}:{path[1].relative_to(FIXTURES)}"
+
+
+@pytest.mark.parametrize("case", TRANSCRIPTS, ids=[_ids(t) for t in TRANSCRIPTS])
+def test_recorded_transcript_invariants(case: tuple[str, Path]) -> None:
+    name, path = case
+    turns = replay_turns(path, engine=name)
+    for turn in turns:
+        _check_turn(turn)
+
+
+def _check_turn(turn: list[Message]) -> None:
+    live = [m for m in turn if not m.replayed]
+    results = [i for i, m in enumerate(live) if m.type is MessageType.RESULT]
+    assert len(results) <= 1
+    if results:
+        assert results[0] == len(live) - 1, "nothing of a turn may follow its result"
+    used: set[str] = set()
+    streamed: dict[str, set[str | None]] = {"text": set(), "thinking": set()}
+    for message in live:
+        kind = message.type
+        if kind is MessageType.TOOL_USE and message.tool is not None and message.tool.id:
+            used.add(message.tool.id)
+        elif kind is MessageType.TOOL_RESULT and message.tool is not None and message.tool.id:
+            assert message.tool.id in used, f"tool_result {message.tool.id} without its tool_use"
+        elif kind is MessageType.TEXT_DELTA:
+            streamed["text"].add(message.message_id)
+        elif kind is MessageType.THINKING_DELTA:
+            streamed["thinking"].add(message.message_id)
+        elif kind is MessageType.TEXT:
+            streamed["text"].discard(message.message_id)
+        elif kind is MessageType.THINKING:
+            streamed["thinking"].discard(message.message_id)
+        elif kind is MessageType.CONTEXT_WINDOW:
+            reading = message.context
+            assert reading is not None
+            assert (reading.used_tokens is None) == (reading.used_source is None)
+            assert (reading.size_tokens is None) == (reading.size_source is None)
+            assert reading.used_tokens is None or reading.used_tokens >= 0
+        if message.usage is not None:
+            _check_usage(message)
+    if results and live[-1].error is None and live[-1].stop_reason != "cancelled":
+        # A completed turn streams nothing it does not also deliver whole.
+        assert not streamed["text"], f"text deltas without a complete text: {streamed['text']}"
+        assert not streamed["thinking"], "thinking deltas without a complete thinking block"
+    summary = TurnSummary.from_messages(turn)
+    assert summary.has_result == bool(results)
+
+
+def _check_usage(message: Message) -> None:
+    usage = message.usage
+    assert usage is not None
+    for field in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        value = getattr(usage, field)
+        assert value is None or value >= 0, (field, value)
+    if usage.thinking_tokens is not None and usage.output_tokens is not None:
+        assert usage.thinking_tokens <= usage.output_tokens, "output must include thinking"
+    assert usage.cost_usd is None or usage.cost_usd >= 0
