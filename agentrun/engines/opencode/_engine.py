@@ -162,6 +162,11 @@ class OpenCodeProcess(Process):
         self.session_id: str | None = None
         #: The ``opencode run`` process of the running turn, if any.
         self.current: ManagedProcess | None = None
+        #: The argv, pid, exit status and stderr tail of the latest turn's process.
+        self.argv: tuple[str, ...] = ()
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._stderr_tail = ""
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         # Fail at start, not at the first turn, when the program is missing.
@@ -179,14 +184,27 @@ class OpenCodeProcess(Process):
             first_turn=self.session_id is None,
         )
 
+    def stderr_tail(self) -> str:
+        """The stderr tail of the latest turn's process."""
+        if self.current is not None:
+            return self.current.stderr_tail()
+        return self._stderr_tail
+
     def _on_stderr(self, line: str) -> None:
         self._tap("stderr", line.encode("utf-8", "replace"))
+
+    def _env_for_turn(self) -> dict[str, str]:
+        permission = self.session.option("opencode", "permission")
+        if permission is None:
+            return self.env
+        # OpenCode's permission rules (JSON, e.g. {"bash": "ask"}) for this session.
+        return {**self.env, "OPENCODE_PERMISSION": permission}
 
     def _spec(self, args: TurnArgs) -> ProcessSpec:
         return ProcessSpec(
             argv=args.argv,
             cwd=self.session.cwd,
-            env=self.env,
+            env=self._env_for_turn(),
             stdin="pipe",
             engine=self.engine_name,
             on_stderr=self._on_stderr,
@@ -209,6 +227,9 @@ class OpenCodeProcess(Process):
         code = -1
         async with open_process(self._spec(args)) as proc:
             self.current = proc
+            self.argv = args.argv
+            self.pid = proc.pid
+            self.returncode = None
             try:
                 meta = ProcessMeta(pid=proc.pid, binary=args.argv[0])
                 hitl = self.session.hitl
@@ -230,6 +251,8 @@ class OpenCodeProcess(Process):
                         await ctx.emit(message)
                 raise
             finally:
+                self.returncode = proc.returncode
+                self._stderr_tail = proc.stderr_tail()
                 self.current = None
             await self._conclude(ctx, proc, translator, code, resume_id)
 
