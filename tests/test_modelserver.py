@@ -785,7 +785,7 @@ async def test_real_opencode_http_error_fails_fast(tmp_path: Path) -> None:
     assert error["error"]["name"] == "APIError"
     assert error["error"]["data"]["statusCode"] == 500
     assert len(server.model_requests) == 6
-    assert run.wall < 30
+    assert run.wall < 45  # about 70 s without retry-after-ms
 
 
 @pytest.mark.agent
@@ -812,3 +812,69 @@ async def test_real_codex_default_script(tmp_path: Path) -> None:
     assert usage["input_tokens"] == (26 + 14_336 + 4_088) + (94 + 18_424 + 144)
     assert usage["output_tokens"] == 48 + 31
     assert [r.turn_index for r in server.model_requests] == [0, 1]
+
+
+@pytest.mark.agent
+async def test_real_opencode_acp_uses_the_same_offline_config(tmp_path: Path) -> None:
+    binary = require_engine("opencode")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = Script(
+        turns=[
+            Turn(
+                blocks=[Text(text="Hello over ACP.")],
+                usage=Usage(input_tokens=1000, cache_read_tokens=200, output_tokens=7),
+            )
+        ]
+    )
+    async with ModelServer(script) as server:
+        config = opencode_offline(server.url, tmp_path, context_window=64_000)
+        received: list[dict[str, Any]] = []
+        with anyio.fail_after(60):
+            async with await anyio.open_process(
+                [binary, "acp", "--cwd", str(workspace)],
+                env=dict(config.env),
+                cwd=workspace,
+            ) as proc:
+                assert proc.stdin is not None
+                assert proc.stdout is not None
+                buffer = b""
+
+                async def call(id_: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+                    nonlocal buffer
+                    message = {"jsonrpc": "2.0", "id": id_, "method": method, "params": params}
+                    assert proc.stdin is not None
+                    assert proc.stdout is not None
+                    await proc.stdin.send((json.dumps(message) + "\n").encode())
+                    while True:
+                        while b"\n" not in buffer:
+                            buffer += await proc.stdout.receive()
+                        line, buffer = buffer.split(b"\n", 1)
+                        msg = json.loads(line)
+                        received.append(msg)
+                        if msg.get("id") == id_ and "method" not in msg:
+                            return msg
+
+                init = await call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+                assert init["result"]["protocolVersion"] == 1
+                new = await call(2, "session/new", {"cwd": str(workspace), "mcpServers": []})
+                session_id = new["result"]["sessionId"]
+                prompt = await call(
+                    3,
+                    "session/prompt",
+                    {"sessionId": session_id, "prompt": [{"type": "text", "text": "say hi"}]},
+                )
+                await proc.stdin.aclose()
+                await proc.wait()
+    assert prompt["result"]["stopReason"] == "end_turn"
+    assert prompt["result"]["usage"]["inputTokens"] == 1000
+    assert prompt["result"]["usage"]["cachedReadTokens"] == 200
+    updates = [m["params"]["update"] for m in received if m.get("method") == "session/update"]
+    text = "".join(
+        u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"
+    )
+    assert text == "Hello over ACP."
+    (usage,) = [u for u in updates if u["sessionUpdate"] == "usage_update"]
+    assert usage["size"] == config.context_window == 64_000
+    assert usage["used"] == 1200
+    assert [r.turn_index for r in server.model_requests] == [0]
