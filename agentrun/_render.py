@@ -68,6 +68,7 @@ class Renderer:
         )
         self._streaming = False
         self._streamed_ids: set[str | None] = set()
+        self._last_gauge: tuple[int | None, int | None] | None = None
 
     def style(self, name: str, text: str) -> str:
         return f"{_COLOURS[name]}{text}{_RESET}" if self.colour else text
@@ -90,9 +91,11 @@ class Renderer:
             if message.parent_tool_use_id is not None:
                 return
             if self._streaming or message.message_id in self._streamed_ids:
+                # Already shown fragment by fragment: just end the line.
                 self._streamed_ids.discard(message.message_id)
                 if self._streaming:
-                    self._line("")
+                    self.out.write("\n")
+                    self._streaming = False
                 return
             self._line(message.text)
         elif kind is MessageType.THINKING and message.text:
@@ -105,7 +108,12 @@ class Renderer:
             mark = self.style("red", "✗") if tool.is_error else "←"
             self._line(f"{mark} {_short(tool.output if tool.output is not None else '')}")
         elif kind is MessageType.CONTEXT_WINDOW and message.context is not None:
-            self._line(self.style("dim", "context ") + gauge(message.context, colour=self.colour))
+            shown = (message.context.used_tokens, message.context.size_tokens)
+            if shown != self._last_gauge:
+                self._last_gauge = shown
+                self._line(
+                    self.style("dim", "context ") + gauge(message.context, colour=self.colour)
+                )
         elif kind is MessageType.INIT and message.init is not None:
             init = message.init
             parts = [p for p in (init.agent_name, init.agent_version) if p]
