@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(ENGINES_STAMP): engines/package.json engines/package-lock.json
-	npm ci --prefix engines --no-audit --no-fund --loglevel=error
+	cd engines && npm install --no-audit --no-fund --loglevel=error
 	touch $(ENGINES_STAMP)
 
 lint: $(STAMP)

@@ -20,7 +20,7 @@ from ._errors import EngineUnavailableError
 __all__ = ["INSTALL_HINT", "engines_dir", "engines_dirs", "resolve_binary"]
 
 #: The command that installs the pinned agent programs (run from the repository root).
-INSTALL_HINT = "npm ci --prefix engines --no-audit --no-fund"
+INSTALL_HINT = "npm install --prefix engines --no-audit --no-fund"
 
 _ENV_ENGINES_DIR = "AGENTRUN_ENGINES_DIR"
 

@@ -5,8 +5,8 @@ each engine maps it onto its agent's flags or protocol. Values that an engine wo
 command line are rejected when they could be read as a flag (a leading ``-``) or contain NUL, so a
 hostile or mistaken value never turns into an option of the agent program.
 
-Options an engine cannot honour are listed by :meth:`Engine.unsupported_options` and ignored with a
-warning message in the stream rather than silently.
+Options an engine cannot honour are not ignored silently: the engine says so in a ``system``
+message (subtype ``unsupported_option``) at the start of the turn.
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ class TurnSummary(BaseModel):
     * ``thinking`` joins every main-thread thinking block.
     * ``usage`` and ``usage.cost_usd`` are **this turn's** (from the engine's result); the context
       fields of ``usage`` repeat the last reading.
-    * ``ok`` is true when the turn reached a result that is not an error.
+    * ``ok`` is true when the turn reached a result that is neither an error nor a
+      cancellation.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
@@ -197,9 +198,20 @@ class TurnSummary(BaseModel):
             self._result_text = message.text
             self._refresh_text()
         if message.error is not None:
-            self.errors.append(message.error)
+            # The agent often reports an error as an event and again on its result: keep one
+            # record, the result's (which says whether it ended the turn).
+            same = [
+                i
+                for i, e in enumerate(self.errors)
+                if e.message == message.error.message and e.code == message.error.code
+            ]
+            if same:
+                self.errors[same[-1]] = message.error
+            else:
+                self.errors.append(message.error)
         fatal = any(e.fatal for e in self.errors)
-        self.ok = message.error is None and not fatal
+        cancelled = message.stop_reason == "cancelled"
+        self.ok = message.error is None and not fatal and not cancelled
         data = message.data or {}
         model = data.get("model")
         if isinstance(model, str) and model:

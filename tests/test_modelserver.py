@@ -636,7 +636,7 @@ def test_offline_env_is_complete_and_does_not_leak(
 def test_resolve_binary_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(EngineUnavailableError) as info:
         resolve_binary("claude", explicit=tmp_path / "missing", engine="claude")
-    assert info.value.install_hint and "npm ci" in info.value.install_hint
+    assert info.value.install_hint and "npm install --prefix engines" in info.value.install_hint
 
     engines = tmp_path / "engines"
     bin_dir = engines / "node_modules" / ".bin"

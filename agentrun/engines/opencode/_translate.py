@@ -301,7 +301,8 @@ class OpenCodeTranslator:
             if key in data:
                 extra[key] = data[key]
         return [
-            Message.error_message(f"{name}: {text}", code=name, status=status, data=extra, raw=ev)
+            # Same text and code as the result's error, so a summary keeps one record of it.
+            Message.error_message(text, code=name, status=status, data=extra, raw=ev)
         ]
 
     # -- end of the process ----------------------------------------------------------------
