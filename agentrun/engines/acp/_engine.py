@@ -1,0 +1,927 @@
+"""The ACP client engine: one long-lived agent process per session, spoken to over JSON-RPC.
+
+:class:`AcpEngine` runs any Agent Client Protocol agent given its command line; the
+:func:`opencode_acp` preset runs the pinned ``opencode acp``. See ``docs/engines/acp.md``.
+
+Lifecycle (all in :meth:`AcpProcess._start`): spawn the agent (own process group, stdin piped),
+run the JSON-RPC reader as a background task, ``initialize``, then open the session:
+``session/new`` (bounded by ``session_timeout``: agents can hang starting MCP servers), or for
+``Session.resume_id`` ``session/load`` (the agent replays history, delivered with
+``replayed=True`` at the start of the first turn and kept in :attr:`AcpProcess.replayed`) or
+``session/resume`` (no replay), or ``session/fork`` with ``Session.fork``; then the session
+options (model, mode, config options) with ids the agent advertised. Each turn is one
+``session/prompt``; its response ends the turn. Cancelling a turn sends ``session/cancel``, answers
+pending permission requests with ``cancelled`` and waits (bounded, shielded) for the prompt's
+``cancelled`` response; the session stays usable. Closing closes stdin; the subprocess manager
+escalates to SIGTERM / SIGKILL of the process group within fixed limits.
+
+Every line written and read goes through :class:`~._translate.AcpTranslator`, the same code
+that replays recordings, so live runs and replays produce the same messages. Messages that
+arrive while no turn runs (after a turn's result, before the next prompt) are dropped and
+logged; those that arrive before the first turn (init, replayed history) are delivered at its
+start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal, cast
+
+import anyio
+import anyio.abc
+from pydantic import BaseModel, ValidationError
+
+from ... import __version__
+from ..._binaries import resolve_binary
+from ..._context import Catalog
+from ..._errors import (
+    AgentrunError,
+    ConfigurationError,
+    EngineUnavailableError,
+    ProtocolError,
+    SessionNotFoundError,
+    SessionTerminatedError,
+)
+from ..._framing import JsonProblem, LineTooLong, decode_json_line
+from ..._jsonrpc import (
+    INVALID_PARAMS,
+    ConnectionClosedError,
+    JsonRpcConnection,
+    JsonRpcError,
+    JsonRpcProblem,
+    RequestTimeoutError,
+)
+from ..._messages import Message, MessageType, ProcessMeta
+from ..._permissions import PermissionDecision, PermissionOption, PermissionRequest
+from ..._process import Engine, Process, TurnContext
+from ..._session import Session
+from ..._subprocess import ManagedProcess, ProcessSpec, merge_env, open_process
+from ._schema import (
+    ClientCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+    InitializeRequest,
+    Method,
+    ReadTextFileRequest,
+    RequestPermissionRequest,
+    SessionConfigOption,
+    WriteTextFileRequest,
+)
+from ._translate import AcpTranslator, config_values
+
+__all__ = ["AcpEngine", "AcpProcess", "AcpTimeoutError", "opencode_acp"]
+
+_log = logging.getLogger("agentrun.acp")
+
+#: ACP's "resource not found" error code.
+RESOURCE_NOT_FOUND = -32002
+#: ACP's "authentication required" error code.
+AUTH_REQUIRED = -32000
+
+CommandSpec = Sequence[str] | Callable[[Session], Sequence[str]]
+
+
+class AcpTimeoutError(RequestTimeoutError):
+    """The agent did not answer a start-up request in time (``initialize``, ``session/new``
+    ...). The agent process was stopped."""
+
+
+class AcpEngine(Engine):
+    """Runs an ACP agent. ``command`` is its argv (``["codex-acp"]``) or a function of the
+    session returning one; ``Session.binary`` replaces ``argv[0]`` of a plain list and
+    ``Session.extra_args`` are appended.
+
+    * ``env``: extra environment for the agent (``Session.env`` wins over it);
+      ``session_env(session)`` adds per-session entries (presets use it).
+    * ``fs_access``: advertise ``fs.readTextFile`` / ``fs.writeTextFile`` and serve them,
+      confined to the session's working directory (symlinks and ``..`` resolved first).
+    * ``mcp_servers``: MCP server descriptions (ACP wire objects or ``_schema`` models) passed
+      to ``session/new`` / ``load`` / ``resume`` / ``fork``.
+    * ``resume_with``: ``"load"`` (replay history; default) or ``"resume"`` (no replay) for
+      ``Session.resume_id``, each falling back to the other when not advertised.
+    * Timeouts (seconds): ``handshake_timeout`` for ``initialize``, ``session_timeout`` for
+      opening the session, ``request_timeout`` for the option requests, ``cancel_timeout`` for
+      the ``cancelled`` answer to ``session/cancel``; the close timeouts bound shutdown.
+    """
+
+    name: ClassVar[str] = "acp"
+    #: What the recorder captures: both directions of the JSON-RPC traffic.
+    wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "jsonrpc"
+
+    def __init__(
+        self,
+        command: CommandSpec | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        name: str = "acp",
+        fs_access: bool = False,
+        mcp_servers: Sequence[Mapping[str, Any] | BaseModel] = (),
+        resume_with: Literal["load", "resume"] = "load",
+        session_env: Callable[[Session], Mapping[str, str]] | None = None,
+        handshake_timeout: float = 30.0,
+        session_timeout: float = 60.0,
+        request_timeout: float = 30.0,
+        cancel_timeout: float = 5.0,
+        close_stdin_timeout: float = 5.0,
+        terminate_timeout: float = 5.0,
+        max_line_bytes: int | None = None,
+        catalog: Catalog | None = None,
+    ) -> None:
+        if resume_with not in ("load", "resume"):
+            raise ConfigurationError("resume_with must be 'load' or 'resume'", option="resume_with")
+        self.command = command if command is None or callable(command) else tuple(command)
+        self.env = dict(env or {})
+        self.engine_name = name
+        self.fs_access = fs_access
+        self.mcp_servers = [
+            m.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if isinstance(m, BaseModel)
+            else dict(m)
+            for m in mcp_servers
+        ]
+        self.resume_with = resume_with
+        self.session_env = session_env
+        self.handshake_timeout = handshake_timeout
+        self.session_timeout = session_timeout
+        self.request_timeout = request_timeout
+        self.cancel_timeout = cancel_timeout
+        self.close_stdin_timeout = close_stdin_timeout
+        self.terminate_timeout = terminate_timeout
+        self.max_line_bytes = max_line_bytes
+        self.catalog = catalog
+
+    def start(self, session: Session | None = None) -> AcpProcess:
+        return AcpProcess(self, session)
+
+    def check(self) -> None:
+        self.command_for(Session())
+
+    def command_for(self, session: Session) -> list[str]:
+        """The argv this engine starts for ``session``."""
+        command = self.command
+        if command is None:
+            raise EngineUnavailableError(
+                f"the {self.engine_name} engine needs the agent's command line "
+                "(AcpEngine(['my-agent', '--acp']) or a preset such as opencode_acp())",
+                engine=self.engine_name,
+            )
+        if callable(command):
+            argv = list(command(session))
+        else:
+            argv = list(command)
+            if session.binary is not None:
+                argv[0] = session.binary
+        if not argv:
+            raise ConfigurationError("the ACP command line is empty", option="command")
+        return [*argv, *session.extra_args]
+
+
+def _session_cwd(session: Session) -> str:
+    return session.cwd if session.cwd is not None else os.getcwd()
+
+
+def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
+    """``opencode acp --cwd <session cwd>`` (the pinned OpenCode, else ``PATH``).
+
+    ``binary`` (or ``Session.binary``) overrides the program. The session option
+    ``opencode.permission`` (JSON, e.g. ``'{"bash": "ask"}'``) becomes ``OPENCODE_PERMISSION``,
+    as for the ``opencode`` run engine. Other keyword arguments go to :class:`AcpEngine`.
+    """
+
+    def command(session: Session) -> list[str]:
+        explicit = session.binary if session.binary is not None else binary
+        exe = resolve_binary("opencode", explicit=explicit, engine="opencode-acp")
+        return [exe, "acp", "--cwd", _session_cwd(session)]
+
+    def session_env(session: Session) -> dict[str, str]:
+        permission = session.option("opencode", "permission")
+        return {} if permission is None else {"OPENCODE_PERMISSION": permission}
+
+    options.setdefault("name", "opencode-acp")
+    options.setdefault("session_env", session_env)
+    return AcpEngine(command, **options)
+
+
+class _Incoming:
+    """stdout lines for the connection; each is shown to the translator first."""
+
+    def __init__(self, process: AcpProcess, proc: ManagedProcess) -> None:
+        self._process = process
+        self._lines = proc.lines()
+
+    def __aiter__(self) -> _Incoming:
+        return self
+
+    async def __anext__(self) -> bytes | LineTooLong:
+        item = await self._lines.__anext__()
+        process = self._process
+        if isinstance(item, LineTooLong):
+            process._tap("recv", item.head)  # pyright: ignore[reportPrivateUsage]
+            return item
+        process._tap("recv", item)  # pyright: ignore[reportPrivateUsage]
+        decoded = decode_json_line(item) if item else None
+        if item and not isinstance(decoded, JsonProblem):
+            await process._observe("recv", decoded)  # pyright: ignore[reportPrivateUsage]
+        return item
+
+
+class AcpProcess(Process):
+    """One ACP session (one agent process)."""
+
+    engine_name = "acp"
+
+    def __init__(self, engine: AcpEngine, session: Session | None) -> None:
+        super().__init__(session)
+        self.engine = engine
+        self.engine_name = engine.engine_name
+        s = self.session
+        self.translator = AcpTranslator(
+            engine=engine.engine_name,
+            model=s.model,
+            context_window_tokens=s.context_window_tokens,
+            catalog=engine.catalog,
+            deltas=s.partial_messages,
+        )
+        self.argv: list[str] = []
+        #: Names of the environment variables the agent got (values are never kept).
+        self.env_names: list[str] = []
+        #: The ACP session id, once the session is open.
+        self.session_id: str | None = None
+        #: History the agent replayed on ``session/load`` / ``session/fork``.
+        self.replayed: list[Message] = []
+        self._cwd = _session_cwd(s)
+        self._proc: ManagedProcess | None = None
+        self._conn: JsonRpcConnection | None = None
+        self._early: list[Message] = []
+        self._ctx: TurnContext | None = None
+        self._prompts = 0
+        self._prompt_done: anyio.Event | None = None
+        self._permission_scopes: set[anyio.CancelScope] = set()
+        self._release = anyio.Event()
+        self._released = anyio.Event()
+        self._reader_done = anyio.Event()
+        self._dead: AgentrunError | None = None
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self._proc is None else self._proc.returncode
+
+    def stderr_tail(self) -> str:
+        return "" if self._proc is None else self._proc.stderr_tail()
+
+    @property
+    def state(self) -> Any:
+        """What the agent said about the session (capabilities, modes, config options...)."""
+        return self.translator.state
+
+    # -- routing -------------------------------------------------------------------------------
+
+    async def _observe(self, direction: str, msg: Any) -> None:
+        """Show one wire message to the translator and deliver what it makes of it."""
+        await self._route(self.translator.feed({"dir": direction, "msg": msg}))
+
+    async def _route(self, messages: list[Message]) -> None:
+        for message in messages:
+            if message.replayed:
+                self.replayed.append(message)
+            ctx = self._ctx
+            if ctx is not None:
+                await ctx.emit(message)
+                if message.type is MessageType.RESULT:
+                    self._ctx = None
+            elif self._prompts == 0:
+                self._early.append(message)
+            else:
+                _log.info(
+                    "%s: dropped a %s message that arrived while no turn was running",
+                    self.engine_name,
+                    message.type,
+                )
+
+    async def _send_line(self, data: bytes) -> None:
+        proc = self._proc
+        if proc is None:
+            raise SessionTerminatedError(
+                f"{self.engine_name} is not running", engine=self.engine_name
+            )
+        line = data.rstrip(b"\n")
+        self._tap("send", line)
+        await self._observe("send", json.loads(line))
+        await proc.write(data)
+
+    async def _on_problem(self, problem: JsonRpcProblem) -> None:
+        code = (
+            problem.code
+            if problem.code in ("line_too_long", "invalid_json", "invalid_utf8")
+            else "protocol"
+        )
+        data: dict[str, Any] = {"problem": problem.code}
+        if problem.raw is not None:
+            data["raw"] = problem.raw[:4096].decode("utf-8", "backslashreplace")
+        await self._route(
+            [Message.error_message(f"{self.engine_name}: {problem.detail}", code=code, data=data)]
+        )
+
+    def _on_stderr(self, line: str) -> None:
+        self._tap("stderr", line.encode("utf-8", "replace"))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        session = self.session
+        engine = self.engine
+        self.argv = engine.command_for(session)
+        extra = dict(engine.env)
+        if engine.session_env is not None:
+            extra.update(engine.session_env(session))
+        extra.update(session.env)
+        env = merge_env(extra, inherit=session.inherit_env)
+        self.env_names = sorted(env)
+        kwargs: dict[str, Any] = {}
+        if engine.max_line_bytes is not None:
+            kwargs["max_line_bytes"] = engine.max_line_bytes
+        spec = ProcessSpec(
+            argv=tuple(self.argv),
+            cwd=session.cwd,
+            env=env,
+            stdin="pipe",
+            engine=self.engine_name,
+            on_stderr=self._on_stderr,
+            close_stdin_timeout=engine.close_stdin_timeout,
+            terminate_timeout=engine.terminate_timeout,
+            **kwargs,
+        )
+        proc = cast(ManagedProcess, await task_group.start(self._own_process, spec))
+        self.translator.state.process = ProcessMeta(pid=proc.pid, binary=self.argv[0])
+        conn = JsonRpcConnection(
+            self._send_line,
+            on_request=self._on_request,
+            on_problem=self._on_problem,
+            engine=self.engine_name,
+        )
+        self._conn = conn
+        task_group.start_soon(self._read, conn, proc)
+        await self._handshake()
+        await self._open_session()
+        await self._configure()
+
+    async def _own_process(
+        self, spec: ProcessSpec, *, task_status: anyio.abc.TaskStatus[ManagedProcess]
+    ) -> None:
+        try:
+            async with open_process(spec) as proc:
+                self._proc = proc
+                task_status.started(proc)
+                await self._release.wait()
+        finally:
+            self._released.set()
+
+    async def _read(self, conn: JsonRpcConnection, proc: ManagedProcess) -> None:
+        try:
+            await conn.run(_Incoming(self, proc))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            conn.close("the agent's output ended")
+            self._reader_done.set()
+
+    async def _shutdown(self) -> None:
+        proc = self._proc
+        for scope in list(self._permission_scopes):
+            scope.cancel()
+        if proc is not None:
+            # End of input asks the agent to exit; the process manager escalates (SIGTERM,
+            # then SIGKILL of the group) within its limits, for agents that stay.
+            await proc.close_stdin()
+            self._release.set()
+            await self._released.wait()
+        if self._conn is not None:
+            self._conn.close("the session was closed")
+
+    async def _exit_error(self, doing: str) -> AgentrunError:
+        """The error for an agent that went away while ``doing``."""
+        proc = self._proc
+        if proc is None:
+            return SessionTerminatedError(
+                f"{self.engine_name} is not running", engine=self.engine_name
+            )
+        with anyio.move_on_after(5.0):
+            await proc.wait()
+        if proc.returncode is None:
+            return SessionTerminatedError(
+                f"{self.engine_name}: the connection to the agent ended while {doing}",
+                engine=self.engine_name,
+            )
+        return proc.exit_error(f"{self.engine_name} exited while {doing}")
+
+    async def _call(self, method: str, params: Any, timeout: float) -> Any:
+        """A start-up request: timeouts and a dead agent become typed errors."""
+        conn = self._conn
+        assert conn is not None
+        try:
+            return await conn.request(method, params, timeout=timeout)
+        except RequestTimeoutError:
+            raise AcpTimeoutError(method, timeout, engine=self.engine_name) from None
+        except ConnectionClosedError as exc:
+            raise await self._exit_error(f"waiting for {method}") from exc
+
+    # -- handshake and session ---------------------------------------------------------------
+
+    async def _handshake(self) -> None:
+        fs = self.engine.fs_access
+        request = InitializeRequest(
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=False
+            ),
+            client_info=Implementation(name="agentrun", version=__version__),
+        )
+        try:
+            await self._call(Method.INITIALIZE, request, self.engine.handshake_timeout)
+        except JsonRpcError as exc:
+            raise ProtocolError(
+                f"{self.engine_name}: initialize failed: {exc.message}", engine=self.engine_name
+            ) from exc
+
+    def _session_params(self, session_id: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"cwd": self._cwd, "mcpServers": self.engine.mcp_servers}
+        if session_id is not None:
+            params = {"sessionId": session_id, **params}
+        caps = self.translator.state.capabilities.session_capabilities
+        if self.session.add_dirs and caps.additional_directories is not None:
+            params["additionalDirectories"] = list(self.session.add_dirs)
+        return params
+
+    async def _open_session(self) -> None:
+        session = self.session
+        state = self.translator.state
+        caps = state.capabilities
+        resume_id = session.resume_id
+        if resume_id is None and session.continue_last:
+            resume_id = await self._latest_session()
+        if resume_id is None:
+            method = Method.SESSION_NEW
+        elif session.fork:
+            if caps.session_capabilities.fork is None:
+                raise ConfigurationError(
+                    f"{self.engine_name}: the agent cannot fork sessions (no session/fork)",
+                    option="fork",
+                    engine=self.engine_name,
+                )
+            method = Method.SESSION_FORK
+        else:
+            can_load = caps.load_session
+            can_resume = caps.session_capabilities.resume is not None
+            if not (can_load or can_resume):
+                raise ConfigurationError(
+                    f"{self.engine_name}: the agent cannot load or resume sessions",
+                    option="resume_id",
+                    engine=self.engine_name,
+                )
+            prefer_resume = self.engine.resume_with == "resume"
+            use_resume = can_resume and (prefer_resume or not can_load)
+            method = Method.SESSION_RESUME if use_resume else Method.SESSION_LOAD
+        params = self._session_params(resume_id)
+        try:
+            result = await self._call(method, params, self.engine.session_timeout)
+        except JsonRpcError as exc:
+            if exc.code == AUTH_REQUIRED or "auth" in exc.message.lower():
+                raise EngineUnavailableError(
+                    f"{self.engine_name}: {method} failed: {exc.message} (the agent wants to be "
+                    "logged in)",
+                    engine=self.engine_name,
+                ) from exc
+            if resume_id is not None and (exc.code == INVALID_PARAMS or "not found" in exc.message):
+                raise SessionNotFoundError(
+                    f"{self.engine_name}: {method} failed: {exc.message}",
+                    session_id=resume_id,
+                    engine=self.engine_name,
+                ) from exc
+            raise ProtocolError(
+                f"{self.engine_name}: {method} failed: {exc.message}", engine=self.engine_name
+            ) from exc
+        fields = cast("dict[str, Any]", result) if isinstance(result, dict) else {}
+        sid = fields.get("sessionId")
+        session_id = sid if isinstance(sid, str) else resume_id
+        if not session_id:
+            raise ProtocolError(
+                f"{self.engine_name}: {method} returned no session id", engine=self.engine_name
+            )
+        self.session_id = session_id
+        self.resume_id = session_id
+
+    async def _latest_session(self) -> str | None:
+        if self.translator.state.capabilities.session_capabilities.list is None:
+            return None
+        try:
+            result = await self._call(
+                Method.SESSION_LIST, {"cwd": self._cwd}, self.engine.request_timeout
+            )
+        except JsonRpcError:
+            return None
+        fields = cast("dict[str, Any]", result) if isinstance(result, dict) else {}
+        sessions = fields.get("sessions")
+        best: tuple[str, str] | None = None
+        for item in cast("list[Any]", sessions or []):
+            if not isinstance(item, dict):
+                continue
+            entry = cast("dict[str, Any]", item)
+            sid, updated = entry.get("sessionId"), entry.get("updatedAt") or ""
+            if isinstance(sid, str) and (best is None or str(updated) > best[1]):
+                best = (sid, str(updated))
+        return None if best is None else best[0]
+
+    # -- session options ---------------------------------------------------------------------
+
+    def _option(self, category: str) -> SessionConfigOption | None:
+        for option in self.translator.state.config_options:
+            if option.category == category or option.id == category:
+                return option
+        return None
+
+    async def _set(self, method: str, params: dict[str, Any], option: str) -> None:
+        try:
+            await self._call(
+                method, {"sessionId": self.session_id, **params}, self.engine.request_timeout
+            )
+        except JsonRpcError as exc:
+            raise ConfigurationError(
+                f"{self.engine_name}: {method} failed for {option}: {exc.message}",
+                option=option,
+                engine=self.engine_name,
+            ) from exc
+
+    def _not_offered(self, option: str, value: str, offered: Sequence[str]) -> ConfigurationError:
+        listed = ", ".join(repr(v) for v in offered) or "none"
+        return ConfigurationError(
+            f"{self.engine_name}: {option} {value!r} is not offered by the agent (offered: "
+            f"{listed})",
+            option=option,
+            engine=self.engine_name,
+        )
+
+    async def _select_model(self, model: str) -> None:
+        state = self.translator.state
+        option = self._option("model")
+        if option is not None:
+            values = config_values(option)
+            if model not in values:
+                raise self._not_offered("model", model, values)
+            if option.current_value != model:
+                await self._set(
+                    Method.SESSION_SET_CONFIG_OPTION,
+                    {"configId": option.id, "value": model},
+                    "model",
+                )
+            return
+        if state.models is not None:
+            ids = [m.model_id for m in state.models.available_models]
+            if model not in ids:
+                raise self._not_offered("model", model, ids)
+            if state.models.current_model_id != model:
+                await self._set(Method.SESSION_SET_MODEL, {"modelId": model}, "model")
+            return
+        raise ConfigurationError(
+            f"{self.engine_name}: the agent offers no model selection (model {model!r})",
+            option="model",
+            engine=self.engine_name,
+        )
+
+    def _mode_ids(self) -> tuple[SessionConfigOption | None, list[str]]:
+        option = self._option("mode")
+        if option is not None:
+            return option, config_values(option)
+        modes = self.translator.state.modes
+        return None, [] if modes is None else [m.id for m in modes.available_modes]
+
+    async def _select_mode(self, mode_id: str, option_name: str) -> None:
+        option, ids = self._mode_ids()
+        if mode_id not in ids:
+            raise self._not_offered(option_name, mode_id, ids)
+        if mode_id == self.translator.state.mode:
+            return
+        if option is not None:
+            await self._set(
+                Method.SESSION_SET_CONFIG_OPTION,
+                {"configId": option.id, "value": mode_id},
+                option_name,
+            )
+        else:
+            await self._set(Method.SESSION_SET_MODE, {"modeId": mode_id}, option_name)
+
+    async def _configure(self) -> None:
+        session = self.session
+        unsupported: list[tuple[str, str]] = []
+        if session.model is not None:
+            await self._select_model(session.model)
+        _, mode_ids = self._mode_ids()
+        raw_mode = session.option("acp", "mode")
+        if raw_mode is not None:
+            await self._select_mode(raw_mode, "acp.mode")
+        elif session.agent_id is not None:
+            if session.agent_id in mode_ids:
+                await self._select_mode(session.agent_id, "agent_id")
+            else:
+                unsupported.append(("agent_id", "the agent offers no mode with that id"))
+        if raw_mode is None and session.mode == "plan" and session.agent_id is None:
+            plan = next((m for m in mode_ids if m.lower() == "plan"), None)
+            plan = plan or next((m for m in mode_ids if "plan" in m.lower()), None)
+            if plan is None:
+                raise self._not_offered("mode", "plan", mode_ids)
+            await self._select_mode(plan, "mode")
+        for key, value in sorted(session.options.items()):
+            if key.startswith("acp.config."):
+                await self._set_config(key.removeprefix("acp.config."), value, key)
+        if session.effort is not None:
+            level = self._option("thought_level")
+            wanted = {"max": ("max", "xhigh")}.get(session.effort, (session.effort,))
+            value = next(
+                (v for v in wanted if level is not None and v in config_values(level)), None
+            )
+            if level is not None and value is not None:
+                await self._set_config(level.id, value, "effort")
+            else:
+                unsupported.append(("effort", "the agent offers no matching reasoning level"))
+        unsupported.extend(self._unsupported())
+        if unsupported:
+            names = ", ".join(name for name, _ in unsupported)
+            self._early.append(
+                Message(
+                    type=MessageType.SYSTEM,
+                    subtype="unsupported_option",
+                    text=f"{self.engine_name} ignores: {names}",
+                    data={"options": [{"option": n, "reason": r} for n, r in unsupported]},
+                )
+            )
+
+    async def _set_config(self, config_id: str, value: str, option_name: str) -> None:
+        option = next((o for o in self.translator.state.config_options if o.id == config_id), None)
+        if option is None:
+            offered = [o.id for o in self.translator.state.config_options]
+            raise self._not_offered(option_name, config_id, offered)
+        if option.type == "boolean":
+            flag = value.lower() in ("1", "true", "yes", "on")
+            await self._set(
+                Method.SESSION_SET_CONFIG_OPTION,
+                {"configId": config_id, "value": flag, "type": "boolean"},
+                option_name,
+            )
+            return
+        values = config_values(option)
+        if values and value not in values:
+            raise self._not_offered(option_name, value, values)
+        await self._set(
+            Method.SESSION_SET_CONFIG_OPTION, {"configId": config_id, "value": value}, option_name
+        )
+
+    def _unsupported(self) -> list[tuple[str, str]]:
+        s = self.session
+        caps = self.translator.state.capabilities.session_capabilities
+        out: list[tuple[str, str]] = []
+        if s.system_prompt is not None:
+            out.append(("system_prompt", "ACP has no system prompt"))
+        if s.append_system_prompt is not None:
+            out.append(("append_system_prompt", "ACP has no system prompt"))
+        if s.max_turns is not None:
+            out.append(("max_turns", "ACP has no step limit"))
+        if s.thinking_budget is not None:
+            out.append(("thinking_budget", "ACP has no thinking budget"))
+        if s.allowed_tools:
+            out.append(("allowed_tools", "answer permission requests instead"))
+        if s.add_dirs and caps.additional_directories is None:
+            out.append(("add_dirs", "the agent does not take additional directories"))
+        if (
+            s.continue_last
+            and s.resume_id is None
+            and self.session_id is not None
+            and (caps.list is None)
+        ):
+            out.append(("continue_last", "the agent cannot list sessions; a new one was started"))
+        return out
+
+    # -- agent -> client requests ------------------------------------------------------------
+
+    async def _on_request(self, method: str, params: Any) -> Any:
+        if method == Method.SESSION_REQUEST_PERMISSION:
+            return await self._permission(params)
+        if self.engine.fs_access and method == Method.FS_READ_TEXT_FILE:
+            return await self._fs_read(params)
+        if self.engine.fs_access and method == Method.FS_WRITE_TEXT_FILE:
+            return await self._fs_write(params)
+        raise JsonRpcError.method_not_found(method)
+
+    async def _permission(self, params: Any) -> dict[str, Any]:
+        try:
+            request = RequestPermissionRequest.model_validate(params)
+        except ValidationError as exc:
+            raise JsonRpcError.invalid_params(f"{exc.error_count()} problems") from None
+        cancelled: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
+        if self._ctx is None:
+            return cancelled  # no turn is running: nobody can be asked
+        options = tuple(
+            PermissionOption(option_id=o.option_id, kind=str(o.kind), name=o.name)
+            for o in request.options
+        )
+        call = request.tool_call
+        known = self.translator.state.tools.get(call.tool_call_id)
+        tool_input = call.raw_input
+        if known is not None and known.input not in (None, {}):
+            tool_input = known.input
+        ask = PermissionRequest(
+            tool_name=(known.name if known is not None else None) or call.title,
+            tool_use_id=call.tool_call_id,
+            input=tool_input,
+            title=call.title,
+            kind=None if call.kind is None else str(call.kind),
+            options=options,
+            engine=self.engine_name,
+            raw=params,
+        )
+        chosen: PermissionOption | None = None
+        scope = anyio.CancelScope()
+        self._permission_scopes.add(scope)
+        try:
+            with scope:
+                chosen = await self._decide(ask, options)
+        finally:
+            self._permission_scopes.discard(scope)
+        if chosen is None:
+            return cancelled
+        return {"outcome": {"outcome": "selected", "optionId": chosen.option_id}}
+
+    async def _decide(
+        self, ask: PermissionRequest, options: tuple[PermissionOption, ...]
+    ) -> PermissionOption | None:
+        session = self.session
+        if session.hitl is False:
+            allows = [o for o in options if o.kind == "allow_once"]
+            allows = allows or [o for o in options if o.kind == "allow_always"]
+            return allows[0] if allows else None
+        handler = session.permission_handler
+        if handler is None:
+            decision = PermissionDecision.deny("no permission handler")
+        else:
+            try:
+                decision = await handler(ask)
+            except Exception as exc:
+                await self._route(
+                    [
+                        Message.error_message(
+                            f"{self.engine_name}: the permission callback raised {exc!r}; "
+                            "the tool use was rejected",
+                            code="permission_callback",
+                            data={"tool_name": ask.tool_name, "tool_use_id": ask.tool_use_id},
+                        )
+                    ]
+                )
+                decision = PermissionDecision.deny("the permission callback failed")
+        chosen = decision.choose(options)
+        if chosen is None and not decision.allow:
+            chosen = next((o for o in options if o.kind.startswith("reject")), None)
+        return chosen
+
+    def _fs_path(self, path: str) -> Path:
+        root = Path(self._cwd).resolve()
+        target = Path(path)
+        if not target.is_absolute():
+            target = root / target
+        resolved = target.resolve()
+        if resolved != root and root not in resolved.parents:
+            raise JsonRpcError(
+                INVALID_PARAMS,
+                f"Invalid params: {path} is outside the session's working directory",
+                {"path": path},
+            )
+        return resolved
+
+    async def _fs_read(self, params: Any) -> dict[str, Any]:
+        try:
+            request = ReadTextFileRequest.model_validate(params)
+        except ValidationError as exc:
+            raise JsonRpcError.invalid_params(f"{exc.error_count()} problems") from None
+        path = self._fs_path(request.path)
+
+        def read() -> str:
+            text = path.read_text(encoding="utf-8")
+            if request.line is None and request.limit is None:
+                return text
+            lines = text.splitlines(keepends=True)
+            start = max((request.line or 1) - 1, 0)
+            end = None if request.limit is None else start + max(request.limit, 0)
+            return "".join(lines[start:end])
+
+        try:
+            content = await anyio.to_thread.run_sync(read)
+        except FileNotFoundError:
+            raise JsonRpcError(
+                RESOURCE_NOT_FOUND, f"Resource not found: {request.path}", {"path": request.path}
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise JsonRpcError(-32603, f"Internal error: {type(exc).__name__}") from None
+        return {"content": content}
+
+    async def _fs_write(self, params: Any) -> None:
+        try:
+            request = WriteTextFileRequest.model_validate(params)
+        except ValidationError as exc:
+            raise JsonRpcError.invalid_params(f"{exc.error_count()} problems") from None
+        path = self._fs_path(request.path)
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(request.content, encoding="utf-8")
+
+        try:
+            await anyio.to_thread.run_sync(write)
+        except OSError as exc:
+            raise JsonRpcError(-32603, f"Internal error: {type(exc).__name__}") from None
+
+    # -- turns -------------------------------------------------------------------------------
+
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        conn = self._conn
+        if self._dead is not None:
+            raise self._dead
+        if conn is None or self.session_id is None:
+            raise SessionTerminatedError(
+                f"{self.engine_name} is not running", engine=self.engine_name
+            )
+        previous = self._prompt_done
+        if previous is not None and not previous.is_set():
+            # The last cancelled prompt has not answered yet: give it a moment, so that
+            # nothing it still says is mistaken for this turn.
+            with anyio.move_on_after(self.engine.cancel_timeout):
+                await previous.wait()
+        self._prompts += 1
+        early, self._early = self._early, []
+        self._ctx = ctx
+        try:
+            for message in early:
+                await ctx.emit(message)
+            done = anyio.Event()
+            self._prompt_done = done
+            box: list[BaseException] = []
+            assert self._task_group is not None
+            self._task_group.start_soon(self._prompt, conn, ctx.prompt, done, box)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                ctx.begin_cancel()
+                with anyio.CancelScope(shield=True):
+                    await self._cancel(conn, done)
+                raise
+            if box:
+                await self._prompt_failed(ctx, box[0])
+        finally:
+            self._ctx = None
+
+    async def _prompt(
+        self, conn: JsonRpcConnection, text: str, done: anyio.Event, box: list[BaseException]
+    ) -> None:
+        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+        try:
+            await conn.request(Method.SESSION_PROMPT, params)
+        except Exception as exc:
+            box.append(exc)
+        finally:
+            done.set()
+
+    async def _prompt_failed(self, ctx: TurnContext, exc: BaseException) -> None:
+        if isinstance(exc, JsonRpcError):
+            # The translator has already turned it into a failed result.
+            if exc.code == INVALID_PARAMS and "not found" in exc.message.lower():
+                raise SessionNotFoundError(
+                    f"{self.engine_name}: {exc.message}",
+                    session_id=self.session_id,
+                    engine=self.engine_name,
+                ) from exc
+            return
+        # The agent went away: complete what it said so far, then say why.
+        await self._route(self.translator.finish())
+        if isinstance(exc, (ConnectionClosedError, SessionTerminatedError)):
+            error = await self._exit_error(f"running turn {ctx.number}")
+        elif isinstance(exc, AgentrunError):
+            error = exc
+        else:
+            error = AgentrunError(f"{self.engine_name}: {exc!r}", engine=self.engine_name)
+        self._dead = error if isinstance(error, SessionTerminatedError) else None
+        raise error
+
+    async def _cancel(self, conn: JsonRpcConnection, done: anyio.Event) -> None:
+        """Cancel the running prompt in the agent and wait (bounded) for its answer."""
+        for scope in list(self._permission_scopes):
+            scope.cancel()
+        with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError):
+            await conn.notify(Method.SESSION_CANCEL, {"sessionId": self.session_id})
+        with anyio.move_on_after(self.engine.cancel_timeout):
+            await done.wait()
