@@ -851,7 +851,10 @@ class AcpProcess(Process):
     async def _run_turn(self, ctx: TurnContext) -> None:
         conn = self._conn
         if self._dead is not None:
-            raise self._dead
+            raise SessionTerminatedError(
+                f"{self.engine_name}: the agent is gone ({self._dead.message.splitlines()[0]})",
+                engine=self.engine_name,
+            )
         if conn is None or self.session_id is None:
             raise SessionTerminatedError(
                 f"{self.engine_name} is not running", engine=self.engine_name

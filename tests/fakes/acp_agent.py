@@ -1,0 +1,321 @@
+"""A scripted ACP agent for the engine's unit tests (run with ``sys.executable``).
+
+Reads JSON-RPC lines on stdin, answers on stdout. What a prompt does depends on its first word:
+
+``unknown``     an update kind no ACP version has, then text
+``permission``  a tool call and a ``session/request_permission``; the text reports the outcome
+``crash``       one text chunk, a line on stderr, then exit code 3
+``read PATH`` / ``write PATH``   ``fs/read_text_file`` / ``fs/write_text_file``; the text
+                reports the answer
+``slow``        text chunks every 50 ms until ``session/cancel``, then ``stopReason: cancelled``
+``error``       a JSON-RPC error -32603 with ``data.errorName``
+``plan``        a ``plan`` update, a ``current_mode_update`` and a thought
+anything else   echoes the prompt, one ``usage_update``, ``end_turn`` with usage
+
+Options (argv): ``--hang-new`` never answers ``session/new``; ``--no-modes`` advertises no modes
+or models; ``--stay`` ignores end of input (must be killed).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+from typing import Any
+
+ARGS = set(sys.argv[1:])
+_write_lock = threading.Lock()
+_answers: dict[Any, queue.Queue[dict[str, Any]]] = {}
+_next_id = [0]
+_cancelled = threading.Event()
+_cost = [0.0]
+_sessions: set[str] = set()
+
+
+def send(obj: dict[str, Any]) -> None:
+    with _write_lock:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", **obj}) + "\n")
+        sys.stdout.flush()
+
+
+def update(session_id: str, body: dict[str, Any]) -> None:
+    send({"method": "session/update", "params": {"sessionId": session_id, "update": body}})
+
+
+def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    request_id = _next_id[0]
+    _next_id[0] += 1
+    box: queue.Queue[dict[str, Any]] = queue.Queue()
+    _answers[request_id] = box
+    send({"id": request_id, "method": method, "params": params})
+    return box.get(timeout=30)
+
+
+def text(session_id: str, words: str, message_id: str = "m1") -> None:
+    update(
+        session_id,
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "messageId": message_id,
+            "content": {"type": "text", "text": words},
+        },
+    )
+
+
+def session_state() -> dict[str, Any]:
+    if "--no-modes" in ARGS:
+        return {}
+    return {
+        "modes": {
+            "currentModeId": "default",
+            "availableModes": [
+                {"id": "default", "name": "Default"},
+                {"id": "plan", "name": "Plan"},
+            ],
+        },
+        "models": {
+            "currentModelId": "small",
+            "availableModels": [
+                {"modelId": "small", "name": "Small"},
+                {"modelId": "large", "name": "Large"},
+            ],
+        },
+    }
+
+
+def prompt(request_id: Any, params: dict[str, Any]) -> None:
+    sid = params["sessionId"]
+    if sid not in _sessions:
+        send(
+            {
+                "id": request_id,
+                "error": {
+                    "code": -32602,
+                    "message": f"Invalid params: session not found: {sid}",
+                    "data": {"sessionId": sid},
+                },
+            }
+        )
+        return
+    words = params["prompt"][0]["text"]
+    head, _, rest = words.partition(" ")
+    stop = "end_turn"
+    if head == "unknown":
+        update(sid, {"sessionUpdate": "future_thing", "answer": 42})
+        text(sid, "after the unknown update")
+    elif head == "permission":
+        update(
+            sid,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "call_1",
+                "title": "bash",
+                "kind": "execute",
+                "status": "pending",
+                "rawInput": {"command": "touch x"},
+            },
+        )
+        answer = ask(
+            "session/request_permission",
+            {
+                "sessionId": sid,
+                "toolCall": {"toolCallId": "call_1", "title": "touch x", "kind": "execute"},
+                "options": [
+                    {"optionId": "yes", "kind": "allow_once", "name": "Allow"},
+                    {"optionId": "always", "kind": "allow_always", "name": "Always"},
+                    {"optionId": "no", "kind": "reject_once", "name": "Reject"},
+                ],
+            },
+        )
+        outcome = answer.get("result", {}).get("outcome", {})
+        chosen = outcome.get("optionId", outcome.get("outcome"))
+        ok = chosen in ("yes", "always")
+        update(
+            sid,
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_1",
+                "status": "completed" if ok else "failed",
+                "rawOutput": {"output": "done"} if ok else {"error": "rejected"},
+            },
+        )
+        text(sid, f"outcome={chosen}", "m2")
+    elif head == "crash":
+        text(sid, "partial answer")
+        sys.stderr.write("fatal: the fake agent crashed on purpose\n")
+        sys.stderr.flush()
+        time.sleep(0.05)
+        sys.stdout.flush()
+        import os
+
+        os._exit(3)
+    elif head in ("read", "write"):
+        method = "fs/read_text_file" if head == "read" else "fs/write_text_file"
+        body: dict[str, Any] = {"sessionId": sid, "path": rest}
+        if head == "write":
+            body["content"] = "written by the fake agent\n"
+        answer = ask(method, body)
+        if "error" in answer:
+            text(sid, f"error {answer['error']['code']}: {answer['error']['message']}")
+        else:
+            text(sid, f"ok {json.dumps(answer.get('result'))}")
+    elif head == "slow":
+        _cancelled.clear()
+        n = 0
+        while not _cancelled.wait(0.05):
+            text(sid, f"{n} ", "slow")
+            n += 1
+            if n > 400:
+                break
+        update(sid, {"sessionUpdate": "usage_update", "used": 0, "size": 1000})
+        stop = "cancelled"
+    elif head == "error":
+        send(
+            {
+                "id": request_id,
+                "error": {
+                    "code": -32603,
+                    "message": "Internal error: upstream said no",
+                    "data": {"errorName": "APIError"},
+                },
+            }
+        )
+        return
+    elif head == "plan":
+        update(
+            sid,
+            {
+                "sessionUpdate": "plan",
+                "entries": [{"content": "step one", "priority": "high", "status": "pending"}],
+            },
+        )
+        update(sid, {"sessionUpdate": "current_mode_update", "currentModeId": "plan"})
+        update(
+            sid,
+            {
+                "sessionUpdate": "agent_thought_chunk",
+                "messageId": "t1",
+                "content": {"type": "text", "text": "thinking it over"},
+            },
+        )
+        text(sid, "planned")
+    else:
+        text(sid, f"echo: {words}")
+    _cost[0] += 0.25
+    update(
+        sid,
+        {
+            "sessionUpdate": "usage_update",
+            "used": 1000 + len(words),
+            "size": 100000,
+            "cost": {"amount": _cost[0], "currency": "USD"},
+        },
+    )
+    send(
+        {
+            "id": request_id,
+            "result": {
+                "stopReason": stop,
+                "usage": {
+                    "inputTokens": 10,
+                    "outputTokens": 5,
+                    "thoughtTokens": 2,
+                    "cachedReadTokens": 990,
+                    "totalTokens": 1007,
+                },
+            },
+        }
+    )
+
+
+def handle(msg: dict[str, Any]) -> None:
+    method = msg.get("method")
+    if method is None:
+        box = _answers.pop(msg.get("id"), None)
+        if box is not None:
+            box.put(msg)
+        return
+    params = msg.get("params") or {}
+    request_id = msg.get("id")
+    if method == "initialize":
+        send(
+            {
+                "id": request_id,
+                "result": {
+                    "protocolVersion": 1,
+                    "agentCapabilities": {
+                        "loadSession": True,
+                        "sessionCapabilities": {"resume": {}, "fork": {}},
+                    },
+                    "agentInfo": {"name": "FakeAgent", "version": "0.0.1"},
+                    "authMethods": [],
+                },
+            }
+        )
+    elif method == "session/new":
+        if "--hang-new" in ARGS:
+            return
+        sid = f"fake-{len(_sessions) + 1}"
+        _sessions.add(sid)
+        send({"id": request_id, "result": {"sessionId": sid, **session_state()}})
+    elif method in ("session/load", "session/resume"):
+        sid = params["sessionId"]
+        if not sid.startswith("fake-"):
+            send(
+                {
+                    "id": request_id,
+                    "error": {
+                        "code": -32602,
+                        "message": f"Invalid params: session not found: {sid}",
+                    },
+                }
+            )
+            return
+        _sessions.add(sid)
+        if method == "session/load":
+            update(
+                sid,
+                {
+                    "sessionUpdate": "user_message_chunk",
+                    "messageId": "u0",
+                    "content": {"type": "text", "text": "earlier question"},
+                },
+            )
+            text(sid, "earlier answer", "a0")
+            _cost[0] = 1.0
+            update(
+                sid,
+                {
+                    "sessionUpdate": "usage_update",
+                    "used": 500,
+                    "size": 100000,
+                    "cost": {"amount": 1.0, "currency": "USD"},
+                },
+            )
+        send({"id": request_id, "result": session_state()})
+    elif method in ("session/set_mode", "session/set_model"):
+        send({"id": request_id, "result": {}})
+    elif method == "session/prompt":
+        threading.Thread(target=prompt, args=(request_id, params), daemon=True).start()
+    elif method == "session/cancel":
+        _cancelled.set()
+    elif request_id is not None:
+        send(
+            {"id": request_id, "error": {"code": -32601, "message": f"Method not found: {method}"}}
+        )
+
+
+def main() -> None:
+    for line in sys.stdin:
+        line = line.strip()
+        if line:
+            handle(json.loads(line))
+    if "--stay" in ARGS:
+        while True:
+            time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()

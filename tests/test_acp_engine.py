@@ -1,0 +1,404 @@
+"""The ACP engine against a scripted ACP agent written in Python (tests/fakes/acp_agent.py)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentrun import Session
+from agentrun._errors import (
+    ConfigurationError,
+    ProcessExitError,
+    SessionNotFoundError,
+    SessionTerminatedError,
+    TurnTimeoutError,
+)
+from agentrun._messages import Message, MessageType
+from agentrun._permissions import PermissionDecision, PermissionRequest, approve_all, deny_all
+from agentrun._process import run_turn
+from agentrun.engines.acp import AcpEngine, AcpTimeoutError, AcpTranslator
+
+pytestmark = pytest.mark.anyio
+
+FAKE = str(Path(__file__).parent / "fakes" / "acp_agent.py")
+
+
+def engine(*flags: str, **options: Any) -> AcpEngine:
+    options.setdefault("close_stdin_timeout", 2.0)
+    options.setdefault("terminate_timeout", 2.0)
+    return AcpEngine([sys.executable, FAKE, *flags], **options)
+
+
+def session(tmp_path: Path, **options: Any) -> Session:
+    return Session(cwd=str(tmp_path), **options)
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    def __call__(self, message: Message) -> None:
+        self.messages.append(message)
+
+    def of(self, kind: str) -> list[Message]:
+        return [m for m in self.messages if m.type == kind]
+
+
+async def test_two_turns_usage_cost_and_init(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        first = await run_turn(process, "hello there", on_message=seen)
+        second = await run_turn(process, "again", on_message=seen)
+    init = seen.of("init")
+    assert len(init) == 1
+    assert init[0].init is not None
+    assert init[0].init.agent_name == "FakeAgent"
+    assert init[0].init.agent_version == "0.0.1"
+    assert init[0].init.model == "small"
+    assert init[0].resume_id == "fake-1"
+    assert init[0].process is not None
+    assert init[0].process.pid > 0
+    assert first.text == "echo: hello there"
+    assert second.text == "echo: again"
+    assert first.usage is not None
+    assert first.usage.input_tokens == 10
+    assert first.usage.output_tokens == 7  # 5 output + 2 thought tokens
+    assert first.usage.thinking_tokens == 2
+    assert first.usage.cache_read_tokens == 990
+    assert first.usage.cost_usd == pytest.approx(0.25)
+    assert second.usage is not None
+    assert second.usage.cost_usd == pytest.approx(0.25)
+    assert first.context is not None
+    assert (first.context.used, first.context.size) == (1011, 100000)
+    assert first.context.used_source == first.context.size_source == "agent"
+    assert second.resume_id == "fake-1"
+    results = seen.of("result")
+    assert results[1].data is not None
+    assert results[1].data["session_cost_usd"] == pytest.approx(0.5)
+    assert process.returncode == 0
+
+
+async def test_unknown_update_is_passed_through(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        summary = await run_turn(process, "unknown", on_message=seen)
+    unknown = [m for m in seen.messages if m.subtype == "future_thing"]
+    assert len(unknown) == 1
+    assert unknown[0].type is MessageType.SYSTEM
+    assert unknown[0].data == {"answer": 42}
+    assert summary.text == "after the unknown update"
+
+
+async def test_plan_mode_update_and_thought(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        summary = await run_turn(process, "plan", on_message=seen)
+    subtypes = [m.subtype for m in seen.of("system")]
+    assert "plan" in subtypes
+    assert "current_mode_update" in subtypes
+    assert summary.thinking == "thinking it over"
+    assert summary.text == "planned"
+    assert process.state.mode == "plan"
+
+
+async def _permission_turn(tmp_path: Path, **options: Any) -> tuple[Collect, Any]:
+    seen = Collect()
+    async with engine().start(session(tmp_path, **options)) as process:
+        summary = await run_turn(process, "permission", on_message=seen, timeout=20)
+    return seen, summary
+
+
+async def test_permission_allow_once(tmp_path: Path) -> None:
+    asked: list[PermissionRequest] = []
+
+    async def handler(request: PermissionRequest) -> PermissionDecision:
+        asked.append(request)
+        return PermissionDecision.allow_once()
+
+    seen, summary = await _permission_turn(tmp_path, hitl=True, permission_handler=handler)
+    assert summary.text == "outcome=yes"
+    assert summary.denials == []
+    assert asked[0].tool_use_id == "call_1"
+    assert asked[0].tool_name == "bash"
+    assert asked[0].input == {"command": "touch x"}
+    assert [o.kind for o in asked[0].options] == ["allow_once", "allow_always", "reject_once"]
+    assert summary.tool_calls[0].is_error is False
+    kinds = [m.type for m in seen.messages]
+    assert kinds.index(MessageType.TOOL_USE) < kinds.index(MessageType.TOOL_RESULT)
+
+
+async def test_permission_allow_always(tmp_path: Path) -> None:
+    async def handler(request: PermissionRequest) -> PermissionDecision:
+        return PermissionDecision.allow_always()
+
+    _, summary = await _permission_turn(tmp_path, hitl=True, permission_handler=handler)
+    assert summary.text == "outcome=always"
+
+
+async def test_permission_denied_records_denial(tmp_path: Path) -> None:
+    seen, summary = await _permission_turn(tmp_path, hitl=True, permission_handler=deny_all)
+    assert summary.text == "outcome=no"
+    assert len(summary.denials) == 1
+    assert summary.denials[0].tool_use_id == "call_1"
+    assert summary.denials[0].tool_name == "bash"
+    assert summary.tool_calls[0].is_error is True
+    assert any(m.denials for m in seen.of("system"))
+
+
+async def test_permission_without_handler_rejects(tmp_path: Path) -> None:
+    _, summary = await _permission_turn(tmp_path, hitl=True)
+    assert summary.text == "outcome=no"
+    assert len(summary.denials) == 1
+
+
+async def test_permission_hitl_off_approves(tmp_path: Path) -> None:
+    _, summary = await _permission_turn(tmp_path, hitl=False, permission_handler=deny_all)
+    assert summary.text == "outcome=yes"
+    assert summary.denials == []
+
+
+async def test_permission_handler_raising_rejects(tmp_path: Path) -> None:
+    async def handler(request: PermissionRequest) -> PermissionDecision:
+        raise RuntimeError("the handler broke")
+
+    seen, summary = await _permission_turn(tmp_path, hitl=True, permission_handler=handler)
+    assert summary.text == "outcome=no"
+    errors = seen.of("error")
+    assert [e.error.code for e in errors if e.error is not None] == ["permission_callback"]
+    assert summary.denials and summary.denials[0].tool_use_id == "call_1"
+    assert summary.ok
+
+
+async def test_permission_with_no_matching_option_is_cancelled(tmp_path: Path) -> None:
+    async def handler(request: PermissionRequest) -> PermissionDecision:
+        return PermissionDecision(allow=True, option_id="not-offered")
+
+    _, summary = await _permission_turn(tmp_path, hitl=True, permission_handler=handler)
+    assert summary.text == "outcome=cancelled"
+    assert summary.denials[0].reason == "the permission request was cancelled"
+
+
+async def test_pending_permission_is_cancelled_with_the_turn(tmp_path: Path) -> None:
+    waiting = anyio.Event()
+
+    async def handler(request: PermissionRequest) -> PermissionDecision:
+        waiting.set()
+        await anyio.sleep(60)
+        return PermissionDecision.allow_once()
+
+    seen = Collect()
+    async with engine().start(session(tmp_path, hitl=True, permission_handler=handler)) as p:
+        with pytest.raises(TurnTimeoutError) as caught:
+            await run_turn(p, "permission", on_message=seen, timeout=1.5)
+        assert caught.value.summary is not None
+        assert caught.value.summary.stop_reason == "end_turn"
+        again = await run_turn(p, "still there?", timeout=10)
+    assert waiting.is_set()
+    assert [m.text for m in seen.of("text")][-1] == "outcome=cancelled"
+    assert again.text == "echo: still there?"
+
+
+async def test_hang_on_session_new_times_out(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(AcpTimeoutError) as caught:
+        async with engine("--hang-new", session_timeout=0.5).start(session(tmp_path)):
+            pass
+    assert caught.value.method == "session/new"
+    assert time.monotonic() - started < 8
+
+
+async def test_crash_mid_prompt(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        with pytest.raises(ProcessExitError) as caught:
+            await run_turn(process, "crash", on_message=seen, timeout=20)
+        with pytest.raises(SessionTerminatedError, match="the agent is gone"):
+            await run_turn(process, "anyone?", timeout=5)
+    error = caught.value
+    assert error.exit_code == 3
+    assert "crashed on purpose" in error.stderr_tail
+    assert [m.text for m in seen.of("text_delta")] == ["partial answer"]
+    assert [m.text for m in seen.of("text")] == ["partial answer"]
+    assert error.summary is not None
+    assert error.summary.text == "partial answer"
+
+
+async def test_fs_access(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("line 1\nline 2\n")
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    (root / "link").symlink_to(outside)
+    async with engine(fs_access=True).start(Session(cwd=str(root))) as process:
+        inside = await run_turn(process, f"read {root / 'notes.txt'}")
+        escape = await run_turn(process, f"read {root / '..' / 'secret.txt'}")
+        via_link = await run_turn(process, f"read {root / 'link'}")
+        written = await run_turn(process, f"write {root / 'sub' / 'new.txt'}")
+        refused = await run_turn(process, f"write {outside}")
+    assert inside.text == 'ok {"content": "line 1\\nline 2\\n"}'
+    assert escape.text.startswith("error -32602:")
+    assert "outside" in escape.text
+    assert via_link.text.startswith("error -32602:")
+    assert written.text == "ok null"
+    assert (root / "sub" / "new.txt").read_text() == "written by the fake agent\n"
+    assert refused.text.startswith("error -32602:")
+    assert outside.read_text() == "secret"
+
+
+async def test_fs_is_off_by_default(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hi")
+    async with engine().start(session(tmp_path)) as process:
+        summary = await run_turn(process, f"read {tmp_path / 'notes.txt'}")
+    assert summary.text.startswith("error -32601:")
+
+
+async def test_cancel_then_continue(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        with anyio.move_on_after(0.6):
+            await run_turn(process, "slow", on_message=seen)
+        cancelled_turn = list(seen.messages)
+        seen.messages.clear()
+        summary = await run_turn(process, "next one", on_message=seen, timeout=10)
+    assert any(m.type is MessageType.TEXT_DELTA for m in cancelled_turn)
+    assert summary.text == "echo: next one"
+    assert all(m.message_id != "slow" for m in seen.messages)
+    assert summary.ok
+
+
+async def test_timeout_cancels_and_reports_the_cancelled_result(tmp_path: Path) -> None:
+    async with engine().start(session(tmp_path)) as process:
+        with pytest.raises(TurnTimeoutError) as caught:
+            await run_turn(process, "slow", timeout=0.5)
+        summary = await run_turn(process, "after", timeout=10)
+    partial = caught.value.summary
+    assert partial is not None
+    assert partial.stop_reason == "cancelled"
+    assert partial.text.startswith("0 ")
+    assert summary.text == "echo: after"
+
+
+async def test_prompt_error_is_a_failed_result(tmp_path: Path) -> None:
+    async with engine().start(session(tmp_path)) as process:
+        failed = await run_turn(process, "error")
+        ok = await run_turn(process, "fine")
+    assert not failed.ok
+    assert failed.has_result
+    assert failed.errors[0].code == "APIError"
+    assert failed.errors[0].message == "Internal error: upstream said no"
+    assert ok.ok
+
+
+async def test_load_replays_history_outside_the_turn(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path, resume_id="fake-7")) as process:
+        summary = await run_turn(process, "hello", on_message=seen)
+    replayed = [m for m in seen.messages if m.replayed]
+    assert [m.text for m in replayed if m.type is MessageType.TEXT] == ["earlier answer"]
+    assert [m.text for m in replayed if m.subtype == "user_message"] == ["earlier question"]
+    assert process.replayed == [m.model_copy(update={"turn": None}) for m in replayed]
+    assert summary.text == "echo: hello"
+    assert summary.usage is not None
+    assert summary.usage.cost_usd == pytest.approx(0.25)  # 1.25 - 1.0 reported by the load
+    assert summary.resume_id == "fake-7"
+    init = seen.of("init")[0]
+    assert init.data is not None
+    assert init.data["session_method"] == "session/load"
+
+
+async def test_resume_without_replay(tmp_path: Path) -> None:
+    seen = Collect()
+    eng = engine(resume_with="resume")
+    async with eng.start(session(tmp_path, resume_id="fake-7")) as process:
+        await run_turn(process, "hello", on_message=seen)
+    assert not any(m.replayed for m in seen.messages)
+
+
+async def test_unknown_resume_id(tmp_path: Path) -> None:
+    with pytest.raises(SessionNotFoundError):
+        async with engine().start(session(tmp_path, resume_id="nope")):
+            pass
+
+
+async def test_model_and_mode_selection(tmp_path: Path) -> None:
+    sent: list[bytes] = []
+    process = engine().start(session(tmp_path, model="large", mode="plan"))
+    process.wire_tap = lambda direction, line: sent.append(line) if direction == "send" else None
+    async with process:
+        summary = await run_turn(process, "hi")
+    wire = b"\n".join(sent)
+    assert b'"session/set_model"' in wire
+    assert b'"modelId":"large"' in wire
+    assert b'"session/set_mode"' in wire
+    assert summary.model == "large"
+    assert process.state.mode == "plan"
+
+
+async def test_unadvertised_model_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="'huge' is not offered"):
+        async with engine().start(session(tmp_path, model="huge")):
+            pass
+    with pytest.raises(ConfigurationError, match="no model selection"):
+        async with engine("--no-modes").start(session(tmp_path, model="large")):
+            pass
+    with pytest.raises(ConfigurationError, match="mode"):
+        async with engine("--no-modes").start(session(tmp_path, mode="plan")):
+            pass
+
+
+async def test_unsupported_options_are_reported(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path, system_prompt="be brief", max_turns=3)) as p:
+        await run_turn(p, "hi", on_message=seen)
+    notes = [m for m in seen.of("system") if m.subtype == "unsupported_option"]
+    assert len(notes) == 1
+    assert notes[0].data is not None
+    assert [o["option"] for o in notes[0].data["options"]] == ["system_prompt", "max_turns"]
+
+
+async def test_agent_that_ignores_end_of_input_is_stopped(tmp_path: Path) -> None:
+    started = time.monotonic()
+    eng = engine("--stay", close_stdin_timeout=0.5, terminate_timeout=0.5)
+    async with eng.start(session(tmp_path)) as process:
+        await run_turn(process, "hi")
+    assert process.returncode is not None
+    assert time.monotonic() - started < 10
+
+
+async def test_wire_tap_replays_to_the_same_messages(tmp_path: Path) -> None:
+    import json
+
+    wire: list[dict[str, Any]] = []
+    seen = Collect()
+
+    def tap(direction: str, line: bytes) -> None:
+        if direction in ("send", "recv"):
+            wire.append({"dir": direction, "msg": json.loads(line)})
+
+    process = engine().start(session(tmp_path, hitl=True, permission_handler=approve_all))
+    process.wire_tap = tap
+    async with process:
+        for prompt in ("hello", "permission", "plan"):
+            await run_turn(process, prompt, on_message=seen)
+    translator = AcpTranslator()
+    replayed: list[Message] = []
+    for event in wire:
+        replayed.extend(translator.feed(event))
+    replayed.extend(translator.finish())
+
+    def shape(messages: list[Message]) -> list[dict[str, Any]]:
+        out = []
+        for m in messages:
+            d = m.model_dump(mode="json", exclude={"turn", "process"})
+            if d.get("init"):
+                d["process"] = None
+            out.append(d)
+        return out
+
+    assert shape(replayed) == shape(seen.messages)
