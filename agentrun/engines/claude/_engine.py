@@ -134,6 +134,7 @@ class ClaudeProcess(Process):
         self._eof = False
         self._terminated: str | None = None
         self._release = anyio.Event()
+        self._reader_done = anyio.Event()
         self._released = anyio.Event()
 
     # -- properties --------------------------------------------------------------------------
@@ -182,6 +183,7 @@ class ClaudeProcess(Process):
         binary = self.argv[0]
         self.translator.process = ProcessMeta(pid=proc.pid, binary=binary)
         task_group.start_soon(self._read_stdout)
+        task_group.start_soon(self._watch_exit)
 
     async def _own_process(
         self, spec: ProcessSpec, *, task_status: anyio.abc.TaskStatus[ManagedProcess]
@@ -194,15 +196,29 @@ class ClaudeProcess(Process):
         finally:
             self._released.set()
 
+    async def _watch_exit(self) -> None:
+        """When the CLI exits but something it started still holds stdout open, stdout never
+        ends: kill what is left of its process group so the reader sees end of file."""
+        proc = self._proc
+        assert proc is not None
+        await proc.wait()
+        with anyio.move_on_after(1.0):
+            await self._reader_done.wait()
+        if not self._reader_done.is_set():
+            proc.send_signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
+
     async def _shutdown(self) -> None:
         proc = self._proc
-        if proc is None:
-            return
-        # stdin first: the CLI ends on end of input; the bounded escalation (SIGTERM,
-        # SIGKILL of the whole group) is the process manager's.
-        await proc.close_stdin()
-        self._release.set()
-        await self._released.wait()
+        try:
+            if proc is not None:
+                # stdin first: the CLI ends on end of input; the bounded escalation (SIGTERM,
+                # SIGKILL of the whole group) is the process manager's.
+                await proc.close_stdin()
+                self._release.set()
+                await self._released.wait()
+        finally:
+            self._queue_send.close()
+            self._queue_recv.close()
 
     def _on_stderr(self, line: str) -> None:
         self._tap("stderr", line.encode("utf-8", "replace"))
@@ -242,6 +258,7 @@ class ClaudeProcess(Process):
             pass
         finally:
             self._eof = True
+            self._reader_done.set()
             for done, _ in self._pending.values():
                 done.set()
             # Blocks while the queue is full (a turn will drain it); when the session is
