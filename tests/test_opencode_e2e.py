@@ -33,7 +33,9 @@ def _binary() -> str:
     try:
         return OpenCodeEngine().resolve_binary()
     except Exception:
-        pytest.skip("opencode is not installed; run: npm install --prefix engines --no-audit --no-fund")
+        pytest.skip(
+            "opencode is not installed; run: npm install --prefix engines --no-audit --no-fund"
+        )
 
 
 def _user_texts(request: RecordedRequest) -> list[str]:
