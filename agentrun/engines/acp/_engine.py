@@ -258,6 +258,8 @@ class AcpProcess(Process):
         self._proc: ManagedProcess | None = None
         self._conn: JsonRpcConnection | None = None
         self._early: list[Message] = []
+        #: Engine notes for the first turn, delivered right after its ``init``.
+        self._notes: list[Message] = []
         self._ctx: TurnContext | None = None
         self._prompts = 0
         self._prompt_done: anyio.Event | None = None
@@ -290,6 +292,9 @@ class AcpProcess(Process):
     async def _observe(self, direction: str, msg: Any) -> None:
         """Show one wire message to the translator and deliver what it makes of it."""
         await self._route(self.translator.feed({"dir": direction, "msg": msg}))
+        if self._notes and direction == "send" and self.translator.prompt_pending:
+            notes, self._notes = self._notes, []
+            await self._route(notes)
 
     async def _route(self, messages: list[Message]) -> None:
         for message in messages:
@@ -655,7 +660,7 @@ class AcpProcess(Process):
         unsupported.extend(self._unsupported())
         if unsupported:
             names = ", ".join(name for name, _ in unsupported)
-            self._early.append(
+            self._notes.append(
                 Message(
                     type=MessageType.SYSTEM,
                     subtype="unsupported_option",

@@ -11,8 +11,10 @@ What becomes what:
 
 * ``initialize`` result: agent name, version and capabilities (kept for ``init``).
 * ``session/new`` / ``load`` / ``resume`` / ``fork`` result: the ``init`` message (``resume_id`` =
-  the session id). Updates that arrive while ``session/load`` or ``session/fork`` is pending are
-  the agent replaying history: they are marked ``replayed=True`` (never counted in a summary).
+  the session id), sent with the first prompt so that it shows the model and mode the session
+  options selected. Updates that arrive while ``session/load`` or ``session/fork`` is pending
+  are the agent replaying history: they are marked ``replayed=True`` (never counted in a
+  summary).
 * ``agent_message_chunk`` -> ``text_delta`` per chunk, and one complete ``text`` per message
   once it ends (a chunk of another message or kind, a tool call, or the end of the turn).
   ``agent_thought_chunk`` likewise -> ``thinking_delta`` / ``thinking`` (OpenCode's thought
@@ -201,6 +203,7 @@ class AcpState:
         self.session_cost: float | None = None
         self.cost_currency: str | None = None
         self._fresh = False
+        self._init_pending = False
         self._cost_base: float | None = None
         self._block: _Block | None = None
         self.tools: dict[str, ToolState] = {}
@@ -283,7 +286,9 @@ class AcpState:
         self.cwd = cwd
         self._fresh = method == Method.SESSION_NEW
         self._apply_state(fields)
-        out.append(self.init_message())
+        # ``init`` goes out with the first prompt, so that it shows the model and mode the
+        # session options selected after the session was opened.
+        self._init_pending = True
         return out
 
     def session_failed(self, method: str, code: int, message: str, data: Any) -> list[Message]:
@@ -600,7 +605,7 @@ class AcpState:
         if update.cost is not None:
             self.cost_currency = update.cost.currency
             if update.cost.currency.upper() == "USD":
-                self.session_cost = update.cost.amount
+                self.session_cost = round(update.cost.amount, 9)
         used = update.used if update.used > 0 else None
         size = update.size if update.size > 0 else None
         message = self.tracker.observe_reported(used, size, raw=raw)
@@ -674,12 +679,20 @@ class AcpState:
 
     # -- the prompt turn -----------------------------------------------------------------
 
-    def prompt_started(self) -> None:
+    def _init_once(self) -> list[Message]:
+        if not self._init_pending:
+            return []
+        self._init_pending = False
+        return [self.init_message()]
+
+    def prompt_started(self) -> list[Message]:
+        out = self._init_once()
         self.in_prompt = True
         if self.session_cost is not None:
             self._cost_base = self.session_cost
         else:
             self._cost_base = 0.0 if self._fresh else None
+        return out
 
     def _turn_data(self) -> tuple[float | None, dict[str, Any]]:
         data: dict[str, Any] = {}
@@ -755,7 +768,7 @@ class AcpState:
 
     def finish(self) -> list[Message]:
         """Complete open blocks and announce pending calls (end of a stream or a turn)."""
-        return self._flush_all()
+        return [*self._flush_all(), *self._init_once()]
 
 
 def _not_found(code: int, message: str) -> bool:
@@ -844,8 +857,8 @@ class AcpTranslator:
                 self._sent[msg["id"]] = (method, params)
                 if method == Method.SESSION_PROMPT:
                     self._prompt_id = msg["id"]
-                    self.state.prompt_started()
-                elif method in _SESSION_METHODS:
+                    return self.state.prompt_started()
+                if method in _SESSION_METHODS:
                     self.state.session_requested(method)
             return []
         # Our answer to one of the agent's requests.
@@ -873,7 +886,7 @@ class AcpTranslator:
                     and not state.replaying
                     and (state.session_id is not None)
                 ):
-                    state.prompt_started()
+                    return [*state.prompt_started(), *state.update(params)]
                 return state.update(params)
             return []
         if "id" not in msg:

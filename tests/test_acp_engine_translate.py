@@ -1,0 +1,391 @@
+"""The ACP translator without an agent: recorded sessions (snapshots) and wire shapes of other
+ACP agents (claude-code-acp, codex-acp) taken from the wire notes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from agentrun import MessageType, TurnSummary
+from agentrun._messages import Message
+from agentrun._registry import get_engine, get_translator
+from agentrun._replay import replay_turns
+from agentrun.engines.acp import AcpEngine, AcpTranslator
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+RECORDED = sorted((ROOT / "acp").glob("*.jsonl"))
+SAMPLES = sorted((ROOT / "opencode-acp" / "wire-samples").glob("*.jsonl"))
+
+
+def _replay(path: Path) -> list[dict[str, Any]]:
+    turns = replay_turns(path, engine="acp")
+    out: list[dict[str, Any]] = []
+    for messages in turns:
+        summary = TurnSummary.from_messages(messages)
+        out.append(
+            {
+                "messages": [m.model_dump(mode="json", exclude_none=True) for m in messages],
+                "summary": summary.model_dump(mode="json", exclude={"duration_s"}),
+            }
+        )
+    return out
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: f"sample-{p.stem}")
+def test_wire_samples(path: Path, snapshot: SnapshotAssertion) -> None:
+    assert _replay(path) == snapshot
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
+def test_recorded_fixtures(path: Path, snapshot: SnapshotAssertion) -> None:
+    replayed = _replay(path)
+    assert replayed == snapshot
+    meta = json.loads(path.with_suffix(".meta.json").read_text())
+    # Replay agrees with what the live run reported for each turn.
+    for recorded, turn in zip(meta["turns"], replayed, strict=True):
+        summary = turn["summary"]
+        if "ok" in recorded:
+            assert summary["ok"] == recorded["ok"]
+        if recorded.get("resume_id"):
+            assert summary["resume_id"] == recorded["resume_id"]
+        if recorded.get("interrupted"):
+            assert summary["stop_reason"] == "cancelled"
+
+
+def test_fixtures_exist() -> None:
+    names = {p.stem for p in RECORDED}
+    assert {
+        "two_prompts",
+        "permission_allow_once",
+        "permission_allow_always",
+        "permission_reject",
+        "permission_cancelled",
+        "default_allow",
+        "fs_write",
+        "cancel",
+        "error_500",
+        "error_401",
+    } <= names
+    assert len(SAMPLES) == 5
+
+
+def _turns(name: str) -> list[TurnSummary]:
+    return [TurnSummary.from_messages(t) for t in replay_turns(ROOT / "acp" / name, engine="acp")]
+
+
+def test_recorded_semantics() -> None:
+    two = _turns("two_prompts.jsonl")
+    assert [t.text for t in two] == ["Hello from the fake model!", "Hi again!"]
+    assert all(t.usage is not None and t.usage.cost_usd is not None for t in two)
+    assert two[0].context is not None and two[0].context.size == 200_000
+    always = _turns("permission_allow_always.jsonl")
+    assert [len(t.tool_calls) for t in always] == [1, 1]
+    assert all(t.denials == [] for t in always)
+    for name in ("permission_reject.jsonl", "permission_cancelled.jsonl"):
+        (rejected,) = _turns(name)
+        assert len(rejected.denials) == 1
+        assert rejected.tool_calls[0].is_error is True
+    (written,) = _turns("fs_write.jsonl")
+    assert written.ok and written.tool_calls[0].completed
+    cancelled, after = _turns("cancel.jsonl")
+    assert cancelled.stop_reason == "cancelled"
+    assert after.text == "Fresh answer."
+    failed, recovered = _turns("error_500.jsonl")
+    assert failed.errors[0].code == "APIError" and not failed.ok
+    assert recovered.ok
+    (thinking,) = _turns("reasoning.jsonl")
+    assert thinking.thinking
+    assert thinking.usage is not None
+    assert thinking.usage.thinking_tokens == 12
+    assert thinking.usage.output_tokens == 20
+    (loaded,) = _turns("load_second.jsonl")
+    assert loaded.text == "You said 42."
+    messages = replay_turns(ROOT / "acp" / "load_second.jsonl", engine="acp")[0]
+    assert any(m.replayed and m.type is MessageType.TEXT for m in messages)
+    init = next(m for m in messages if m.type is MessageType.INIT)
+    assert init.data is not None and init.data["mode"] == "plan"
+
+
+# -- shapes of other agents ------------------------------------------------------------------
+
+
+def _recv(msg: dict[str, Any]) -> dict[str, Any]:
+    return {"dir": "recv", "msg": {"jsonrpc": "2.0", **msg}}
+
+
+def _send(msg: dict[str, Any]) -> dict[str, Any]:
+    return {"dir": "send", "msg": {"jsonrpc": "2.0", **msg}}
+
+
+def _update(body: dict[str, Any], sid: str = "s1") -> dict[str, Any]:
+    return _recv({"method": "session/update", "params": {"sessionId": sid, "update": body}})
+
+
+def _session(t: AcpTranslator, result: dict[str, Any] | None = None) -> list[Message]:
+    out = t.feed(_send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
+    out += t.feed(
+        _recv(
+            {
+                "id": 1,
+                "result": {
+                    "protocolVersion": 1,
+                    "agentInfo": {"name": "codex-acp", "version": "0.16.0"},
+                },
+            }
+        )
+    )
+    out += t.feed(_send({"id": 2, "method": "session/new", "params": {"cwd": "/w"}}))
+    out += t.feed(_recv({"id": 2, "result": {"sessionId": "s1", **(result or {})}}))
+    out += t.feed(_send({"id": 3, "method": "session/prompt", "params": {"sessionId": "s1"}}))
+    return out
+
+
+def test_repeated_tool_call_is_one_call_with_the_full_input() -> None:
+    t = AcpTranslator()
+    _session(t)
+    first = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "toolu_1",
+        "title": "Terminal",
+        "kind": "execute",
+        "status": "pending",
+        "rawInput": {},
+        "_meta": {"claudeCode": {"toolName": "Bash"}},
+    }
+    assert t.feed(_update(first)) == []
+    second = {**first, "title": "`echo hi`", "rawInput": {"command": "echo hi"}}
+    (use,) = t.feed(_update(second))
+    assert use.type is MessageType.TOOL_USE and use.tool is not None
+    assert (use.tool.name, use.tool.input) == ("Bash", {"command": "echo hi"})
+    meta_only = {"sessionUpdate": "tool_call_update", "toolCallId": "toolu_1", "_meta": {}}
+    (note,) = t.feed(_update(meta_only))
+    assert note.subtype == "tool_call_update"
+    done = {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": "toolu_1",
+        "status": "completed",
+        "rawOutput": "hi",
+        "content": [{"type": "content", "content": {"type": "text", "text": "```\nhi\n```"}}],
+    }
+    (result,) = t.feed(_update(done))
+    assert result.type is MessageType.TOOL_RESULT and result.tool is not None
+    assert result.tool.output == "```\nhi\n```"
+    assert result.data is not None and result.data["raw_output"] == "hi"
+
+
+def test_codex_permission_before_the_tool_call_and_string_ids() -> None:
+    t = AcpTranslator()
+    _session(t)
+    params = {
+        "sessionId": "s1",
+        "toolCall": {"toolCallId": "call_9", "kind": "execute", "title": "rm -rf build"},
+        "options": [
+            {"optionId": "approved", "kind": "allow_once", "name": "Yes"},
+            {"optionId": "abort", "kind": "reject_once", "name": "No"},
+        ],
+    }
+    assert (
+        t.feed(_recv({"id": "9b1d", "method": "session/request_permission", "params": params}))
+        == []
+    )
+    (answer,) = t.feed(
+        _send({"id": "9b1d", "result": {"outcome": {"outcome": "selected", "optionId": "abort"}}})
+    )
+    assert answer.subtype == "permission"
+    assert answer.denials is not None
+    assert answer.denials[0].tool_use_id == "call_9"
+    assert answer.denials[0].tool_name == "rm -rf build"
+    assert answer.denials[0].reason == "rejected: No (reject_once)"
+    out = t.feed(_update({"sessionUpdate": "usage_update", "used": 4040, "size": 124518}))
+    assert out[0].context is not None and out[0].context.used_tokens == 4040
+    (result,) = t.feed(_recv({"id": 3, "result": {"stopReason": "cancelled"}}))
+    assert result.type is MessageType.RESULT
+    assert result.usage is None  # codex-acp reports neither usage nor cost
+    assert result.stop_reason == "cancelled"
+
+
+def test_text_blocks_end_at_a_new_message_a_tool_call_and_the_turn_end() -> None:
+    t = AcpTranslator()
+    _session(t)
+
+    def chunk(kind: str, text: str, mid: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+        if mid is not None:
+            body["messageId"] = mid
+        return _update(body)
+
+    out: list[Message] = []
+    out += t.feed(chunk("agent_thought_chunk", "hmm", None))
+    out += t.feed(chunk("agent_message_chunk", "", None))
+    out += t.feed(chunk("agent_message_chunk", "One", None))
+    out += t.feed(chunk("agent_message_chunk", " two", None))
+    out += t.feed(_update({"sessionUpdate": "plan", "entries": [{"content": "a"}]}))
+    out += t.feed(chunk("agent_message_chunk", " three", None))
+    out += t.feed(
+        _update(
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": "c1",
+                "title": "read",
+                "status": "in_progress",
+                "rawInput": {"path": "a"},
+            }
+        )
+    )
+    out += t.feed(chunk("agent_message_chunk", "after", "m2"))
+    out += t.feed(chunk("agent_message_chunk", "other", "m3"))
+    out += t.feed(_recv({"id": 3, "result": {"stopReason": "end_turn"}}))
+    kinds = [(str(m.type), m.text) for m in out if not m.is_delta]
+    assert kinds == [
+        ("thinking", "hmm"),
+        ("system", None),
+        ("text", "One two three"),
+        ("tool_use", None),
+        ("text", "after"),
+        ("text", "other"),
+        ("result", None),
+    ]
+    summary = TurnSummary.from_messages(out)
+    assert summary.text == "after\n\nother"
+    assert summary.tool_calls[0].completed is False
+
+
+def test_cost_is_the_difference_from_before_the_prompt() -> None:
+    t = AcpTranslator()
+    _session(t)
+    t.feed(
+        _update(
+            {
+                "sessionUpdate": "usage_update",
+                "used": 10,
+                "size": 100,
+                "cost": {"amount": 0.5, "currency": "USD"},
+            }
+        )
+    )
+    (first,) = t.feed(_recv({"id": 3, "result": {"stopReason": "end_turn"}}))
+    assert first.usage is not None and first.usage.cost_usd == 0.5
+    t.feed(_send({"id": 4, "method": "session/prompt", "params": {"sessionId": "s1"}}))
+    t.feed(
+        _update(
+            {
+                "sessionUpdate": "usage_update",
+                "used": 0,
+                "size": 100,
+                "cost": {"amount": 0.75, "currency": "USD"},
+            }
+        )
+    )
+    (second,) = t.feed(_recv({"id": 4, "result": {"stopReason": "end_turn"}}))
+    assert second.usage is not None and second.usage.cost_usd == 0.25
+    assert second.data is not None and second.data["session_cost_usd"] == 0.75
+
+
+def test_loaded_session_without_a_reading_has_unknown_turn_cost() -> None:
+    t = AcpTranslator()
+    t.feed(_send({"id": 1, "method": "session/load", "params": {"sessionId": "old", "cwd": "/w"}}))
+    replay = t.feed(
+        _update(
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "before"},
+            },
+            "old",
+        )
+    )
+    assert all(m.replayed for m in replay)
+    (text,) = t.feed(_recv({"id": 1, "result": {}}))
+    assert text.type is MessageType.TEXT and text.replayed
+    (init,) = t.feed(_send({"id": 2, "method": "session/prompt", "params": {"sessionId": "old"}}))
+    assert init.type is MessageType.INIT and not init.replayed
+    assert init.resume_id == "old"
+    t.feed(
+        _update(
+            {
+                "sessionUpdate": "usage_update",
+                "used": 5,
+                "size": 9,
+                "cost": {"amount": 3.0, "currency": "USD"},
+            },
+            "old",
+        )
+    )
+    (result,) = t.feed(_recv({"id": 2, "result": {"stopReason": "end_turn"}}))
+    assert result.usage is None
+    assert result.data == {"session_cost_usd": 3.0}
+
+
+def test_late_answer_of_an_abandoned_prompt_is_ignored() -> None:
+    t = AcpTranslator()
+    _session(t)
+    t.feed(_send({"id": 4, "method": "session/prompt", "params": {"sessionId": "s1"}}))
+    assert t.feed(_recv({"id": 3, "result": {"stopReason": "cancelled"}})) == []
+    (result,) = t.feed(_recv({"id": 4, "result": {"stopReason": "end_turn"}}))
+    assert result.stop_reason == "end_turn"
+
+
+def test_agent_only_lines_and_stderr() -> None:
+    t = AcpTranslator()
+    lines = [
+        {"dir": "stderr", "raw": "noise"},
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"protocolVersion": 1, "agentInfo": {"name": "X", "version": "1"}},
+        },
+        {"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "s1", "configOptions": []}},
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": "s1",
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "hi"},
+                },
+            },
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {"stopReason": "end_turn", "usage": {"inputTokens": 3, "outputTokens": 1}},
+        },
+    ]
+    out: list[Message] = []
+    for line in lines:
+        out.extend(t.feed(line))
+    assert [str(m.type) for m in out] == ["init", "text_delta", "text", "result"]
+    assert out[0].init is not None and out[0].init.agent_name == "X"
+    assert out[-1].usage is not None and out[-1].usage.output_tokens == 1
+
+
+def test_translator_never_raises_on_odd_input() -> None:
+    t = AcpTranslator()
+    for event in (
+        None,
+        3,
+        [],
+        {"dir": "recv", "msg": None},
+        {"dir": "recv", "msg": {"method": 5}},
+        {"method": "session/update", "params": {"update": {}}},
+        {
+            "method": "session/update",
+            "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call"}},
+        },
+        {"id": 7, "error": "bad"},
+    ):
+        for message in t.feed(event):
+            assert isinstance(message, Message)
+
+
+def test_registry_names() -> None:
+    assert isinstance(get_translator("acp"), AcpTranslator)
+    assert isinstance(get_translator("opencode-acp"), AcpTranslator)
+    preset = get_engine("opencode-acp")
+    assert isinstance(preset, AcpEngine)
+    assert preset.engine_name == "opencode-acp"
+    assert type(preset).wire_format == "jsonrpc"
