@@ -402,3 +402,35 @@ async def test_wire_tap_replays_to_the_same_messages(tmp_path: Path) -> None:
         return out
 
     assert shape(replayed) == shape(seen.messages)
+
+
+async def test_fork_opens_a_new_session_with_replayed_history(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path, resume_id="fake-9", fork=True)) as process:
+        summary = await run_turn(process, "hi", on_message=seen)
+    assert summary.resume_id == process.session_id
+    assert summary.resume_id == "fake-1"  # the fork's own id, not fake-9
+    assert [m.text for m in seen.messages if m.replayed and m.type is MessageType.TEXT] == [
+        "forked history"
+    ]
+    assert summary.text == "echo: hi"
+
+
+async def test_updates_after_the_result_never_reach_the_next_turn(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        first = await run_turn(process, "late", on_message=seen)
+        await anyio.sleep(0.3)
+        second = await run_turn(process, "next", on_message=seen)
+    assert first.text == ""
+    assert second.text == "echo: next"
+    assert all(m.message_id != "stale" for m in seen.messages)
+
+
+async def test_continue_last_without_session_list_starts_a_new_session(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path, continue_last=True)) as process:
+        await run_turn(process, "hi", on_message=seen)
+    notes = [m for m in seen.of("system") if m.subtype == "unsupported_option"]
+    assert notes and notes[0].data is not None
+    assert [o["option"] for o in notes[0].data["options"]] == ["continue_last"]

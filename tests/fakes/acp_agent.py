@@ -10,6 +10,7 @@ Reads JSON-RPC lines on stdin, answers on stdout. What a prompt does depends on 
 ``slow``        text chunks every 50 ms until ``session/cancel``, then ``stopReason: cancelled``
 ``error``       a JSON-RPC error -32603 with ``data.errorName``
 ``plan``        a ``plan`` update, a ``current_mode_update`` and a thought
+``late``        answers at once, then sends a text chunk after the answer
 anything else   echoes the prompt, one ``usage_update``, ``end_turn`` with usage
 
 Options (argv): ``--hang-new`` never answers ``session/new``; ``--no-modes`` advertises no modes
@@ -171,6 +172,12 @@ def prompt(request_id: Any, params: dict[str, Any]) -> None:
                 break
         update(sid, {"sessionUpdate": "usage_update", "used": 0, "size": 1000})
         stop = "cancelled"
+    elif head == "late":
+        # The answer first, then an update nobody asked for any more.
+        send({"id": request_id, "result": {"stopReason": "end_turn"}})
+        time.sleep(0.1)
+        text(sid, "stale words", "stale")
+        return
     elif head == "error":
         send(
             {
@@ -295,6 +302,11 @@ def handle(msg: dict[str, Any]) -> None:
                 },
             )
         send({"id": request_id, "result": session_state()})
+    elif method == "session/fork":
+        sid = f"fake-{len(_sessions) + 1}"
+        _sessions.add(sid)
+        text(sid, "forked history", "a0")
+        send({"id": request_id, "result": {"sessionId": sid, **session_state()}})
     elif method in ("session/set_mode", "session/set_model"):
         send({"id": request_id, "result": {}})
     elif method == "session/prompt":

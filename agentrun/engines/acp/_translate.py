@@ -373,8 +373,14 @@ class AcpState:
             return [
                 self.error("session/update without a session id", "protocol", {"params": params})
             ]
-        update = note.update
-        raw = (_dict(params) or {}).get("update")
+        out = self._update(note.update, (_dict(params) or {}).get("update"))
+        if not self.in_prompt and not self.replaying:
+            # Said outside any prompt (between turns): complete at once, so that nothing of it
+            # is carried into the next turn's blocks.
+            out.extend(self._flush_all())
+        return out
+
+    def _update(self, update: Any, raw: Any) -> list[Message]:
         if isinstance(update, AgentMessageChunk):
             return self._chunk("text", update, raw)
         if isinstance(update, AgentThoughtChunk):
