@@ -102,6 +102,10 @@ def test_recorded_semantics() -> None:
     assert thinking.usage is not None
     assert thinking.usage.thinking_tokens == 12
     assert thinking.usage.output_tokens == 20
+    planned = replay_turns(ROOT / "acp" / "plan_mode.jsonl", engine="acp")
+    plan_init = next(m for m in planned[0] if m.type is MessageType.INIT)
+    assert plan_init.data is not None and plan_init.data["mode"] == "plan"
+    assert [TurnSummary.from_messages(t).ok for t in planned] == [True, True]
     (loaded,) = _turns("load_second.jsonl")
     assert loaded.text == "You said 42."
     messages = replay_turns(ROOT / "acp" / "load_second.jsonl", engine="acp")[0]
