@@ -5,15 +5,17 @@ Script building blocks are exported under unambiguous names (``ModelTurn``, ``Te
 ``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
 """
 
-from ._modelserver import ApiKind, ModelServer, RecordedRequest
+from ._modelserver import ApiKind, ModelServer, RecordedRequest, map_tool_call
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
 from ._offline import (
+    OPENCODE_PLUGIN_VERSION,
     OfflineAgentConfig,
     base_env,
     claude_offline,
     codex_offline,
     offline_config,
     opencode_offline,
+    write_opencode_plugin_stub,
 )
 from ._script import (
     DEFAULT_SHELL_COMMAND,
@@ -33,6 +35,7 @@ from ._scripted import Fail, Hang, ScriptedEngine, ScriptedProcess, Sleep, TurnR
 __all__ = [
     "DEFAULT_SHELL_COMMAND",
     "EXHAUSTED_TEXT",
+    "OPENCODE_PLUGIN_VERSION",
     "ApiKind",
     "Fail",
     "Hang",
@@ -57,8 +60,10 @@ __all__ = [
     "codex_offline",
     "default_script",
     "isolated_argv",
+    "map_tool_call",
     "network_is_loopback_only",
     "offline_config",
     "opencode_offline",
     "run_isolated",
+    "write_opencode_plugin_stub",
 ]
