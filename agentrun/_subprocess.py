@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
+from typing import Literal, cast
 
 import anyio
 import anyio.abc
@@ -61,6 +61,7 @@ from ._framing import DEFAULT_MAX_LINE_BYTES, READ_CHUNK_BYTES, LineFramer, Line
 __all__ = [
     "MAX_CLOSE_TIMEOUT",
     "ManagedProcess",
+    "ProcessHost",
     "ProcessSpec",
     "live_process_groups",
     "merge_env",
@@ -677,3 +678,44 @@ def open_process(spec: ProcessSpec) -> ManagedProcess:
     :class:`~agentrun.ConfigurationError` for a bad working directory or environment.
     """
     return ManagedProcess(spec)
+
+
+class ProcessHost:
+    """Keeps a :class:`ManagedProcess` open in a task of its own.
+
+    A managed process must be entered and left by the same task. A long-lived engine starts
+    its program in ``Process._start`` but stops it from ``_shutdown``, which runs elsewhere
+    (under the caller's shielded close); the host bridges the two::
+
+        host = ProcessHost(spec)
+        proc = await host.start(task_group)   # the program runs; proc is usable from any task
+        ...
+        await host.aclose()                   # bounded: the managed close escalates as usual
+    """
+
+    def __init__(self, spec: ProcessSpec) -> None:
+        self.spec = spec
+        self.process: ManagedProcess | None = None
+        self._release = anyio.Event()
+        self._released = anyio.Event()
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> ManagedProcess:
+        """Start the program in a new task of ``task_group``; return once it runs."""
+        return cast(ManagedProcess, await task_group.start(self._hold))
+
+    async def _hold(self, *, task_status: anyio.abc.TaskStatus[ManagedProcess]) -> None:
+        try:
+            async with open_process(self.spec) as proc:
+                self.process = proc
+                task_status.started(proc)
+                await self._release.wait()
+        finally:
+            self._released.set()
+
+    async def aclose(self) -> None:
+        """Close stdin, then stop the program (stdin EOF, SIGTERM, SIGKILL, each bounded)."""
+        if self.process is None:
+            return
+        await self.process.close_stdin()
+        self._release.set()
+        await self._released.wait()

@@ -41,7 +41,7 @@ from ..._messages import Message, MessageType, PermissionDenial, ProcessMeta
 from ..._permissions import PermissionDecision, PermissionRequest
 from ..._process import Engine, Process, TurnContext
 from ..._session import Session
-from ..._subprocess import ManagedProcess, ProcessSpec, merge_env, open_process
+from ..._subprocess import ManagedProcess, ProcessHost, ProcessSpec, merge_env
 from ..._translate import decode_line
 from ._argv import build_argv, needs_sandbox_env
 from ._translate import ClaudeTranslator
@@ -133,9 +133,8 @@ class ClaudeProcess(Process):
         self._ids = itertools.count(1)
         self._eof = False
         self._terminated: str | None = None
-        self._release = anyio.Event()
+        self._host: ProcessHost | None = None
         self._reader_done = anyio.Event()
-        self._released = anyio.Event()
 
     # -- properties --------------------------------------------------------------------------
 
@@ -179,22 +178,16 @@ class ClaudeProcess(Process):
         )
         # The managed process is entered and left by one task of its own (its task group
         # must be exited where it was entered, not under the caller's shutdown scope).
-        proc = cast(ManagedProcess, await task_group.start(self._own_process, spec))
+        proc = await self._host_for(spec).start(task_group)
+        self._proc = proc
         binary = self.argv[0]
         self.translator.process = ProcessMeta(pid=proc.pid, binary=binary)
         task_group.start_soon(self._read_stdout)
         task_group.start_soon(self._watch_exit)
 
-    async def _own_process(
-        self, spec: ProcessSpec, *, task_status: anyio.abc.TaskStatus[ManagedProcess]
-    ) -> None:
-        try:
-            async with open_process(spec) as proc:
-                self._proc = proc
-                task_status.started(proc)
-                await self._release.wait()
-        finally:
-            self._released.set()
+    def _host_for(self, spec: ProcessSpec) -> ProcessHost:
+        self._host = ProcessHost(spec)
+        return self._host
 
     async def _watch_exit(self) -> None:
         """When the CLI exits but something it started still holds stdout open, stdout never
@@ -210,12 +203,10 @@ class ClaudeProcess(Process):
     async def _shutdown(self) -> None:
         proc = self._proc
         try:
-            if proc is not None:
+            if proc is not None and self._host is not None:
                 # stdin first: the CLI ends on end of input; the bounded escalation (SIGTERM,
                 # SIGKILL of the whole group) is the process manager's.
-                await proc.close_stdin()
-                self._release.set()
-                await self._released.wait()
+                await self._host.aclose()
         finally:
             self._queue_send.close()
             self._queue_recv.close()
