@@ -60,7 +60,7 @@ from ..._messages import Message, MessageType, ProcessMeta
 from ..._permissions import PermissionDecision, PermissionOption, PermissionRequest
 from ..._process import Engine, Process, TurnContext
 from ..._session import Session
-from ..._subprocess import ManagedProcess, ProcessSpec, merge_env, open_process
+from ..._subprocess import ManagedProcess, ProcessHost, ProcessSpec, merge_env
 from ._schema import (
     ClientCapabilities,
     FileSystemCapabilities,
@@ -264,8 +264,7 @@ class AcpProcess(Process):
         self._prompts = 0
         self._prompt_done: anyio.Event | None = None
         self._permission_scopes: set[anyio.CancelScope] = set()
-        self._release = anyio.Event()
-        self._released = anyio.Event()
+        self._host: ProcessHost | None = None
         self._reader_done = anyio.Event()
         self._dead: AgentrunError | None = None
 
@@ -367,7 +366,10 @@ class AcpProcess(Process):
             terminate_timeout=engine.terminate_timeout,
             **kwargs,
         )
-        proc = cast(ManagedProcess, await task_group.start(self._own_process, spec))
+        # Kept open by a task of its own: _shutdown runs in another task.
+        self._host = ProcessHost(spec)
+        proc = await self._host.start(task_group)
+        self._proc = proc
         self.translator.state.process = ProcessMeta(pid=proc.pid, binary=self.argv[0])
         conn = JsonRpcConnection(
             self._send_line,
@@ -380,17 +382,6 @@ class AcpProcess(Process):
         await self._handshake()
         await self._open_session()
         await self._configure()
-
-    async def _own_process(
-        self, spec: ProcessSpec, *, task_status: anyio.abc.TaskStatus[ManagedProcess]
-    ) -> None:
-        try:
-            async with open_process(spec) as proc:
-                self._proc = proc
-                task_status.started(proc)
-                await self._release.wait()
-        finally:
-            self._released.set()
 
     async def _read(self, conn: JsonRpcConnection, proc: ManagedProcess) -> None:
         try:
@@ -405,12 +396,10 @@ class AcpProcess(Process):
         proc = self._proc
         for scope in list(self._permission_scopes):
             scope.cancel()
-        if proc is not None:
+        if proc is not None and self._host is not None:
             # End of input asks the agent to exit; the process manager escalates (SIGTERM,
             # then SIGKILL of the group) within its limits, for agents that stay.
-            await proc.close_stdin()
-            self._release.set()
-            await self._released.wait()
+            await self._host.aclose()
         if self._conn is not None:
             self._conn.close("the session was closed")
 
