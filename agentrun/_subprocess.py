@@ -181,6 +181,9 @@ class ProcessSpec:
     kill_timeout: float = 5.0
     #: After the program exits, how long to wait for the rest of its stderr.
     stderr_settle_timeout: float = 1.0
+    #: After the program exits on its own, how long what it left running in its process group
+    #: may live. Such leftovers can hold stdout open, so its reader would never see the end.
+    orphan_grace: float = 1.0
 
     def __post_init__(self) -> None:
         items = _check_argv(self.argv, self.engine)
@@ -200,6 +203,7 @@ class ProcessSpec:
             "terminate_timeout",
             "kill_timeout",
             "stderr_settle_timeout",
+            "orphan_grace",
         ):
             value: object = getattr(self, name)
             if (
@@ -360,6 +364,7 @@ class ManagedProcess:
             await tg.__aenter__()
             self._tg = tg
             tg.start_soon(self._drain_stderr, name=f"agentrun stderr reader (pid {proc.pid})")
+            tg.start_soon(self._reap_orphans, name=f"agentrun orphan reaper (pid {proc.pid})")
             await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
             await self._abort_start()
@@ -565,6 +570,14 @@ class ManagedProcess:
                 self._stderr_done.set()
 
     # -- waiting and errors ----------------------------------------------------------
+
+    async def _reap_orphans(self) -> None:
+        """Once the program has exited by itself, stop what it left behind in its group."""
+        proc = self._require()
+        await proc.wait()
+        await anyio.sleep(self._spec.orphan_grace)
+        if not self._closing:
+            self.send_signal_group(_SIGKILL)
 
     async def wait(self) -> int:
         """Wait for the program to exit and return its status.

@@ -454,7 +454,7 @@ async def test_grandchild_is_killed_with_its_parent() -> None:
 
 @pytest.mark.anyio
 async def test_grandchild_is_killed_after_its_parent_exited() -> None:
-    async with open_process(fake("orphan")) as p:
+    async with open_process(fake("orphan", orphan_grace=30)) as p:
         line = await p.lines().__anext__()
         assert isinstance(line, bytes)
         grandchild = json.loads(line)["grandchild"]
@@ -462,6 +462,19 @@ async def test_grandchild_is_killed_after_its_parent_exited() -> None:
         assert not is_dead(grandchild)
     assert wait_dead(grandchild)
     assert p.pid not in live_process_groups()
+
+
+@pytest.mark.anyio
+async def test_leftover_child_holding_stdout_cannot_keep_the_reader_waiting() -> None:
+    # The program exits; a child it left behind holds stdout open. Without the orphan reaper
+    # the reader would never see the end of the stream.
+    with anyio.fail_after(10):
+        async with open_process(fake("orphan_stdout", orphan_grace=0.2)) as p:
+            lines = [line async for line in p.lines()]
+            assert p.returncode == 0
+    assert len(lines) == 1
+    assert isinstance(lines[0], bytes)
+    assert wait_dead(json.loads(lines[0])["grandchild"])
 
 
 @pytest.mark.anyio

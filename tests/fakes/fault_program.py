@@ -11,6 +11,7 @@ Modes:
   grandchild              start a grandchild that ignores SIGTERM, print {"grandchild": pid},
                           sleep forever
   orphan                  like grandchild, but exit 0 right away (the grandchild stays)
+  orphan_stdout           like orphan, but the grandchild keeps stdout open
   no_newline              print two JSON lines, the second without a trailing newline
   big_line SIZE           print {"before": 1}, one line of SIZE bytes, then {"after": 2}
   garbage                 print invalid UTF-8, plain text and broken JSON between good lines
@@ -48,11 +49,11 @@ def sleep_forever() -> None:
         time.sleep(60)
 
 
-def start_grandchild() -> int:
+def start_grandchild(*, keep_stdout: bool = False) -> int:
     child = subprocess.Popen(
         [sys.executable, "-c", GRANDCHILD],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
+        stdout=None if keep_stdout else subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     return child.pid
@@ -77,9 +78,9 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         emit({"ready": True})
         sleep_forever()
-    if mode in ("grandchild", "orphan"):
-        emit({"grandchild": start_grandchild()})
-        if mode == "orphan":
+    if mode in ("grandchild", "orphan", "orphan_stdout"):
+        emit({"grandchild": start_grandchild(keep_stdout=mode == "orphan_stdout")})
+        if mode in ("orphan", "orphan_stdout"):
             return 0
         sleep_forever()
     if mode == "no_newline":

@@ -134,7 +134,6 @@ class ClaudeProcess(Process):
         self._eof = False
         self._terminated: str | None = None
         self._host: ProcessHost | None = None
-        self._reader_done = anyio.Event()
 
     # -- properties --------------------------------------------------------------------------
 
@@ -183,22 +182,10 @@ class ClaudeProcess(Process):
         binary = self.argv[0]
         self.translator.process = ProcessMeta(pid=proc.pid, binary=binary)
         task_group.start_soon(self._read_stdout)
-        task_group.start_soon(self._watch_exit)
 
     def _host_for(self, spec: ProcessSpec) -> ProcessHost:
         self._host = ProcessHost(spec)
         return self._host
-
-    async def _watch_exit(self) -> None:
-        """When the CLI exits but something it started still holds stdout open, stdout never
-        ends: kill what is left of its process group so the reader sees end of file."""
-        proc = self._proc
-        assert proc is not None
-        await proc.wait()
-        with anyio.move_on_after(1.0):
-            await self._reader_done.wait()
-        if not self._reader_done.is_set():
-            proc.send_signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
 
     async def _shutdown(self) -> None:
         proc = self._proc
@@ -249,7 +236,6 @@ class ClaudeProcess(Process):
             pass
         finally:
             self._eof = True
-            self._reader_done.set()
             for done, _ in self._pending.values():
                 done.set()
             # Blocks while the queue is full (a turn will drain it); when the session is
