@@ -51,7 +51,7 @@ from ._errors import (
     TurnInProgressError,
     TurnTimeoutError,
 )
-from ._messages import Message, MessageType
+from ._messages import Message
 from ._session import Session
 from ._summary import TurnSummary
 
@@ -470,7 +470,3 @@ async def run_turn(
                     await outcome
         return turn.summary
 
-
-def is_terminal(message: Message) -> bool:
-    """True for the message that ends a turn."""
-    return message.type is MessageType.RESULT

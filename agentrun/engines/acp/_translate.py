@@ -55,6 +55,7 @@ from typing import Any, Literal, cast
 from pydantic import ValidationError
 
 from ..._context import Catalog, ContextTracker
+from ..._json import as_dict as _dict
 from ..._messages import (
     ErrorInfo,
     InitMeta,
@@ -149,10 +150,6 @@ def _placeholder_input(value: Any) -> bool:
         keys = set(cast("dict[str, Any]", value))
         return keys <= {"cwd"}
     return False
-
-
-def _dict(value: Any) -> dict[str, Any] | None:
-    return cast("dict[str, Any]", value) if isinstance(value, dict) else None
 
 
 def _text_of(content: list[Any] | None) -> str | None:

@@ -21,6 +21,11 @@ from __future__ import annotations
 from typing import Any, cast
 
 from ..._context import Catalog, ContextTracker
+from ..._json import as_dict as _obj
+from ..._json import as_float as _float
+from ..._json import as_int as _int
+from ..._json import as_list as _list
+from ..._json import as_str as _str
 from ..._messages import (
     ErrorInfo,
     InitMeta,
@@ -49,30 +54,6 @@ _TERMINAL_CODES = {
 }
 
 Json = dict[str, Any]
-
-
-def _obj(value: object) -> Json | None:
-    return cast(Json, value) if isinstance(value, dict) else None
-
-
-def _list(value: object) -> list[Any]:
-    return cast(list[Any], value) if isinstance(value, list) else []
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    return value if isinstance(value, int) else None
-
-
-def _float(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _without(event: Json, *keys: str) -> Json:

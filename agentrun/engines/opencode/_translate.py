@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from ..._context import ContextTracker
+from ..._json import as_dict, as_str
+from ..._json import as_float as _float
+from ..._json import as_int as _int
 from ..._messages import (
     ErrorInfo,
     InitMeta,
@@ -46,29 +49,12 @@ REJECTED_PERMISSION = "The user rejected permission to use this specific tool ca
 
 
 def _dict(value: object) -> dict[str, Any]:
-    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+    return as_dict(value) or {}
 
 
 def _str(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _float(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+    """A non-empty string (OpenCode sends empty strings for absent values)."""
+    return as_str(value) or None
 
 
 def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
