@@ -98,6 +98,9 @@ RequestHandler = Callable[[str, Any], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], "Awaitable[None] | None"]
 #: ``on_problem(problem)``; plain functions and coroutine functions both work.
 ProblemHandler = Callable[["JsonRpcProblem"], "Awaitable[None] | None"]
+#: ``on_message(decoded)``: every decoded incoming line, before it is dispatched (a transcript,
+#: a translator that mirrors the session). Exceptions propagate out of :meth:`run`.
+MessageObserver = Callable[[Any], "Awaitable[None] | None"]
 
 # A late response to a request we gave up on (timeout, cancellation) is expected and
 # dropped quietly; remember that many abandoned ids at most.
@@ -258,8 +261,10 @@ class JsonRpcConnection:
         on_problem: ProblemHandler | None = None,
         cancel_method: str | None = None,
         engine: str | None = None,
+        on_message: MessageObserver | None = None,
     ) -> None:
         self._send_line = send_line
+        self._on_message = on_message
         self._on_notification = on_notification
         self._on_request = on_request
         self._on_problem = on_problem
@@ -442,6 +447,11 @@ class JsonRpcConnection:
         if not line:
             return
         decoded = decode_json_line(line)
+        observer = self._on_message
+        if observer is not None and not isinstance(decoded, JsonProblem):
+            seen = observer(decoded)
+            if seen is not None and inspect.isawaitable(seen):
+                await seen
         if type(decoded) is not dict:
             if isinstance(decoded, JsonProblem):
                 await self._problem(JsonRpcProblem(decoded.code, decoded.detail, decoded.raw))

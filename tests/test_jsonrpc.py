@@ -499,6 +499,31 @@ async def test_malformed_lines_are_reported_and_reading_continues() -> None:
         assert rec.notes == [("session/update", {"ok": 1})]
 
 
+async def test_observer_sees_each_decoded_message_once_before_dispatch() -> None:
+    order: list[str] = []
+
+    async def observe(msg: Any) -> None:
+        await anyio.sleep(0)
+        order.append(f"seen {msg.get('method') or msg.get('id')}")
+
+    def note(method: str, params: Any) -> None:
+        order.append(f"delivered {method}")
+
+    async with peer_connection(on_message=observe, on_notification=note) as (conn, peer, rec):
+        async with anyio.create_task_group() as tg:
+
+            async def script() -> None:
+                msg = await peer.read()
+                await peer.feed_raw(b"not json at all")
+                await peer.feed({"jsonrpc": "2.0", "method": "session/update", "params": {}})
+                await peer.feed({"jsonrpc": "2.0", "id": msg["id"], "result": "done"})
+
+            tg.start_soon(script)
+            assert await conn.request("go") == "done"
+    assert order == ["seen session/update", "delivered session/update", "seen 1"]
+    assert rec.codes() == ["invalid_json"]
+
+
 async def test_notification_callback_error_is_reported_and_reading_continues() -> None:
     rec = Recorder()
 

@@ -47,7 +47,7 @@ from ..._errors import (
     SessionNotFoundError,
     SessionTerminatedError,
 )
-from ..._framing import JsonProblem, LineTooLong, decode_json_line
+from ..._framing import LineTooLong
 from ..._jsonrpc import (
     INVALID_PARAMS,
     ConnectionClosedError,
@@ -208,7 +208,8 @@ def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
 
 
 class _Incoming:
-    """stdout lines for the connection; each is shown to the translator first."""
+    """stdout lines for the connection, tapped on the way (the connection decodes them once
+    and shows each to the translator through ``on_message`` before dispatching it)."""
 
     def __init__(self, process: AcpProcess, proc: ManagedProcess) -> None:
         self._process = process
@@ -224,9 +225,6 @@ class _Incoming:
             process._tap("recv", item.head)  # pyright: ignore[reportPrivateUsage]
             return item
         process._tap("recv", item)  # pyright: ignore[reportPrivateUsage]
-        decoded = decode_json_line(item) if item else None
-        if item and not isinstance(decoded, JsonProblem):
-            await process._observe("recv", decoded)  # pyright: ignore[reportPrivateUsage]
         return item
 
 
@@ -294,6 +292,9 @@ class AcpProcess(Process):
         if self._notes and direction == "send" and self.translator.prompt_pending:
             notes, self._notes = self._notes, []
             await self._route(notes)
+
+    async def _observe_received(self, msg: Any) -> None:
+        await self._observe("recv", msg)
 
     async def _route(self, messages: list[Message]) -> None:
         for message in messages:
@@ -376,6 +377,7 @@ class AcpProcess(Process):
             on_request=self._on_request,
             on_problem=self._on_problem,
             engine=self.engine_name,
+            on_message=self._observe_received,
         )
         self._conn = conn
         task_group.start_soon(self._read, conn, proc)
