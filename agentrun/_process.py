@@ -51,6 +51,7 @@ from ._errors import (
     TurnInProgressError,
     TurnTimeoutError,
 )
+from ._framing import LineTooLong
 from ._messages import Message
 from ._session import Session
 from ._summary import TurnSummary
@@ -104,6 +105,16 @@ class Process(ABC):
         """Engines call this for every raw line they read or write."""
         if self.wire_tap is not None:
             self.wire_tap(direction, line)
+
+    def _tap_received(self, item: bytes | LineTooLong) -> None:
+        """Tap one framed stdout line (an oversized one by the head that was kept)."""
+        if self.wire_tap is not None:
+            self.wire_tap("recv", item.head if isinstance(item, LineTooLong) else item)
+
+    def _tap_stderr(self, line: str) -> None:
+        """Tap one line of the agent's stderr (use as ``ProcessSpec.on_stderr``)."""
+        if self.wire_tap is not None:
+            self.wire_tap("stderr", line.encode("utf-8", "replace"))
 
     # -- engine hooks ------------------------------------------------------------------------
 
@@ -469,4 +480,3 @@ async def run_turn(
                 if inspect.isawaitable(outcome):
                     await outcome
         return turn.summary
-

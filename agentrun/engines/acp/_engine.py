@@ -220,11 +220,7 @@ class _Incoming:
 
     async def __anext__(self) -> bytes | LineTooLong:
         item = await self._lines.__anext__()
-        process = self._process
-        if isinstance(item, LineTooLong):
-            process._tap("recv", item.head)  # pyright: ignore[reportPrivateUsage]
-            return item
-        process._tap("recv", item)  # pyright: ignore[reportPrivateUsage]
+        self._process._tap_received(item)  # pyright: ignore[reportPrivateUsage]
         return item
 
 
@@ -338,9 +334,6 @@ class AcpProcess(Process):
             [Message.error_message(f"{self.engine_name}: {problem.detail}", code=code, data=data)]
         )
 
-    def _on_stderr(self, line: str) -> None:
-        self._tap("stderr", line.encode("utf-8", "replace"))
-
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
@@ -362,7 +355,7 @@ class AcpProcess(Process):
             env=env,
             stdin="pipe",
             engine=self.engine_name,
-            on_stderr=self._on_stderr,
+            on_stderr=self._tap_stderr,
             close_stdin_timeout=engine.close_stdin_timeout,
             terminate_timeout=engine.terminate_timeout,
             **kwargs,

@@ -36,7 +36,6 @@ from ..._errors import (
     SessionNotFoundError,
     SessionTerminatedError,
 )
-from ..._framing import LineTooLong
 from ..._messages import Message, MessageType, PermissionDenial, ProcessMeta
 from ..._permissions import PermissionDecision, PermissionRequest
 from ..._process import Engine, Process, TurnContext
@@ -170,7 +169,7 @@ class ClaudeProcess(Process):
             env=env,
             stdin="pipe",
             engine=_ENGINE,
-            on_stderr=self._on_stderr,
+            on_stderr=self._tap_stderr,
             close_stdin_timeout=engine.close_stdin_timeout,
             terminate_timeout=engine.terminate_timeout,
             **kwargs,
@@ -198,9 +197,6 @@ class ClaudeProcess(Process):
             self._queue_send.close()
             self._queue_recv.close()
 
-    def _on_stderr(self, line: str) -> None:
-        self._tap("stderr", line.encode("utf-8", "replace"))
-
     # -- the reader --------------------------------------------------------------------------
 
     async def _read_stdout(self) -> None:
@@ -208,13 +204,7 @@ class ClaudeProcess(Process):
         assert proc is not None
         try:
             async for item in proc.lines():
-                if isinstance(item, LineTooLong):
-                    self._tap("recv", item.head)
-                    _, problem = decode_line(item, engine=_ENGINE)
-                    if problem is not None:
-                        await self._queue_send.send(problem)
-                    continue
-                self._tap("recv", item)
+                self._tap_received(item)
                 event, problem = decode_line(item, engine=_ENGINE)
                 if problem is not None:
                     await self._queue_send.send(problem)

@@ -190,9 +190,6 @@ class OpenCodeProcess(Process):
             return self.current.stderr_tail()
         return self._stderr_tail
 
-    def _on_stderr(self, line: str) -> None:
-        self._tap("stderr", line.encode("utf-8", "replace"))
-
     def _env_for_turn(self) -> dict[str, str]:
         permission = self.session.option("opencode", "permission")
         if permission is None:
@@ -207,7 +204,7 @@ class OpenCodeProcess(Process):
             env=self._env_for_turn(),
             stdin="pipe",
             engine=self.engine_name,
-            on_stderr=self._on_stderr,
+            on_stderr=self._tap_stderr,
             close_stdin_timeout=1.0,
             terminate_timeout=3.0,
             kill_timeout=5.0,
@@ -269,8 +266,7 @@ class OpenCodeProcess(Process):
             # reading stdout, and a program that died early must not hang the write.
             tg.start_soon(self._send_prompt, proc, prompt)
             async for item in proc.lines():
-                if isinstance(item, bytes):
-                    self._tap("recv", item)
+                self._tap_received(item)
                 event, problem = decode_line(item, engine=self.engine_name)
                 messages = [problem] if problem is not None else translator.feed(event)
                 self._capture(translator)
