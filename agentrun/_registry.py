@@ -35,9 +35,20 @@ _TRANSLATORS: dict[str, str] = {
 }
 
 
-def _load(spec: str) -> Any:
+def _factory(table: dict[str, str], name: str, what: str) -> Any:
+    spec = table.get(name)
+    if spec is None:
+        raise ConfigurationError(
+            f"{what} {name!r}; known: {', '.join(sorted(table))}", option="engine"
+        )
     module_name, _, attribute = spec.partition(":")
-    return getattr(importlib.import_module(module_name), attribute)
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(
+            f"engine {name!r} is not available in this version of agentrun ({exc})",
+            option="engine",
+        ) from exc
 
 
 def engine_names() -> list[str]:
@@ -50,34 +61,9 @@ def translator_names() -> list[str]:
 
 def get_engine(name: str, **options: Any) -> Engine:
     """The engine called ``name``, constructed with ``options`` (e.g. ``binary=...``)."""
-    spec = _ENGINES.get(name)
-    if spec is None:
-        raise ConfigurationError(
-            f"unknown engine {name!r}; known: {', '.join(engine_names())}", option="engine"
-        )
-    try:
-        factory = _load(spec)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(
-            f"engine {name!r} is not available in this version of agentrun ({exc})",
-            option="engine",
-        ) from exc
-    return cast(Engine, factory(**options))
+    return cast(Engine, _factory(_ENGINES, name, "unknown engine")(**options))
 
 
 def get_translator(name: str, **options: Any) -> Translator:
     """A fresh translator for ``name`` (used by replay and by the engines themselves)."""
-    spec = _TRANSLATORS.get(name)
-    if spec is None:
-        raise ConfigurationError(
-            f"no translator for engine {name!r}; known: {', '.join(translator_names())}",
-            option="engine",
-        )
-    try:
-        factory = _load(spec)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(
-            f"engine {name!r} is not available in this version of agentrun ({exc})",
-            option="engine",
-        ) from exc
-    return cast(Translator, factory(**options))
+    return cast(Translator, _factory(_TRANSLATORS, name, "no translator for engine")(**options))
