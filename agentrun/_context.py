@@ -104,9 +104,6 @@ class Catalog:
                     return info
         return None
 
-    def __contains__(self, model: object) -> bool:
-        return isinstance(model, str) and self.lookup(model) is not None
-
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and value > 0 else None

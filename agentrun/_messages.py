@@ -55,10 +55,6 @@ class MessageType(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-    @property
-    def is_delta(self) -> bool:
-        return self.value.endswith("_delta")
-
 
 _KNOWN_TYPES: dict[str, MessageType] = {t.value: t for t in MessageType}
 

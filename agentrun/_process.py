@@ -287,7 +287,6 @@ class Turn:
         self._send: MemoryObjectSendStream[Message] | None = None
         self._recv: MemoryObjectReceiveStream[Message] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._consumer_gone = False
 
     @property
     def done(self) -> bool:
@@ -317,7 +316,7 @@ class Turn:
         tb: TracebackType | None,
     ) -> bool | None:
         if not self._done:
-            self._consumer_gone = True
+            self.nonblocking = True
             self.cancel()
         if self._recv is not None:
             self._recv.close()
@@ -372,7 +371,7 @@ class Turn:
         send = self._send
         if send is None:
             return
-        if self.cancelling or self.nonblocking or self._consumer_gone:
+        if self.cancelling or self.nonblocking:
             # Never block while cancelling: the consumer may be gone.
             with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 send.send_nowait(message)
@@ -380,7 +379,7 @@ class Turn:
         try:
             await send.send(message)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self._consumer_gone = True
+            self.nonblocking = True  # the consumer is gone
             return
         self._refresh_deadline()
 
