@@ -40,9 +40,9 @@ from ._permissions import (
     approve_all,
     deny_all,
 )
-from ._process import Engine, MessageCallback, Process, Turn, TurnContext, WireTap, run_turn
+from ._session import Engine, MessageCallback, Process, Turn, TurnContext, WireTap, run_turn
 from ._registry import engine_names, get_engine, get_translator
-from ._session import Effort, Mode, Session
+from ._options import Effort, Mode, Session
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
 from ._translate import Translator
 

@@ -11,7 +11,7 @@ import importlib
 from typing import Any, cast
 
 from ._errors import ConfigurationError
-from ._process import Engine
+from ._session import Engine
 from ._translate import Translator
 
 __all__ = ["engine_names", "get_engine", "get_translator", "translator_names"]

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 from ._errors import SendNotSupportedError
 from ._framing import LineFramer, LineTooLong
 from ._messages import Message, MessageType
-from ._process import Engine, Process, TurnContext
+from ._session import Engine, Process, TurnContext
 from ._registry import get_translator
-from ._session import Session
+from ._options import Session
 from ._translate import Translator, decode_line
 
 __all__ = ["ReplayEngine", "read_events", "replay_turns", "translate_events"]

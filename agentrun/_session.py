@@ -1,161 +1,481 @@
-"""The session and its option vocabulary, validated before any process starts.
+"""Engines, processes and turns: the one turn model every engine plugs into.
 
-A :class:`Session` says *what* to run (model, prompts, limits, permissions, working directory);
-each engine maps it onto its agent's flags or protocol. Values that an engine would put on a
-command line are rejected when they could be read as a flag (a leading ``-``) or contain NUL, so a
-hostile or mistaken value never turns into an option of the agent program.
+An :class:`Engine` makes :class:`Process` objects; a process is an async context manager that owns
+whatever runs the agent (a long-lived program, a JSON-RPC connection, or nothing until the first
+turn for spawn-per-turn agents). Every prompt, the first included, goes through a turn::
 
-Options an engine cannot honour are not ignored silently: the engine says so in a ``system``
-message (subtype ``unsupported_option``) at the start of the turn.
+    async with engine.start(session) as process:
+        summary = await run_turn(process, "fix the failing test")
+        async with process.turn("now explain it") as turn:
+            async for message in turn:
+                ...
+            print(turn.summary.text)
+
+Writing an engine means implementing one coroutine, :meth:`Process._run_turn`: send the prompt,
+translate what the agent says into :class:`Message` objects passed to :meth:`TurnContext.emit`,
+and return once the turn's ``result`` message has been emitted. Everything else is done here:
+
+* turns run one at a time and every message is tagged with its turn number; nothing a cancelled
+  or timed-out turn emits late reaches the next turn;
+* ``timeout`` bounds the whole turn and ``idle_timeout`` the silence between messages; both
+  cancel the backend turn (the engine's cancellation path interrupts the agent) and raise
+  :class:`TurnTimeoutError`;
+* caller cancellation cancels the backend turn the same way, then propagates;
+* a turn that ends without a result raises :class:`NoResultError`; an engine raises
+  :class:`ProcessExitError` when its program dies. Each carries the partial summary.
+
+Engines must treat cancellation of ``_run_turn`` as "cancel the turn in the agent": do the
+interrupt inside ``anyio.CancelScope(shield=True)`` with a bound (``move_on_after``) and then
+re-raise. While cancelling, :meth:`TurnContext.emit` never blocks (late messages are dropped
+if the caller stopped listening).
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any, Literal
+import inspect
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, suppress
+from types import TracebackType
+from typing import ClassVar, final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._errors import ConfigurationError
-from ._permissions import PermissionHandler
-from ._subprocess import validate_env
+from ._errors import (
+    AgentrunError,
+    NoResultError,
+    SessionTerminatedError,
+    TurnInProgressError,
+    TurnTimeoutError,
+)
+from ._framing import LineTooLong
+from ._messages import Message
+from ._options import Session
+from ._summary import TurnSummary
 
-__all__ = ["Effort", "Mode", "Session"]
+__all__ = ["Engine", "MessageCallback", "Process", "Turn", "TurnContext", "WireTap", "run_turn"]
 
-Effort = Literal["low", "medium", "high", "max"]
-Mode = Literal["plan", "act"]
+MessageCallback = Callable[[Message], "Awaitable[None] | None"]
 
+#: ``tap(direction, line)``: every raw line an engine reads (``"recv"``), writes (``"send"``) or
+#: sees on the agent's stderr (``"stderr"``), without the trailing newline.
+WireTap = Callable[[str, bytes], None]
 
-def _no_nul(name: str, value: str) -> str:
-    if "\0" in value:
-        raise ValueError(f"{name} contains a NUL character")
-    return value
-
-
-def _argv_safe(name: str, value: str) -> str:
-    _no_nul(name, value)
-    if not value.strip():
-        raise ValueError(f"{name} is empty")
-    if value.startswith("-"):
-        raise ValueError(f"{name} {value!r} starts with '-' and would be read as a flag")
-    return value
+#: Messages buffered between an engine and a slow consumer before the engine waits.
+_BUFFER = 256
 
 
-class Session(BaseModel):
-    """Everything an engine needs to start a session. Immutable; copy with ``model_copy``.
+class Engine(ABC):
+    """Makes processes for one kind of agent. Cheap to create; starts nothing by itself."""
 
-    ``hitl`` ("human in the loop") decides what happens when the agent wants to use a tool that
-    needs permission: ``True`` asks ``permission_handler`` (and denies, recording a denial, when
-    there is none); ``False`` approves everything (the agent's bypass / auto-approve mode);
-    ``None`` keeps the agent's own default policy.
+    #: The engine's registry name (``"claude"``, ``"opencode"``, ``"acp"``, ...).
+    name: ClassVar[str]
 
-    ``mode="plan"`` asks the agent to plan without changing anything; ``"act"`` is normal work.
-    ``resume_id`` continues an earlier session (an id the engine reported as ``resume_id``);
-    with ``fork=True`` the agent copies it into a new session where it can.
-    """
+    @abstractmethod
+    def start(self, session: Session | None = None) -> Process:
+        """A process for ``session``, to be entered with ``async with``. Takes no prompt."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    def check(self) -> None:
+        """Raise :class:`EngineUnavailableError` when the agent program cannot be run."""
 
-    cwd: str | None = None
-    model: str | None = None
-    system_prompt: str | None = None
-    append_system_prompt: str | None = None
-    max_turns: int | None = Field(default=None, gt=0)
-    thinking_budget: int | None = Field(default=None, gt=0)
-    effort: Effort | None = None
-    mode: Mode | None = None
-    hitl: bool | None = None
-    permission_handler: PermissionHandler | None = Field(default=None, exclude=True)
-    allowed_tools: tuple[str, ...] = ()
-    add_dirs: tuple[str, ...] = ()
-    agent_id: str | None = None
-    resume_id: str | None = None
-    fork: bool = False
-    continue_last: bool = False
-    env: dict[str, str] = Field(default_factory=dict[str, str])
-    #: Start from the caller's environment (``True``) or only from ``env`` (``False``).
-    inherit_env: bool = True
-    #: Override the context-window size (tokens) when the agent does not report it.
-    context_window_tokens: int | None = Field(default=None, gt=0)
-    #: Ask for streaming deltas where the agent offers them.
-    partial_messages: bool = True
-    #: Explicit path of the agent program (else ``engines/`` then ``PATH``).
-    binary: str | None = None
-    #: Engine-specific options, keyed ``"<engine>.<name>"`` (e.g. ``claude.permission_mode``).
-    options: dict[str, str] = Field(default_factory=dict[str, str])
-    #: Extra command-line arguments appended verbatim (escape hatch; validated for NUL only).
-    extra_args: tuple[str, ...] = ()
 
-    @field_validator("model", "agent_id", "resume_id")
-    @classmethod
-    def _flag_safe(cls, value: str | None, info: Any) -> str | None:
-        return None if value is None else _argv_safe(info.field_name, value)
+class Process(ABC):
+    """One agent session. Use as an async context manager; see the module docstring."""
 
-    @field_validator("system_prompt", "append_system_prompt", "binary")
-    @classmethod
-    def _nul_free(cls, value: str | None, info: Any) -> str | None:
-        return None if value is None else _no_nul(info.field_name, value)
+    #: The engine name, for messages and errors.
+    engine_name: str = "engine"
 
-    @field_validator("allowed_tools")
-    @classmethod
-    def _tools(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(_argv_safe("allowed_tools entry", v) for v in value)
+    def __init__(self, session: Session | None = None) -> None:
+        self.session: Session = session if session is not None else Session()
+        #: The latest id that resumes this session (``Session(resume_id=...)``), once known.
+        self.resume_id: str | None = self.session.resume_id
+        self._turns = 0
+        self._active: Turn | None = None
+        self._closed = False
+        self._entered = False
+        self._stack: AsyncExitStack | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        #: Set before entering to see every raw line (the recorder uses this).
+        self.wire_tap: WireTap | None = None
 
-    @field_validator("add_dirs")
-    @classmethod
-    def _dirs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for d in value:
-            _argv_safe("add_dirs entry", d)
-            if not os.path.isabs(d):
-                raise ValueError(f"add_dirs entry {d!r} is not an absolute path")
-        return value
+    def _tap(self, direction: str, line: bytes) -> None:
+        """Engines call this for every raw line they read or write."""
+        if self.wire_tap is not None:
+            self.wire_tap(direction, line)
 
-    @field_validator("extra_args")
-    @classmethod
-    def _extra(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(_no_nul("extra_args entry", v) for v in value)
+    def _tap_received(self, item: bytes | LineTooLong) -> None:
+        """Tap one framed stdout line (an oversized one by the head that was kept)."""
+        if self.wire_tap is not None:
+            self.wire_tap("recv", item.head if isinstance(item, LineTooLong) else item)
 
-    @field_validator("cwd")
-    @classmethod
-    def _cwd(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        _no_nul("cwd", value)
-        return os.path.abspath(value)
+    def _tap_stderr(self, line: str) -> None:
+        """Tap one line of the agent's stderr (use as ``ProcessSpec.on_stderr``)."""
+        if self.wire_tap is not None:
+            self.wire_tap("stderr", line.encode("utf-8", "replace"))
 
-    @field_validator("options")
-    @classmethod
-    def _options(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, v in value.items():
-            if "." not in key:
-                raise ValueError(f"option {key!r} must be named '<engine>.<name>'")
-            _no_nul(f"option {key}", v)
-        return value
+    # -- engine hooks ------------------------------------------------------------------------
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Session:
-        validate_env(self.env)
-        if self.fork and self.resume_id is None and not self.continue_last:
-            raise ValueError("fork=True needs resume_id or continue_last")
-        if self.continue_last and self.resume_id is not None:
-            raise ValueError("continue_last and resume_id are exclusive")
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Start what must run for the whole session (long-lived engines). Background tasks go
+        into ``task_group``, which is cancelled after :meth:`_shutdown`."""
+
+    @abstractmethod
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        """Run one turn: send ``ctx.prompt``, emit its messages, return after its result."""
+
+    async def _shutdown(self) -> None:
+        """Stop the session's program(s). Called shielded; must bound its own waits."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def turns(self) -> int:
+        """How many turns were started."""
+        return self._turns
+
+    async def __aenter__(self) -> Process:
+        if self._entered:
+            raise RuntimeError("a Process can be entered only once")
+        self._entered = True
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            self._task_group = await stack.enter_async_context(anyio.create_task_group())
+            await self._start(self._task_group)
+        except BaseException:
+            self._closed = True
+            with anyio.CancelScope(shield=True):
+                await self._shutdown()
+            if self._task_group is not None:
+                self._task_group.cancel_scope.cancel()
+            await stack.__aexit__(None, None, None)
+            raise
+        self._stack = stack
         return self
 
-    def __init__(self, **options: Any) -> None:
-        # Validation failures surface as ConfigurationError (a ValueError), naming the option.
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            return await stack.__aexit__(exc_type, exc, tb)
+        return None
+
+    async def aclose(self) -> None:
+        """End the session: stop the agent program (bounded) and background tasks."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._shutdown()
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+
+    def turn(
+        self,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> Turn:
+        """A turn for ``prompt``: ``async with process.turn(p) as t: async for m in t: ...``."""
+        return Turn(self, prompt, timeout=timeout, idle_timeout=idle_timeout)
+
+    def _begin_turn(self, turn: Turn) -> int:
+        if self._closed or not self._entered:
+            state = "closed" if self._closed else "not started (use 'async with')"
+            raise SessionTerminatedError(
+                f"{self.engine_name} session is {state}", engine=self.engine_name
+            )
+        if self._active is not None:
+            raise TurnInProgressError(
+                f"turn {self._active.number} of this {self.engine_name} session is still running",
+                engine=self.engine_name,
+            )
+        self._turns += 1
+        self._active = turn
+        return self._turns
+
+    def _end_turn(self, turn: Turn) -> None:
+        if self._active is turn:
+            self._active = None
+
+
+class TurnContext:
+    """What an engine's ``_run_turn`` gets: the prompt, the session, and ``emit``."""
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+
+    @property
+    def number(self) -> int:
+        return self._turn.number
+
+    @property
+    def prompt(self) -> str:
+        return self._turn.prompt
+
+    @property
+    def session(self) -> Session:
+        return self._turn.process.session
+
+    @property
+    def cancelling(self) -> bool:
+        """True once the turn is being cancelled by the caller or its consumer left."""
+        return self._turn.cancelling
+
+    def begin_cancel(self) -> None:
+        """Call first thing on the engine's cancellation path: from then on :meth:`emit` never
+        blocks (the consumer may be gone), dropping messages nobody waits for."""
+        self._turn.nonblocking = True
+
+    @property
+    def has_result(self) -> bool:
+        return self._turn.summary.has_result
+
+    async def emit(self, message: Message) -> None:
+        """Deliver one message of this turn (tagged with its number) to the consumer."""
+        await self._turn.deliver(message)
+
+
+@final
+class Turn:
+    """One prompt and everything the agent does until its result.
+
+    An async context manager and an async iterator of :class:`Message`. ``summary`` is kept up to
+    date as messages are consumed. Leaving the ``async with`` block before the turn finished
+    cancels the turn in the agent.
+    """
+
+    def __init__(
+        self,
+        process: Process,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        for name, value in (("timeout", timeout), ("idle_timeout", idle_timeout)):
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if "\0" in prompt:
+            raise ValueError("prompt contains a NUL character")
+        self.process = process
+        self.prompt = prompt
+        self.timeout = timeout
+        self.idle_timeout = idle_timeout
+        self.number = 0
+        self.summary = TurnSummary()
+        self.cancelling = False
+        self.nonblocking = False
+        self._failure: AgentrunError | None = None
+        self._done = False
+        self._started_at = 0.0
+        self._deadline = math.inf
+        self._scope: anyio.CancelScope | None = None
+        self._send: MemoryObjectSendStream[Message] | None = None
+        self._recv: MemoryObjectReceiveStream[Message] | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    # -- context manager ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Turn:
+        self.number = self.process._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
+        self.summary.turn = self.number
+        self._started_at = anyio.current_time()
+        if self.timeout is not None:
+            self._deadline = self._started_at + self.timeout
+        self._send, self._recv = anyio.create_memory_object_stream[Message](_BUFFER)
+        self._scope = anyio.CancelScope()
+        self._refresh_deadline()
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        task_group.start_soon(self._drive)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if not self._done:
+            self.nonblocking = True
+            self.cancel()
+        if self._recv is not None:
+            self._recv.close()
+        task_group, self._task_group = self._task_group, None
         try:
-            super().__init__(**options)
-        except ValidationError as exc:
-            raise _configuration_error(exc) from None
+            if task_group is not None:
+                # The driver never raises (it stores its failure for the iterator), so the
+                # caller's own exception, if any, propagates as itself rather than wrapped in
+                # an exception group.
+                await task_group.__aexit__(None, None, None)
+            return None
+        finally:
+            self.process._end_turn(self)  # pyright: ignore[reportPrivateUsage]
 
-    def option(self, engine: str, name: str, default: str | None = None) -> str | None:
-        """An engine-specific option (``options["<engine>.<name>"]``)."""
-        return self.options.get(f"{engine}.{name}", default)
+    def cancel(self) -> None:
+        """Cancel the turn in the agent (the engine interrupts it) without raising here."""
+        self.cancelling = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def __aiter__(self) -> Turn:
+        return self
+
+    async def __anext__(self) -> Message:
+        if self._recv is None:
+            raise RuntimeError("use 'async with process.turn(...)' before iterating")
+        try:
+            message = await self._recv.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                failure.__suppress_context__ = True  # keep __cause__, hide the EndOfStream
+                raise failure  # noqa: B904
+            raise StopAsyncIteration from None
+        return message
+
+    # -- the driver --------------------------------------------------------------------------
+
+    def _refresh_deadline(self) -> None:
+        if self._scope is None:
+            return
+        deadline = self._deadline
+        if self.idle_timeout is not None:
+            deadline = min(deadline, anyio.current_time() + self.idle_timeout)
+        self._scope.deadline = deadline
+
+    async def deliver(self, message: Message) -> None:
+        message = message.model_copy(update={"turn": self.number})
+        self.summary.add(message)
+        send = self._send
+        if send is None:
+            return
+        if self.cancelling or self.nonblocking:
+            # Never block while cancelling: the consumer may be gone.
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                send.send_nowait(message)
+            return
+        try:
+            await send.send(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.nonblocking = True  # the consumer is gone
+            return
+        self._refresh_deadline()
+
+    async def _drive(self) -> None:
+        assert self._scope is not None
+        assert self._send is not None
+        process = self.process
+        ctx = TurnContext(self)
+        failure: AgentrunError | None = None
+        completed = False
+        try:
+            with self._scope:
+                try:
+                    await process._run_turn(ctx)  # pyright: ignore[reportPrivateUsage]
+                    completed = True
+                except AgentrunError as exc:
+                    failure = exc
+                except Exception as exc:
+                    # An engine bug: surface it typed, from the iterator, not as a task-group
+                    # ExceptionGroup.
+                    failure = AgentrunError(
+                        f"{process.engine_name} engine failed: {exc!r}", engine=process.engine_name
+                    )
+                    failure.__cause__ = exc
+            timed_out = self._scope.cancel_called and not self.cancelling and not completed
+            if timed_out:
+                # A timeout explains whatever the engine's cancellation path ran into.
+                failure = self._timeout_error()
+            elif failure is None and not self.summary.has_result and not self.cancelling:
+                failure = NoResultError(
+                    f"{process.engine_name} turn {self.number} ended without a result",
+                    engine=process.engine_name,
+                )
+            if failure is not None:
+                code = _failure_code(failure)
+                with anyio.CancelScope(shield=True):
+                    await self.deliver(
+                        Message.error_message(failure.message, code=code, fatal=True)
+                    )
+                failure.summary = self.summary
+                self._failure = failure
+        finally:
+            self.summary.duration_s = round(anyio.current_time() - self._started_at, 6)
+            self._done = True
+            self._send.close()
+
+    def _timeout_error(self) -> TurnTimeoutError:
+        now = anyio.current_time()
+        engine = self.process.engine_name
+        if self.timeout is not None and now >= self._deadline - 1e-3:
+            return TurnTimeoutError(
+                f"{engine} turn {self.number} exceeded its timeout of {self.timeout:g}s "
+                "and was cancelled",
+                kind="total",
+                seconds=self.timeout,
+                engine=engine,
+            )
+        seconds = self.idle_timeout if self.idle_timeout is not None else math.nan
+        return TurnTimeoutError(
+            f"{engine} turn {self.number} was silent for {seconds:g}s (idle timeout) "
+            "and was cancelled",
+            kind="idle",
+            seconds=seconds,
+            engine=engine,
+        )
 
 
-def _configuration_error(exc: ValidationError) -> ConfigurationError:
-    first = exc.errors()[0]
-    location = ".".join(str(p) for p in first["loc"]) or None
-    message = str(first["msg"]).removeprefix("Value error, ")
-    where = f"{location}: " if location else ""
-    return ConfigurationError(f"invalid session option {where}{message}", option=location)
+def _failure_code(failure: AgentrunError) -> str:
+    if isinstance(failure, TurnTimeoutError):
+        return "timeout" if failure.kind == "total" else "idle_timeout"
+    if isinstance(failure, NoResultError):
+        return "no_result"
+    if isinstance(failure, SessionTerminatedError):
+        return "process_exit"
+    return type(failure).__name__
+
+
+async def run_turn(
+    process: Process,
+    prompt: str,
+    *,
+    on_message: MessageCallback | None = None,
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+) -> TurnSummary:
+    """Run one turn to its end and return its :class:`TurnSummary`.
+
+    Works the same for every engine and for the first and every later turn. ``on_message``
+    (sync or async) sees every message as it arrives; if it raises, the turn is cancelled in the
+    agent and the exception propagates. Failures that end the turn raise (see
+    :class:`TurnError`, :class:`ProcessExitError`) with the partial summary attached.
+    """
+    async with process.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
+        async for message in turn:
+            if on_message is not None:
+                outcome = on_message(message)
+                if inspect.isawaitable(outcome):
+                    await outcome
+        return turn.summary

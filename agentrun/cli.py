@@ -30,10 +30,10 @@ import anyio
 from ._context import default_catalog
 from ._errors import AgentrunError, ConfigurationError, EngineUnavailableError
 from ._messages import Message
-from ._process import Engine, run_turn
+from ._session import Engine, run_turn
 from ._registry import engine_names, get_engine, translator_names
 from ._render import Renderer
-from ._session import Session
+from ._options import Session
 from ._summary import TurnSummary
 
 __all__ = ["main"]

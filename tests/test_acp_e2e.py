@@ -15,7 +15,7 @@ from agents_support import require_engine
 from agentrun import Session
 from agentrun._messages import Message, MessageType
 from agentrun._permissions import PermissionDecision, PermissionRequest
-from agentrun._process import run_turn
+from agentrun._session import run_turn
 from agentrun.engines.acp import opencode_acp
 from agentrun.testing import (
     ModelServer,

@@ -20,7 +20,7 @@ from agentrun._errors import (
 )
 from agentrun._messages import Message, MessageType
 from agentrun._permissions import PermissionDecision, PermissionRequest, approve_all, deny_all
-from agentrun._process import run_turn
+from agentrun._session import run_turn
 from agentrun.engines.acp import AcpEngine, AcpTimeoutError, AcpTranslator
 
 pytestmark = pytest.mark.anyio

@@ -17,8 +17,8 @@ from agents_support import require_engine
 
 from agentrun._messages import Message, MessageType
 from agentrun._permissions import PermissionDecision, PermissionRequest, approve_all, deny_all
-from agentrun._process import run_turn
-from agentrun._session import Session
+from agentrun._session import run_turn
+from agentrun._options import Session
 from agentrun.engines.claude import ClaudeEngine, ClaudeProcess
 from agentrun.testing._modelserver import ModelServer
 from agentrun.testing._offline import claude_offline

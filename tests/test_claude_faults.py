@@ -12,8 +12,8 @@ import pytest
 
 from agentrun._errors import ProcessExitError, SessionTerminatedError, TurnTimeoutError
 from agentrun._messages import Message, MessageType
-from agentrun._process import run_turn
-from agentrun._session import Session
+from agentrun._session import run_turn
+from agentrun._options import Session
 from agentrun.engines.claude import ClaudeEngine, ClaudeProcess
 
 FAKE = Path(__file__).resolve().parent / "fakes" / "claude_fake.py"

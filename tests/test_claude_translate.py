@@ -12,7 +12,7 @@ from syrupy.assertion import SnapshotAssertion
 from agentrun._errors import ConfigurationError
 from agentrun._messages import Message, MessageType
 from agentrun._registry import get_engine, get_translator
-from agentrun._session import Session
+from agentrun._options import Session
 from agentrun._summary import TurnSummary
 from agentrun.engines.claude import ClaudeEngine, ClaudeTranslator, build_argv
 from agentrun.engines.claude._argv import needs_sandbox_env

@@ -34,9 +34,9 @@ import anyio
 from .._errors import AgentrunError
 from .._messages import Message, MessageType
 from .._permissions import approve_all, deny_all
-from .._process import Process, run_turn
+from .._session import Process, run_turn
 from .._registry import get_engine
-from .._session import Session
+from .._options import Session
 from ._modelserver import ModelServer
 from ._offline import offline_config
 from ._script import Script

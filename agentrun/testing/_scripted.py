@@ -22,8 +22,8 @@ import anyio
 
 from .._errors import AgentrunError
 from .._messages import Message, MessageType, ToolCall, Usage
-from .._process import Engine, Process, TurnContext
-from .._session import Session
+from .._session import Engine, Process, TurnContext
+from .._options import Session
 
 __all__ = [
     "Fail",

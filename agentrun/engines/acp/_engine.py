@@ -58,8 +58,8 @@ from ..._jsonrpc import (
 )
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._permissions import PermissionDecision, PermissionOption, PermissionRequest
-from ..._process import Engine, Process, TurnContext
-from ..._session import Session
+from ..._session import Engine, Process, TurnContext
+from ..._options import Session
 from ..._subprocess import ManagedProcess, ProcessHost, ProcessSpec, merge_env
 from ._schema import (
     ClientCapabilities,

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 
 from ..._errors import ConfigurationError
-from ..._session import Session
+from ..._options import Session
 
 __all__ = ["PERMISSION_MODES", "build_argv", "needs_sandbox_env"]
 

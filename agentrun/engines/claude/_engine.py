@@ -38,8 +38,8 @@ from ..._errors import (
 )
 from ..._messages import Message, MessageType, PermissionDenial, ProcessMeta
 from ..._permissions import PermissionDecision, PermissionRequest
-from ..._process import Engine, Process, TurnContext
-from ..._session import Session
+from ..._session import Engine, Process, TurnContext
+from ..._options import Session
 from ..._subprocess import ManagedProcess, ProcessHost, ProcessSpec, merge_env
 from ..._translate import decode_line
 from ._argv import build_argv, needs_sandbox_env

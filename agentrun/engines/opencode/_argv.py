@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..._session import Session
+from ..._options import Session
 
 __all__ = ["TurnArgs", "build_argv", "unsupported_options"]
 

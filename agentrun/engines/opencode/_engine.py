@@ -30,8 +30,8 @@ from ..._binaries import resolve_binary
 from ..._context import Catalog, ContextTracker
 from ..._errors import ProcessExitError, SessionNotFoundError, SessionTerminatedError
 from ..._messages import Message, MessageType, ProcessMeta
-from ..._process import Engine, Process, TurnContext
-from ..._session import Session
+from ..._session import Engine, Process, TurnContext
+from ..._options import Session
 from ..._subprocess import ManagedProcess, ProcessSpec, merge_env, open_process
 from ..._translate import decode_line
 from ._argv import TurnArgs, build_argv
