@@ -32,6 +32,7 @@ from ._messages import (
     ToolCall,
     Usage,
 )
+from ._options import Effort, Mode, SessionOptions
 from ._permissions import (
     PermissionDecision,
     PermissionHandler,
@@ -40,9 +41,8 @@ from ._permissions import (
     approve_all,
     deny_all,
 )
-from ._session import Engine, MessageCallback, Process, Turn, TurnContext, WireTap, run_turn
 from ._registry import engine_names, get_engine, get_translator
-from ._options import Effort, Mode, Session
+from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
 from ._translate import Translator
 
@@ -74,13 +74,13 @@ __all__ = [
     "PermissionHandler",
     "PermissionOption",
     "PermissionRequest",
-    "Process",
     "ProcessExitError",
     "ProcessMeta",
     "ProtocolError",
     "SendNotSupportedError",
     "Session",
     "SessionNotFoundError",
+    "SessionOptions",
     "SessionTerminatedError",
     "ToolCall",
     "ToolCallSummary",

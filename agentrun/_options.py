@@ -1,9 +1,9 @@
-"""The session and its option vocabulary, validated before any process starts.
+"""Session options: the vocabulary of what to run, validated before any process starts.
 
-A :class:`Session` says *what* to run (model, prompts, limits, permissions, working directory);
-each engine maps it onto its agent's flags or protocol. Values that an engine would put on a
-command line are rejected when they could be read as a flag (a leading ``-``) or contain NUL, so a
-hostile or mistaken value never turns into an option of the agent program.
+:class:`SessionOptions` says *what* to run (model, prompts, limits, permissions, working
+directory); each engine maps it onto its agent's flags or protocol. Values that an engine would
+put on a command line are rejected when they could be read as a flag (a leading ``-``) or contain
+NUL, so a hostile or mistaken value never turns into an option of the agent program.
 
 Options an engine cannot honour are not ignored silently: the engine says so in a ``system``
 message (subtype ``unsupported_option``) at the start of the turn.
@@ -20,7 +20,7 @@ from ._errors import ConfigurationError
 from ._permissions import PermissionHandler
 from ._subprocess import validate_env
 
-__all__ = ["Effort", "Mode", "Session"]
+__all__ = ["Effort", "Mode", "SessionOptions"]
 
 Effort = Literal["low", "medium", "high", "max"]
 Mode = Literal["plan", "act"]
@@ -41,7 +41,7 @@ def _argv_safe(name: str, value: str) -> str:
     return value
 
 
-class Session(BaseModel):
+class SessionOptions(BaseModel):
     """Everything an engine needs to start a session. Immutable; copy with ``model_copy``.
 
     ``hitl`` ("human in the loop") decides what happens when the agent wants to use a tool that
@@ -133,7 +133,7 @@ class Session(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> Session:
+    def _consistent(self) -> SessionOptions:
         validate_env(self.env)
         if self.fork and self.resume_id is None and not self.continue_last:
             raise ValueError("fork=True needs resume_id or continue_last")

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 from ._errors import SendNotSupportedError
 from ._framing import LineFramer, LineTooLong
 from ._messages import Message, MessageType
-from ._session import Engine, Process, TurnContext
+from ._options import SessionOptions
 from ._registry import get_translator
-from ._options import Session
+from ._session import Engine, Session, TurnContext
 from ._translate import Translator, decode_line
 
 __all__ = ["ReplayEngine", "read_events", "replay_turns", "translate_events"]
@@ -76,15 +76,15 @@ class ReplayEngine(Engine):
         self.path = Path(path)
         self.engine = engine
 
-    def start(self, session: Session | None = None) -> Process:
-        return _ReplayProcess(replay_turns(self.path, engine=self.engine), session)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return _ReplaySession(replay_turns(self.path, engine=self.engine), options)
 
 
-class _ReplayProcess(Process):
+class _ReplaySession(Session):
     engine_name = "replay"
 
-    def __init__(self, turns: list[list[Message]], session: Session | None) -> None:
-        super().__init__(session)
+    def __init__(self, turns: list[list[Message]], options: SessionOptions | None) -> None:
+        super().__init__(options)
         self._recorded = turns
 
     async def _run_turn(self, ctx: TurnContext) -> None:

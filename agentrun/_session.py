@@ -1,17 +1,18 @@
-"""Engines, processes and turns: the one turn model every engine plugs into.
+"""Engines, sessions and turns: the one turn model every engine plugs into.
 
-An :class:`Engine` makes :class:`Process` objects; a process is an async context manager that owns
+An :class:`Engine` makes :class:`Session` objects from :class:`SessionOptions`; a session is an
+async context manager that owns
 whatever runs the agent (a long-lived program, a JSON-RPC connection, or nothing until the first
 turn for spawn-per-turn agents). Every prompt, the first included, goes through a turn::
 
-    async with engine.start(session) as process:
-        summary = await run_turn(process, "fix the failing test")
-        async with process.turn("now explain it") as turn:
+    async with engine.start(SessionOptions(cwd=".")) as session:
+        summary = await run_turn(session, "fix the failing test")
+        async with session.turn("now explain it") as turn:
             async for message in turn:
                 ...
             print(turn.summary.text)
 
-Writing an engine means implementing one coroutine, :meth:`Process._run_turn`: send the prompt,
+Writing an engine means implementing one coroutine, :meth:`Session._run_turn`: send the prompt,
 translate what the agent says into :class:`Message` objects passed to :meth:`TurnContext.emit`,
 and return once the turn's ``result`` message has been emitted. Everything else is done here:
 
@@ -53,10 +54,10 @@ from ._errors import (
 )
 from ._framing import LineTooLong
 from ._messages import Message
-from ._options import Session
+from ._options import SessionOptions
 from ._summary import TurnSummary
 
-__all__ = ["Engine", "MessageCallback", "Process", "Turn", "TurnContext", "WireTap", "run_turn"]
+__all__ = ["Engine", "MessageCallback", "Session", "Turn", "TurnContext", "WireTap", "run_turn"]
 
 MessageCallback = Callable[[Message], "Awaitable[None] | None"]
 
@@ -69,29 +70,30 @@ _BUFFER = 256
 
 
 class Engine(ABC):
-    """Makes processes for one kind of agent. Cheap to create; starts nothing by itself."""
+    """Makes sessions for one kind of agent. Cheap to create; starts nothing by itself."""
 
     #: The engine's registry name (``"claude"``, ``"opencode"``, ``"acp"``, ...).
     name: ClassVar[str]
 
     @abstractmethod
-    def start(self, session: Session | None = None) -> Process:
-        """A process for ``session``, to be entered with ``async with``. Takes no prompt."""
+    def start(self, options: SessionOptions | None = None) -> Session:
+        """A session run with ``options``, to be entered with ``async with``. Takes no prompt."""
 
     def check(self) -> None:
         """Raise :class:`EngineUnavailableError` when the agent program cannot be run."""
 
 
-class Process(ABC):
+class Session(ABC):
     """One agent session. Use as an async context manager; see the module docstring."""
 
     #: The engine name, for messages and errors.
     engine_name: str = "engine"
 
-    def __init__(self, session: Session | None = None) -> None:
-        self.session: Session = session if session is not None else Session()
-        #: The latest id that resumes this session (``Session(resume_id=...)``), once known.
-        self.resume_id: str | None = self.session.resume_id
+    def __init__(self, options: SessionOptions | None = None) -> None:
+        #: What this session runs with (model, cwd, permissions, ...), validated and immutable.
+        self.options: SessionOptions = options if options is not None else SessionOptions()
+        #: The latest id that resumes this session (``SessionOptions(resume_id=...)``), once known.
+        self.resume_id: str | None = self.options.resume_id
         self._turns = 0
         self._active: Turn | None = None
         self._closed = False
@@ -140,9 +142,9 @@ class Process(ABC):
         """How many turns were started."""
         return self._turns
 
-    async def __aenter__(self) -> Process:
+    async def __aenter__(self) -> Session:
         if self._entered:
-            raise RuntimeError("a Process can be entered only once")
+            raise RuntimeError("a Session can be entered only once")
         self._entered = True
         stack = AsyncExitStack()
         await stack.__aenter__()
@@ -189,7 +191,7 @@ class Process(ABC):
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> Turn:
-        """A turn for ``prompt``: ``async with process.turn(p) as t: async for m in t: ...``."""
+        """A turn for ``prompt``: ``async with session.turn(p) as t: async for m in t: ...``."""
         return Turn(self, prompt, timeout=timeout, idle_timeout=idle_timeout)
 
     def _begin_turn(self, turn: Turn) -> int:
@@ -227,8 +229,8 @@ class TurnContext:
         return self._turn.prompt
 
     @property
-    def session(self) -> Session:
-        return self._turn.process.session
+    def options(self) -> SessionOptions:
+        return self._turn.session.options
 
     @property
     def cancelling(self) -> bool:
@@ -260,7 +262,7 @@ class Turn:
 
     def __init__(
         self,
-        process: Process,
+        session: Session,
         prompt: str,
         *,
         timeout: float | None = None,
@@ -271,7 +273,7 @@ class Turn:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         if "\0" in prompt:
             raise ValueError("prompt contains a NUL character")
-        self.process = process
+        self.session = session
         self.prompt = prompt
         self.timeout = timeout
         self.idle_timeout = idle_timeout
@@ -295,7 +297,7 @@ class Turn:
     # -- context manager ---------------------------------------------------------------------
 
     async def __aenter__(self) -> Turn:
-        self.number = self.process._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
+        self.number = self.session._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
         self.summary.turn = self.number
         self._started_at = anyio.current_time()
         if self.timeout is not None:
@@ -329,7 +331,7 @@ class Turn:
                 await task_group.__aexit__(None, None, None)
             return None
         finally:
-            self.process._end_turn(self)  # pyright: ignore[reportPrivateUsage]
+            self.session._end_turn(self)  # pyright: ignore[reportPrivateUsage]
 
     def cancel(self) -> None:
         """Cancel the turn in the agent (the engine interrupts it) without raising here."""
@@ -344,7 +346,7 @@ class Turn:
 
     async def __anext__(self) -> Message:
         if self._recv is None:
-            raise RuntimeError("use 'async with process.turn(...)' before iterating")
+            raise RuntimeError("use 'async with session.turn(...)' before iterating")
         try:
             message = await self._recv.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -386,14 +388,14 @@ class Turn:
     async def _drive(self) -> None:
         assert self._scope is not None
         assert self._send is not None
-        process = self.process
+        session = self.session
         ctx = TurnContext(self)
         failure: AgentrunError | None = None
         completed = False
         try:
             with self._scope:
                 try:
-                    await process._run_turn(ctx)  # pyright: ignore[reportPrivateUsage]
+                    await session._run_turn(ctx)  # pyright: ignore[reportPrivateUsage]
                     completed = True
                 except AgentrunError as exc:
                     failure = exc
@@ -401,7 +403,7 @@ class Turn:
                     # An engine bug: surface it typed, from the iterator, not as a task-group
                     # ExceptionGroup.
                     failure = AgentrunError(
-                        f"{process.engine_name} engine failed: {exc!r}", engine=process.engine_name
+                        f"{session.engine_name} engine failed: {exc!r}", engine=session.engine_name
                     )
                     failure.__cause__ = exc
             timed_out = self._scope.cancel_called and not self.cancelling and not completed
@@ -410,8 +412,8 @@ class Turn:
                 failure = self._timeout_error()
             elif failure is None and not self.summary.has_result and not self.cancelling:
                 failure = NoResultError(
-                    f"{process.engine_name} turn {self.number} ended without a result",
-                    engine=process.engine_name,
+                    f"{session.engine_name} turn {self.number} ended without a result",
+                    engine=session.engine_name,
                 )
             if failure is not None:
                 code = _failure_code(failure)
@@ -428,7 +430,7 @@ class Turn:
 
     def _timeout_error(self) -> TurnTimeoutError:
         now = anyio.current_time()
-        engine = self.process.engine_name
+        engine = self.session.engine_name
         if self.timeout is not None and now >= self._deadline - 1e-3:
             return TurnTimeoutError(
                 f"{engine} turn {self.number} exceeded its timeout of {self.timeout:g}s "
@@ -458,7 +460,7 @@ def _failure_code(failure: AgentrunError) -> str:
 
 
 async def run_turn(
-    process: Process,
+    session: Session,
     prompt: str,
     *,
     on_message: MessageCallback | None = None,
@@ -472,7 +474,7 @@ async def run_turn(
     agent and the exception propagates. Failures that end the turn raise (see
     :class:`TurnError`, :class:`ProcessExitError`) with the partial summary attached.
     """
-    async with process.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
+    async with session.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
         async for message in turn:
             if on_message is not None:
                 outcome = on_message(message)

@@ -1,6 +1,6 @@
 """Start, read, write and reliably stop an agent program.
 
-Every engine that runs a local program goes through :class:`ManagedProcess`::
+Every engine that runs a local program goes through :class:`AgentProcess`::
 
     spec = ProcessSpec(argv=("claude", "-p", "..."), env=merge_env({"FOO": "1"}))
     async with open_process(spec) as proc:
@@ -14,11 +14,11 @@ What it guarantees:
   to the whole group, so wrappers that spawn the real binary as a child (npm shims) cannot
   leave it behind.
 * stderr is always drained by a background task into a bounded ring buffer
-  (:meth:`ManagedProcess.stderr_tail`), so a chatty program can never block on a full
+  (:meth:`AgentProcess.stderr_tail`), so a chatty program can never block on a full
   stderr pipe and a crash report always has the program's last words.
 * stdout is framed into lines of up to ``max_line_bytes`` by :mod:`agentrun._framing`.
 * Leaving the ``async with`` block -- normally, by an exception or by cancellation -- runs
-  :meth:`ManagedProcess.aclose`: shielded from cancellation and bounded in time, it closes
+  :meth:`AgentProcess.aclose`: shielded from cancellation and bounded in time, it closes
   stdin, waits, sends SIGTERM to the group, waits, sends SIGKILL to the group, waits, and
   finally SIGKILLs whatever is left of the group even if the leader already exited.
 * Groups still alive at interpreter exit are SIGKILLed by an ``atexit`` hook.
@@ -60,7 +60,7 @@ from ._framing import DEFAULT_MAX_LINE_BYTES, READ_CHUNK_BYTES, LineFramer, Line
 
 __all__ = [
     "MAX_CLOSE_TIMEOUT",
-    "ManagedProcess",
+    "AgentProcess",
     "ProcessHost",
     "ProcessSpec",
     "live_process_groups",
@@ -327,7 +327,7 @@ async def _spawn(spec: ProcessSpec) -> anyio.abc.Process:
     return proc
 
 
-class ManagedProcess:
+class AgentProcess:
     """A running agent program; use it through ``async with open_process(spec) as proc``."""
 
     def __init__(self, spec: ProcessSpec) -> None:
@@ -347,9 +347,9 @@ class ManagedProcess:
 
     # -- context manager -------------------------------------------------------------
 
-    async def __aenter__(self) -> ManagedProcess:
+    async def __aenter__(self) -> AgentProcess:
         if self._entered:
-            raise RuntimeError("a ManagedProcess can only be started once")
+            raise RuntimeError("a AgentProcess can only be started once")
         self._entered = True
         self._stderr_scope = anyio.CancelScope()
         self._stderr_done = anyio.Event()
@@ -684,20 +684,20 @@ class ManagedProcess:
         _log.debug("pid %d closed with status %s", pid, proc.returncode)
 
 
-def open_process(spec: ProcessSpec) -> ManagedProcess:
+def open_process(spec: ProcessSpec) -> AgentProcess:
     """Start ``spec`` on ``async with``; the program is stopped when the block ends.
 
     Raises :class:`~agentrun.EngineUnavailableError` if the program cannot be started and
     :class:`~agentrun.ConfigurationError` for a bad working directory or environment.
     """
-    return ManagedProcess(spec)
+    return AgentProcess(spec)
 
 
 class ProcessHost:
-    """Keeps a :class:`ManagedProcess` open in a task of its own.
+    """Keeps a :class:`AgentProcess` open in a task of its own.
 
     A managed process must be entered and left by the same task. A long-lived engine starts
-    its program in ``Process._start`` but stops it from ``_shutdown``, which runs elsewhere
+    its program in ``Session._start`` but stops it from ``_shutdown``, which runs elsewhere
     (under the caller's shielded close); the host bridges the two::
 
         host = ProcessHost(spec)
@@ -708,15 +708,15 @@ class ProcessHost:
 
     def __init__(self, spec: ProcessSpec) -> None:
         self.spec = spec
-        self.process: ManagedProcess | None = None
+        self.process: AgentProcess | None = None
         self._release = anyio.Event()
         self._released = anyio.Event()
 
-    async def start(self, task_group: anyio.abc.TaskGroup) -> ManagedProcess:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> AgentProcess:
         """Start the program in a new task of ``task_group``; return once it runs."""
-        return cast(ManagedProcess, await task_group.start(self._hold))
+        return cast(AgentProcess, await task_group.start(self._hold))
 
-    async def _hold(self, *, task_status: anyio.abc.TaskStatus[ManagedProcess]) -> None:
+    async def _hold(self, *, task_status: anyio.abc.TaskStatus[AgentProcess]) -> None:
         try:
             async with open_process(self.spec) as proc:
                 self.process = proc

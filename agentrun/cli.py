@@ -30,10 +30,10 @@ import anyio
 from ._context import default_catalog
 from ._errors import AgentrunError, ConfigurationError, EngineUnavailableError
 from ._messages import Message
-from ._session import Engine, run_turn
+from ._options import SessionOptions
 from ._registry import engine_names, get_engine, translator_names
 from ._render import Renderer
-from ._options import Session
+from ._session import Engine, run_turn
 from ._summary import TurnSummary
 
 __all__ = ["main"]
@@ -128,7 +128,7 @@ async def _run(args: argparse.Namespace) -> int:
         cwd = args.cwd or _workspace(tmp)
         if args.live:
             engine = _engine(args.engine, binary=args.binary)
-            session = Session(model=args.model, cwd=cwd, resume_id=args.resume)
+            session = SessionOptions(model=args.model, cwd=cwd, resume_id=args.resume)
             return await _turns(engine, session, prompts, args)
         from .testing import ModelServer, Script
 
@@ -151,7 +151,9 @@ def _engine(name: str, **options: Any) -> Engine:
     return engine
 
 
-def _embedded(args: argparse.Namespace, url: str, tmp: str, cwd: str) -> tuple[Engine, Session]:
+def _embedded(
+    args: argparse.Namespace, url: str, tmp: str, cwd: str
+) -> tuple[Engine, SessionOptions]:
     from .testing import claude_offline, opencode_offline
 
     if args.engine == "claude":
@@ -160,7 +162,7 @@ def _embedded(args: argparse.Namespace, url: str, tmp: str, cwd: str) -> tuple[E
     else:
         config = opencode_offline(url, Path(tmp) / "agent")
         engine = _engine(args.engine, binary=args.binary)
-    session = Session(
+    session = SessionOptions(
         model=args.model or config.model,
         cwd=cwd,
         env=dict(config.env),
@@ -172,7 +174,7 @@ def _embedded(args: argparse.Namespace, url: str, tmp: str, cwd: str) -> tuple[E
 
 
 async def _turns(
-    engine: Engine, session: Session, prompts: list[str], args: argparse.Namespace
+    engine: Engine, session: SessionOptions, prompts: list[str], args: argparse.Namespace
 ) -> int:
     renderer = None if args.json else Renderer()
     failed = False

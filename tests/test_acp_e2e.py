@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from agents_support import require_engine
 
-from agentrun import Session
+from agentrun import SessionOptions
 from agentrun._messages import Message, MessageType
 from agentrun._permissions import PermissionDecision, PermissionRequest
 from agentrun._session import run_turn
@@ -35,12 +35,12 @@ def opencode() -> str:
     return require_engine("opencode")
 
 
-def _session(server: ModelServer, tmp_path: Path, **options: Any) -> Session:
+def _session(server: ModelServer, tmp_path: Path, **options: Any) -> SessionOptions:
     permission = options.pop("permission", None)
     config = opencode_offline(server.url, tmp_path / "agent", permission=permission)
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
-    return Session(
+    return SessionOptions(
         cwd=str(workspace),
         env=dict(config.env),
         inherit_env=False,

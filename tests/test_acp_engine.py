@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentrun import Session
+from agentrun import SessionOptions
 from agentrun._errors import (
     ConfigurationError,
     ProcessExitError,
@@ -34,8 +34,8 @@ def engine(*flags: str, **options: Any) -> AcpEngine:
     return AcpEngine([sys.executable, FAKE, *flags], **options)
 
 
-def session(tmp_path: Path, **options: Any) -> Session:
-    return Session(cwd=str(tmp_path), **options)
+def session(tmp_path: Path, **options: Any) -> SessionOptions:
+    return SessionOptions(cwd=str(tmp_path), **options)
 
 
 class Collect:
@@ -235,7 +235,7 @@ async def test_fs_access(tmp_path: Path) -> None:
     outside = tmp_path / "secret.txt"
     outside.write_text("secret")
     (root / "link").symlink_to(outside)
-    async with engine(fs_access=True).start(Session(cwd=str(root))) as process:
+    async with engine(fs_access=True).start(SessionOptions(cwd=str(root))) as process:
         inside = await run_turn(process, f"read {root / 'notes.txt'}")
         escape = await run_turn(process, f"read {root / '..' / 'secret.txt'}")
         via_link = await run_turn(process, f"read {root / 'link'}")

@@ -16,10 +16,10 @@ import pytest
 from agents_support import require_engine
 
 from agentrun._messages import Message, MessageType
+from agentrun._options import SessionOptions
 from agentrun._permissions import PermissionDecision, PermissionRequest, approve_all, deny_all
 from agentrun._session import run_turn
-from agentrun._options import Session
-from agentrun.engines.claude import ClaudeEngine, ClaudeProcess
+from agentrun.engines.claude import ClaudeEngine, ClaudeSession
 from agentrun.testing._modelserver import ModelServer
 from agentrun.testing._offline import claude_offline
 from agentrun.testing._script import Script, Text, Turn, Usage
@@ -41,12 +41,14 @@ def _u(inp: int, read: int, write: int, out: int) -> Usage:
 @asynccontextmanager
 async def _session(
     binary: str, script: Script, tmp: Path, **options: Any
-) -> AsyncIterator[tuple[ClaudeProcess, ModelServer]]:
+) -> AsyncIterator[tuple[ClaudeSession, ModelServer]]:
     async with ModelServer(script) as server:
         config = claude_offline(server.url, tmp)
         workspace = tmp / "workspace"
         workspace.mkdir(exist_ok=True)
-        session = Session(env=dict(config.env), inherit_env=False, cwd=str(workspace), **options)
+        session = SessionOptions(
+            env=dict(config.env), inherit_env=False, cwd=str(workspace), **options
+        )
         process = ClaudeEngine(binary, interrupt_timeout=10).start(session)
         async with process:
             yield process, server

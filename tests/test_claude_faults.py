@@ -12,9 +12,9 @@ import pytest
 
 from agentrun._errors import ProcessExitError, SessionTerminatedError, TurnTimeoutError
 from agentrun._messages import Message, MessageType
+from agentrun._options import SessionOptions
 from agentrun._session import run_turn
-from agentrun._options import Session
-from agentrun.engines.claude import ClaudeEngine, ClaudeProcess
+from agentrun.engines.claude import ClaudeEngine, ClaudeSession
 
 FAKE = Path(__file__).resolve().parent / "fakes" / "claude_fake.py"
 
@@ -43,14 +43,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def _collect(process: ClaudeProcess, prompt: str, **kw: float) -> list[Message]:
+async def _collect(process: ClaudeSession, prompt: str, **kw: float) -> list[Message]:
     seen: list[Message] = []
     await run_turn(process, prompt, on_message=seen.append, **kw)
     return seen
 
 
 async def test_control_case_two_turns() -> None:
-    async with _engine("ok").start(Session(partial_messages=False)) as process:
+    async with _engine("ok").start(SessionOptions(partial_messages=False)) as process:
         one = await run_turn(process, "a")
         two = await run_turn(process, "b")
     assert (one.text, two.text) == ("answer 1", "answer 2")
@@ -60,7 +60,7 @@ async def test_control_case_two_turns() -> None:
 async def test_crash_mid_turn_raises_with_stderr_and_delivers_earlier_messages() -> None:
     seen: list[Message] = []
     async with _engine("crash").start() as process:
-        assert isinstance(process, ClaudeProcess)
+        assert isinstance(process, ClaudeSession)
         with pytest.raises(ProcessExitError) as info:
             await run_turn(process, "a", on_message=seen.append)
         with pytest.raises(SessionTerminatedError):
@@ -73,7 +73,7 @@ async def test_crash_mid_turn_raises_with_stderr_and_delivers_earlier_messages()
 
 async def test_hang_idle_timeout_kills_the_process() -> None:
     async with _engine("hang").start() as process:
-        assert isinstance(process, ClaudeProcess)
+        assert isinstance(process, ClaudeSession)
         pid = process.pid
         assert pid is not None
         t0 = time.monotonic()
@@ -91,7 +91,7 @@ async def test_hang_idle_timeout_kills_the_process() -> None:
 async def test_sigterm_ignored_is_killed_on_close() -> None:
     t0 = time.monotonic()
     async with _engine("term").start() as process:
-        assert isinstance(process, ClaudeProcess)
+        assert isinstance(process, ClaudeSession)
         pid = process.pid
         assert pid is not None
         with anyio.move_on_after(0.5):
@@ -102,7 +102,7 @@ async def test_sigterm_ignored_is_killed_on_close() -> None:
 
 async def test_grandchild_is_not_orphaned(tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
-    session = Session(env={"FAKE_PIDFILE": str(pidfile)})
+    session = SessionOptions(env={"FAKE_PIDFILE": str(pidfile)})
     async with _engine("grandchild").start(session) as process:
         with pytest.raises(ProcessExitError) as info:
             await run_turn(process, "a")

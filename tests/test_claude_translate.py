@@ -11,8 +11,8 @@ from syrupy.assertion import SnapshotAssertion
 
 from agentrun._errors import ConfigurationError
 from agentrun._messages import Message, MessageType
+from agentrun._options import SessionOptions
 from agentrun._registry import get_engine, get_translator
-from agentrun._options import Session
 from agentrun._summary import TurnSummary
 from agentrun.engines.claude import ClaudeEngine, ClaudeTranslator, build_argv
 from agentrun.engines.claude._argv import needs_sandbox_env
@@ -33,12 +33,12 @@ BASE = [
 
 
 def test_argv_default_is_streaming_input_with_partial_messages() -> None:
-    assert build_argv(Session(), "claude") == [*BASE, "--include-partial-messages"]
-    assert build_argv(Session(partial_messages=False), "claude") == BASE
+    assert build_argv(SessionOptions(), "claude") == [*BASE, "--include-partial-messages"]
+    assert build_argv(SessionOptions(partial_messages=False), "claude") == BASE
 
 
 def test_argv_maps_every_session_option() -> None:
-    session = Session(
+    session = SessionOptions(
         model="claude-sonnet-4-5-20250929",
         agent_id="reviewer",
         system_prompt="be brief",
@@ -96,31 +96,33 @@ def test_argv_maps_every_session_option() -> None:
     ],
 )
 def test_argv_permissions(options: dict[str, Any], expected: list[str]) -> None:
-    argv = build_argv(Session(partial_messages=False, **options), "claude")
+    argv = build_argv(SessionOptions(partial_messages=False, **options), "claude")
     assert argv[len(BASE) :] == expected
 
 
 def test_argv_resume_fork_continue() -> None:
-    tail = build_argv(Session(resume_id="abc", fork=True, partial_messages=False), "c")[len(BASE) :]
+    tail = build_argv(SessionOptions(resume_id="abc", fork=True, partial_messages=False), "c")[
+        len(BASE) :
+    ]
     assert tail == ["--resume", "abc", "--fork-session"]
-    tail = build_argv(Session(continue_last=True, partial_messages=False), "c")[len(BASE) :]
+    tail = build_argv(SessionOptions(continue_last=True, partial_messages=False), "c")[len(BASE) :]
     assert tail == ["--continue"]
 
 
 def test_argv_prefix_and_bad_values() -> None:
-    argv = build_argv(Session(partial_messages=False), ["python", "fake.py"])
+    argv = build_argv(SessionOptions(partial_messages=False), ["python", "fake.py"])
     assert argv[:2] == ["python", "fake.py"]
     with pytest.raises(ConfigurationError):
-        build_argv(Session(options={"claude.permission_mode": "yolo"}), "c")
+        build_argv(SessionOptions(options={"claude.permission_mode": "yolo"}), "c")
     with pytest.raises(ConfigurationError):
-        Session(model="--dangerously-skip-permissions")
+        SessionOptions(model="--dangerously-skip-permissions")
 
 
 def test_root_needs_is_sandbox_only_for_bypass() -> None:
-    assert needs_sandbox_env(Session(hitl=False), is_root=True)
-    assert not needs_sandbox_env(Session(hitl=False), is_root=False)
-    assert not needs_sandbox_env(Session(hitl=True), is_root=True)
-    assert not needs_sandbox_env(Session(mode="plan", hitl=False), is_root=True)
+    assert needs_sandbox_env(SessionOptions(hitl=False), is_root=True)
+    assert not needs_sandbox_env(SessionOptions(hitl=False), is_root=False)
+    assert not needs_sandbox_env(SessionOptions(hitl=True), is_root=True)
+    assert not needs_sandbox_env(SessionOptions(mode="plan", hitl=False), is_root=True)
 
 
 def test_registry_builds_engine_and_translator() -> None:

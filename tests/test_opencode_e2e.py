@@ -18,8 +18,8 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from agentrun import MessageType, Session, run_turn
-from agentrun.engines.opencode import OpenCodeEngine, OpenCodeProcess
+from agentrun import MessageType, SessionOptions, run_turn
+from agentrun.engines.opencode import OpenCodeEngine, OpenCodeSession
 from agentrun.testing._modelserver import ModelServer, RecordedRequest
 from agentrun.testing._offline import opencode_offline
 from agentrun.testing._script import Script, Text, ToolCall, Turn, Usage
@@ -91,12 +91,12 @@ async def test_session_lifecycle(tmp_path: Path) -> None:
         config = opencode_offline(server.url, tmp_path)
         workspace = tmp_path / "ws"
         workspace.mkdir()
-        session = Session(
+        session = SessionOptions(
             model=config.model, env=dict(config.env), inherit_env=False, cwd=str(workspace)
         )
         engine = OpenCodeEngine(binary=binary)
         async with engine.start(session) as process:
-            assert isinstance(process, OpenCodeProcess)
+            assert isinstance(process, OpenCodeSession)
 
             # Turn 1: tool call + text, two steps summed; the prompt reaches the model verbatim.
             seen: list[Any] = []

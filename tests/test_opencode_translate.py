@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from agentrun import MessageType, Session, TurnSummary
+from agentrun import MessageType, SessionOptions, TurnSummary
 from agentrun._registry import get_translator
 from agentrun._replay import read_events, translate_events
 from agentrun.engines.opencode import (
@@ -31,13 +31,15 @@ BIN = "/opt/opencode"
 
 
 def test_argv_base_never_carries_the_prompt() -> None:
-    args = build_argv(BIN, Session(), resume_id=None, first_turn=True)
+    args = build_argv(BIN, SessionOptions(), resume_id=None, first_turn=True)
     assert args.argv == (BIN, "run", "--format", "json")
     assert args.unsupported == ()
 
 
 def test_argv_model_agent_thinking_auto() -> None:
-    session = Session(model="fake/fake-model", agent_id="review", thinking_budget=2000, hitl=False)
+    session = SessionOptions(
+        model="fake/fake-model", agent_id="review", thinking_budget=2000, hitl=False
+    )
     args = build_argv(BIN, session, resume_id=None, first_turn=True)
     assert args.argv == (
         BIN,
@@ -48,17 +50,17 @@ def test_argv_model_agent_thinking_auto() -> None:
 
 
 def test_argv_plan_mode_is_the_plan_agent() -> None:
-    args = build_argv(BIN, Session(mode="plan"), resume_id=None, first_turn=True)
+    args = build_argv(BIN, SessionOptions(mode="plan"), resume_id=None, first_turn=True)
     assert args.argv[-2:] == ("--agent", "plan")
     conflict = build_argv(
-        BIN, Session(mode="plan", agent_id="build"), resume_id=None, first_turn=True
+        BIN, SessionOptions(mode="plan", agent_id="build"), resume_id=None, first_turn=True
     )
     assert conflict.argv[-2:] == ("--agent", "build")
     assert [name for name, _ in conflict.unsupported] == ["mode"]
 
 
 def test_argv_resume_fork_applies_to_the_first_turn_only() -> None:
-    session = Session(resume_id="ses_abc", fork=True)
+    session = SessionOptions(resume_id="ses_abc", fork=True)
     first = build_argv(BIN, session, resume_id="ses_abc", first_turn=True)
     assert first.argv[-3:] == ("--session", "ses_abc", "--fork")
     # The fork's own id, captured from turn 1, is simply continued.
@@ -67,7 +69,7 @@ def test_argv_resume_fork_applies_to_the_first_turn_only() -> None:
 
 
 def test_argv_continue_last_then_the_captured_id() -> None:
-    session = Session(continue_last=True)
+    session = SessionOptions(continue_last=True)
     assert build_argv(BIN, session, resume_id=None, first_turn=True).argv[-1] == "--continue"
     later = build_argv(BIN, session, resume_id="ses_x", first_turn=False).argv
     assert "--continue" not in later
@@ -75,10 +77,10 @@ def test_argv_continue_last_then_the_captured_id() -> None:
 
 
 def test_argv_effort_variant_and_flaglike_option_values() -> None:
-    args = build_argv(BIN, Session(effort="high"), resume_id=None, first_turn=True)
+    args = build_argv(BIN, SessionOptions(effort="high"), resume_id=None, first_turn=True)
     assert args.argv[-3:] == ("--thinking", "--variant", "high")
     bad = build_argv(
-        BIN, Session(options={"opencode.variant": "--auto"}), resume_id=None, first_turn=True
+        BIN, SessionOptions(options={"opencode.variant": "--auto"}), resume_id=None, first_turn=True
     )
     assert "--variant" not in bad.argv
     assert [name for name, _ in bad.unsupported] == ["opencode.variant"]
@@ -88,7 +90,7 @@ def test_unsupported_options_are_listed() -> None:
     async def handler(request: Any) -> Any:
         raise AssertionError
 
-    session = Session(
+    session = SessionOptions(
         system_prompt="x",
         max_turns=3,
         allowed_tools=("bash",),

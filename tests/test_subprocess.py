@@ -23,7 +23,7 @@ from agentrun._errors import (
 )
 from agentrun._framing import LineTooLong, decode_json_line
 from agentrun._subprocess import (
-    ManagedProcess,
+    AgentProcess,
     ProcessSpec,
     live_process_groups,
     merge_env,
@@ -42,7 +42,7 @@ def fake(mode: str, *args: str, **options: object) -> ProcessSpec:
     return ProcessSpec(argv=(sys.executable, FAULT, mode, *args), **merged)  # type: ignore[arg-type]
 
 
-async def read_json(proc: ManagedProcess) -> list[object]:
+async def read_json(proc: AgentProcess) -> list[object]:
     items: list[object] = []
     async for line in proc.lines():
         assert isinstance(line, bytes)
@@ -329,7 +329,7 @@ async def test_write_after_exit_raises_process_exit_error() -> None:
     assert "bye" in info.value.stderr_tail
 
 
-async def write_until_error(p: ManagedProcess) -> Exception:
+async def write_until_error(p: AgentProcess) -> Exception:
     for _ in range(1000):  # the first writes may still fit in the pipe buffer
         try:
             await p.write(b"x" * 65536)
@@ -351,10 +351,10 @@ async def test_write_to_a_program_that_died_raises_process_exit_error() -> None:
 async def test_close_is_bounded_while_a_writer_is_blocked_and_a_reader_waits() -> None:
     outcome: dict[str, object] = {}
 
-    async def writer(p: ManagedProcess) -> None:
+    async def writer(p: AgentProcess) -> None:
         outcome["write"] = await write_until_error(p)
 
-    async def reader(p: ManagedProcess) -> None:
+    async def reader(p: AgentProcess) -> None:
         outcome["lines"] = [line async for line in p.lines()]
 
     async with open_process(fake("hang", stdin="pipe")) as p:
@@ -400,7 +400,7 @@ async def test_cancelled_reader_leaves_no_orphan() -> None:
 
 @pytest.mark.anyio
 async def test_exception_in_body_propagates_unchanged_and_stops_program() -> None:
-    started: list[ManagedProcess] = []
+    started: list[AgentProcess] = []
 
     async def body() -> None:
         async with open_process(fake("hang")) as p:
@@ -506,9 +506,9 @@ def test_atexit_reaper_kills_leftover_groups(tmp_path: Path) -> None:
     marker = tmp_path / "pid"
     code = f"""
 import anyio, sys, os
-from agentrun._subprocess import ProcessSpec, ManagedProcess
+from agentrun._subprocess import ProcessSpec, AgentProcess
 async def main():
-    p = ManagedProcess(ProcessSpec(argv=(sys.executable, {FAULT!r}, "grandchild")))
+    p = AgentProcess(ProcessSpec(argv=(sys.executable, {FAULT!r}, "grandchild")))
     await p.__aenter__()
     line = await p.lines().__anext__()
     with open({str(marker)!r}, "w") as f:

@@ -21,7 +21,7 @@ from agentrun.testing._scripted import (
     Fail,
     Hang,
     ScriptedEngine,
-    ScriptedProcess,
+    ScriptedSession,
     Sleep,
     result,
     text,
@@ -95,7 +95,7 @@ async def test_streaming_form_matches_run_turn() -> None:
 async def test_total_timeout_cancels_backend_and_session_goes_on() -> None:
     engine = ScriptedEngine([[text("partial"), Hang()], [text("fine"), result("fine")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedProcess)
+        assert isinstance(process, ScriptedSession)
         with pytest.raises(TurnTimeoutError) as info:
             await run_turn(process, "slow", timeout=0.2)
         assert info.value.kind == "total"
@@ -124,7 +124,7 @@ async def test_idle_timeout_resets_on_each_message() -> None:
 async def test_caller_cancellation_cancels_backend_turn() -> None:
     engine = ScriptedEngine([[Hang()], [text("after"), result("after")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedProcess)
+        assert isinstance(process, ScriptedSession)
         with anyio.move_on_after(0.2) as scope:
             await run_turn(process, "hang")
         assert scope.cancelled_caught
@@ -137,7 +137,7 @@ async def test_caller_cancellation_cancels_backend_turn() -> None:
 async def test_consumer_leaving_early_cancels_turn() -> None:
     engine = ScriptedEngine([[text("one"), Hang()], [result("two")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedProcess)
+        assert isinstance(process, ScriptedSession)
         async with process.turn("x") as turn:
             async for message in turn:
                 assert message.text == "one"
@@ -149,7 +149,7 @@ async def test_consumer_leaving_early_cancels_turn() -> None:
 async def test_stale_messages_of_a_cancelled_turn_never_reach_the_next() -> None:
     engine = ScriptedEngine([[Hang()], [Sleep(0.05), result("second")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedProcess)
+        assert isinstance(process, ScriptedSession)
         with anyio.move_on_after(0.1):
             await run_turn(process, "first")
         seen: list[Message] = []
@@ -174,7 +174,7 @@ async def test_on_message_error_cancels_turn_and_propagates() -> None:
         raise KeyError("handler failed")
 
     async with engine.start() as process:
-        assert isinstance(process, ScriptedProcess)
+        assert isinstance(process, ScriptedSession)
         with pytest.raises(KeyError):
             await run_turn(process, "x", on_message=boom)
         assert process.log[0].cancelled
@@ -228,7 +228,7 @@ async def test_turn_needs_an_open_process() -> None:
         pass
     with pytest.raises(SessionTerminatedError):
         await run_turn(process, "x")
-    assert isinstance(process, ScriptedProcess) and process.shutdowns == 1
+    assert isinstance(process, ScriptedSession) and process.shutdowns == 1
 
 
 async def test_bad_turn_arguments_are_rejected_before_anything_runs() -> None:

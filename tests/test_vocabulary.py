@@ -15,7 +15,7 @@ from agentrun import (
     MessageType,
     PermissionDecision,
     PermissionOption,
-    Session,
+    SessionOptions,
     Usage,
 )
 
@@ -25,8 +25,8 @@ PUBLIC = {
     "EngineUnavailableError", "ErrorInfo", "InitMeta", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
-    "PermissionRequest", "Process", "ProcessExitError", "ProcessMeta", "ProtocolError",
-    "SendNotSupportedError", "Session", "SessionNotFoundError", "SessionTerminatedError",
+    "PermissionRequest", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
+    "SendNotSupportedError", "SessionOptions", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
     "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "WireTap",
     "__version__", "approve_all", "default_catalog", "deny_all", "engine_names", "get_engine",
@@ -107,31 +107,31 @@ def test_prompt_tokens_is_input_plus_cache() -> None:
 
 def test_session_validation_is_typed_and_names_the_option() -> None:
     with pytest.raises(ConfigurationError) as info:
-        Session(model="--dangerously-skip-permissions")
+        SessionOptions(model="--dangerously-skip-permissions")
     assert info.value.option == "model"
     with pytest.raises(ConfigurationError, match="absolute"):
-        Session(add_dirs=("relative/dir",))
+        SessionOptions(add_dirs=("relative/dir",))
     with pytest.raises(ConfigurationError, match="max_turns"):
-        Session(max_turns=0)
+        SessionOptions(max_turns=0)
     with pytest.raises(ConfigurationError, match="effort"):
-        Session(effort="extreme")  # type: ignore[arg-type]
+        SessionOptions(effort="extreme")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="fork"):
-        Session(fork=True)
+        SessionOptions(fork=True)
     with pytest.raises(ConfigurationError, match="engine"):
-        Session(options={"no_engine_prefix": "x"})
+        SessionOptions(options={"no_engine_prefix": "x"})
 
 
 def test_session_env_errors_never_echo_values() -> None:
     with pytest.raises(ConfigurationError) as info:
-        Session(env={"API_KEY": "sk-secret\0"})
+        SessionOptions(env={"API_KEY": "sk-secret\0"})
     assert "API_KEY" in str(info.value)
     assert "sk-secret" not in str(info.value)
     with pytest.raises(ConfigurationError):
-        Session(env={"A=B": "x"})
+        SessionOptions(env={"A=B": "x"})
 
 
 def test_session_is_immutable_and_cwd_absolute() -> None:
-    session = Session(cwd=".", options={"claude.permission_mode": "plan"})
+    session = SessionOptions(cwd=".", options={"claude.permission_mode": "plan"})
     assert session.cwd is not None and session.cwd.startswith("/")
     assert session.option("claude", "permission_mode") == "plan"
     with pytest.raises(ValueError, match="frozen"):

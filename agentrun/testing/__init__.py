@@ -30,7 +30,7 @@ from ._script import Thinking as ThinkingBlock
 from ._script import ToolCall as ToolCallBlock
 from ._script import Turn as ModelTurn
 from ._script import Usage as ScriptUsage
-from ._scripted import Fail, Hang, ScriptedEngine, ScriptedProcess, Sleep, TurnRecord
+from ._scripted import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep, TurnRecord
 
 __all__ = [
     "DEFAULT_SHELL_COMMAND",
@@ -47,7 +47,7 @@ __all__ = [
     "Script",
     "ScriptUsage",
     "ScriptedEngine",
-    "ScriptedProcess",
+    "ScriptedSession",
     "Sleep",
     "StreamError",
     "TextBlock",

@@ -33,10 +33,10 @@ import anyio
 
 from .._errors import AgentrunError
 from .._messages import Message, MessageType
+from .._options import SessionOptions
 from .._permissions import approve_all, deny_all
-from .._session import Process, run_turn
 from .._registry import get_engine
-from .._options import Session
+from .._session import Session, run_turn
 from ._modelserver import ModelServer
 from ._offline import offline_config
 from ._script import Script
@@ -64,7 +64,7 @@ async def record(
 ) -> dict[str, Any]:
     """Run ``prompts`` (one turn each) through a real ``engine_name`` agent and record it.
 
-    ``session`` holds extra :class:`Session` options (JSON-able: ``hitl``, ``max_turns``,
+    ``session`` holds extra :class:`SessionOptions` options (JSON-able: ``hitl``, ``max_turns``,
     ``resume_id``...). ``interrupt_after`` cancels the first turn after that many seconds (the
     engine's interrupt path), ``sigterm_after`` sends SIGTERM to the agent's process group
     instead. ``permission`` installs an approve-all or deny-all handler (with ``hitl=True``;
@@ -139,7 +139,7 @@ async def _record(
         if message.type is MessageType.INIT and message.init is not None:
             agent_version = agent_version or message.init.agent_version
 
-    process: Process | None = None
+    process: Session | None = None
     async with ModelServer(script) as server:
         config = offline_config(engine_name, server.url, workdir)
         options = dict(session_options)
@@ -153,7 +153,7 @@ async def _record(
             elif permission == "deny":
                 options["permission_handler"] = deny_all
         options.setdefault("cwd", str(workspace))
-        sess = Session(env=dict(config.env), inherit_env=False, **options)
+        sess = SessionOptions(env=dict(config.env), inherit_env=False, **options)
         process = engine.start(sess)
         process.wire_tap = tap
         async with process:
@@ -234,7 +234,7 @@ async def _record(
     return meta
 
 
-async def _sigterm_later(process: Process, seconds: float) -> None:
+async def _sigterm_later(process: Session, seconds: float) -> None:
     await anyio.sleep(seconds)
     pid = getattr(process, "pid", None)
     if isinstance(pid, int):

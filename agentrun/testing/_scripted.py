@@ -22,14 +22,14 @@ import anyio
 
 from .._errors import AgentrunError
 from .._messages import Message, MessageType, ToolCall, Usage
-from .._session import Engine, Process, TurnContext
-from .._options import Session
+from .._options import SessionOptions
+from .._session import Engine, Session, TurnContext
 
 __all__ = [
     "Fail",
     "Hang",
     "ScriptedEngine",
-    "ScriptedProcess",
+    "ScriptedSession",
     "Sleep",
     "Step",
     "TurnRecord",
@@ -112,19 +112,19 @@ class ScriptedEngine(Engine):
         #: How long the backend takes to acknowledge a cancellation.
         self.cancel_delay = cancel_delay
 
-    def start(self, session: Session | None = None) -> ScriptedProcess:
-        return ScriptedProcess(self, session)
+    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
+        return ScriptedSession(self, options)
 
 
 def _echo(prompt: str, number: int) -> Sequence[Step]:
     return [text(f"echo: {prompt}"), result(f"echo: {prompt}")]
 
 
-class ScriptedProcess(Process):
+class ScriptedSession(Session):
     engine_name = "scripted"
 
-    def __init__(self, engine: ScriptedEngine, session: Session | None) -> None:
-        super().__init__(session)
+    def __init__(self, engine: ScriptedEngine, options: SessionOptions | None) -> None:
+        super().__init__(options)
         self.engine = engine
         self.log: list[TurnRecord] = []
         self.shutdowns = 0

@@ -3,12 +3,12 @@
 See ``docs/engines/acp.md``.
 """
 
-from ._engine import AcpEngine, AcpProcess, AcpTimeoutError, opencode_acp
+from ._engine import AcpEngine, AcpSession, AcpTimeoutError, opencode_acp
 from ._translate import AcpState, AcpTranslator
 
 __all__ = [
     "AcpEngine",
-    "AcpProcess",
+    "AcpSession",
     "AcpState",
     "AcpTimeoutError",
     "AcpTranslator",

@@ -3,12 +3,12 @@
 :class:`AcpEngine` runs any Agent Client Protocol agent given its command line; the
 :func:`opencode_acp` preset runs the pinned ``opencode acp``. See ``docs/engines/acp.md``.
 
-Lifecycle (all in :meth:`AcpProcess._start`): spawn the agent (own process group, stdin piped),
+Lifecycle (all in :meth:`AcpSession._start`): spawn the agent (own process group, stdin piped),
 run the JSON-RPC reader as a background task, ``initialize``, then open the session:
 ``session/new`` (bounded by ``session_timeout``: agents can hang starting MCP servers), or for
-``Session.resume_id`` ``session/load`` (the agent replays history, delivered with
-``replayed=True`` at the start of the first turn and kept in :attr:`AcpProcess.replayed`) or
-``session/resume`` (no replay), or ``session/fork`` with ``Session.fork``; then the session
+``SessionOptions.resume_id`` ``session/load`` (the agent replays history, delivered with
+``replayed=True`` at the start of the first turn and kept in :attr:`AcpSession.replayed`) or
+``session/resume`` (no replay), or ``session/fork`` with ``SessionOptions.fork``; then the session
 options (model, mode, config options) with ids the agent advertised. Each turn is one
 ``session/prompt``; its response ends the turn. Cancelling a turn sends ``session/cancel``, answers
 pending permission requests with ``cancelled`` and waits (bounded, shielded) for the prompt's
@@ -57,10 +57,10 @@ from ..._jsonrpc import (
     RequestTimeoutError,
 )
 from ..._messages import Message, MessageType, ProcessMeta
+from ..._options import SessionOptions
 from ..._permissions import PermissionDecision, PermissionOption, PermissionRequest
-from ..._session import Engine, Process, TurnContext
-from ..._options import Session
-from ..._subprocess import ManagedProcess, ProcessHost, ProcessSpec, merge_env
+from ..._session import Engine, Session, TurnContext
+from ..._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
 from ._schema import (
     ClientCapabilities,
     FileSystemCapabilities,
@@ -74,7 +74,7 @@ from ._schema import (
 )
 from ._translate import AcpTranslator, config_values
 
-__all__ = ["AcpEngine", "AcpProcess", "AcpTimeoutError", "opencode_acp"]
+__all__ = ["AcpEngine", "AcpSession", "AcpTimeoutError", "opencode_acp"]
 
 _log = logging.getLogger("agentrun.acp")
 
@@ -83,7 +83,7 @@ RESOURCE_NOT_FOUND = -32002
 #: ACP's "authentication required" error code.
 AUTH_REQUIRED = -32000
 
-CommandSpec = Sequence[str] | Callable[[Session], Sequence[str]]
+CommandSpec = Sequence[str] | Callable[[SessionOptions], Sequence[str]]
 
 
 class AcpTimeoutError(RequestTimeoutError):
@@ -93,17 +93,17 @@ class AcpTimeoutError(RequestTimeoutError):
 
 class AcpEngine(Engine):
     """Runs an ACP agent. ``command`` is its argv (``["codex-acp"]``) or a function of the
-    session returning one; ``Session.binary`` replaces ``argv[0]`` of a plain list and
-    ``Session.extra_args`` are appended.
+    session returning one; ``SessionOptions.binary`` replaces ``argv[0]`` of a plain list and
+    ``SessionOptions.extra_args`` are appended.
 
-    * ``env``: extra environment for the agent (``Session.env`` wins over it);
+    * ``env``: extra environment for the agent (``SessionOptions.env`` wins over it);
       ``session_env(session)`` adds per-session entries (presets use it).
     * ``fs_access``: advertise ``fs.readTextFile`` / ``fs.writeTextFile`` and serve them,
       confined to the session's working directory (symlinks and ``..`` resolved first).
     * ``mcp_servers``: MCP server descriptions (ACP wire objects or ``_schema`` models) passed
       to ``session/new`` / ``load`` / ``resume`` / ``fork``.
     * ``resume_with``: ``"load"`` (replay history; default) or ``"resume"`` (no replay) for
-      ``Session.resume_id``, each falling back to the other when not advertised.
+      ``SessionOptions.resume_id``, each falling back to the other when not advertised.
     * Timeouts (seconds): ``handshake_timeout`` for ``initialize``, ``session_timeout`` for
       opening the session, ``request_timeout`` for the option requests, ``cancel_timeout`` for
       the ``cancelled`` answer to ``session/cancel``; the close timeouts bound shutdown.
@@ -122,7 +122,7 @@ class AcpEngine(Engine):
         fs_access: bool = False,
         mcp_servers: Sequence[Mapping[str, Any] | BaseModel] = (),
         resume_with: Literal["load", "resume"] = "load",
-        session_env: Callable[[Session], Mapping[str, str]] | None = None,
+        session_env: Callable[[SessionOptions], Mapping[str, str]] | None = None,
         handshake_timeout: float = 30.0,
         session_timeout: float = 60.0,
         request_timeout: float = 30.0,
@@ -155,13 +155,13 @@ class AcpEngine(Engine):
         self.max_line_bytes = max_line_bytes
         self.catalog = catalog
 
-    def start(self, session: Session | None = None) -> AcpProcess:
-        return AcpProcess(self, session)
+    def start(self, options: SessionOptions | None = None) -> AcpSession:
+        return AcpSession(self, options)
 
     def check(self) -> None:
-        self.command_for(Session())
+        self.command_for(SessionOptions())
 
-    def command_for(self, session: Session) -> list[str]:
+    def command_for(self, session: SessionOptions) -> list[str]:
         """The argv this engine starts for ``session``."""
         command = self.command
         if command is None:
@@ -181,24 +181,24 @@ class AcpEngine(Engine):
         return [*argv, *session.extra_args]
 
 
-def _session_cwd(session: Session) -> str:
+def _session_cwd(session: SessionOptions) -> str:
     return session.cwd if session.cwd is not None else os.getcwd()
 
 
 def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     """``opencode acp --cwd <session cwd>`` (the pinned OpenCode, else ``PATH``).
 
-    ``binary`` (or ``Session.binary``) overrides the program. The session option
+    ``binary`` (or ``SessionOptions.binary``) overrides the program. The session option
     ``opencode.permission`` (JSON, e.g. ``'{"bash": "ask"}'``) becomes ``OPENCODE_PERMISSION``,
     as for the ``opencode`` run engine. Other keyword arguments go to :class:`AcpEngine`.
     """
 
-    def command(session: Session) -> list[str]:
+    def command(session: SessionOptions) -> list[str]:
         explicit = session.binary if session.binary is not None else binary
         exe = resolve_binary("opencode", explicit=explicit, engine="opencode-acp")
         return [exe, "acp", "--cwd", _session_cwd(session)]
 
-    def session_env(session: Session) -> dict[str, str]:
+    def session_env(session: SessionOptions) -> dict[str, str]:
         permission = session.option("opencode", "permission")
         return {} if permission is None else {"OPENCODE_PERMISSION": permission}
 
@@ -211,7 +211,7 @@ class _Incoming:
     """stdout lines for the connection, tapped on the way (the connection decodes them once
     and shows each to the translator through ``on_message`` before dispatching it)."""
 
-    def __init__(self, process: AcpProcess, proc: ManagedProcess) -> None:
+    def __init__(self, process: AcpSession, proc: AgentProcess) -> None:
         self._process = process
         self._lines = proc.lines()
 
@@ -224,16 +224,16 @@ class _Incoming:
         return item
 
 
-class AcpProcess(Process):
+class AcpSession(Session):
     """One ACP session (one agent process)."""
 
     engine_name = "acp"
 
-    def __init__(self, engine: AcpEngine, session: Session | None) -> None:
-        super().__init__(session)
+    def __init__(self, engine: AcpEngine, options: SessionOptions | None) -> None:
+        super().__init__(options)
         self.engine = engine
         self.engine_name = engine.engine_name
-        s = self.session
+        s = self.options
         self.translator = AcpTranslator(
             engine=engine.engine_name,
             model=s.model,
@@ -249,7 +249,7 @@ class AcpProcess(Process):
         #: History the agent replayed on ``session/load`` / ``session/fork``.
         self.replayed: list[Message] = []
         self._cwd = _session_cwd(s)
-        self._proc: ManagedProcess | None = None
+        self._proc: AgentProcess | None = None
         self._conn: JsonRpcConnection | None = None
         self._early: list[Message] = []
         #: Engine notes for the first turn, delivered right after its ``init``.
@@ -337,7 +337,7 @@ class AcpProcess(Process):
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
-        session = self.session
+        session = self.options
         engine = self.engine
         self.argv = engine.command_for(session)
         extra = dict(engine.env)
@@ -378,7 +378,7 @@ class AcpProcess(Process):
         await self._open_session()
         await self._configure()
 
-    async def _read(self, conn: JsonRpcConnection, proc: ManagedProcess) -> None:
+    async def _read(self, conn: JsonRpcConnection, proc: AgentProcess) -> None:
         try:
             await conn.run(_Incoming(self, proc))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
@@ -447,12 +447,12 @@ class AcpProcess(Process):
         if session_id is not None:
             params = {"sessionId": session_id, **params}
         caps = self.translator.state.capabilities.session_capabilities
-        if self.session.add_dirs and caps.additional_directories is not None:
-            params["additionalDirectories"] = list(self.session.add_dirs)
+        if self.options.add_dirs and caps.additional_directories is not None:
+            params["additionalDirectories"] = list(self.options.add_dirs)
         return params
 
     async def _open_session(self) -> None:
-        session = self.session
+        session = self.options
         state = self.translator.state
         caps = state.capabilities
         resume_id = session.resume_id
@@ -609,7 +609,7 @@ class AcpProcess(Process):
             await self._set(Method.SESSION_SET_MODE, {"modeId": mode_id}, option_name)
 
     async def _configure(self) -> None:
-        session = self.session
+        session = self.options
         unsupported: list[tuple[str, str]] = []
         if session.model is not None:
             await self._select_model(session.model)
@@ -674,7 +674,7 @@ class AcpProcess(Process):
         )
 
     def _unsupported(self) -> list[tuple[str, str]]:
-        s = self.session
+        s = self.options
         caps = self.translator.state.capabilities.session_capabilities
         out: list[tuple[str, str]] = []
         if s.system_prompt is not None:
@@ -751,7 +751,7 @@ class AcpProcess(Process):
     async def _decide(
         self, ask: PermissionRequest, options: tuple[PermissionOption, ...]
     ) -> PermissionOption | None:
-        session = self.session
+        session = self.options
         if session.hitl is False:
             allows = [o for o in options if o.kind == "allow_once"]
             allows = allows or [o for o in options if o.kind == "allow_always"]

@@ -1,8 +1,8 @@
-"""The Claude Code command line for a :class:`~agentrun.Session` (a pure function).
+"""The Claude Code command line for a :class:`~agentrun.SessionOptions` (a pure function).
 
 One long-lived ``claude -p`` process per session in streaming input mode: user turns and control
 requests are written to its stdin as stream-json lines, so no prompt ever appears on the command
-line. Values that could be read as flags were already rejected by ``Session`` validation.
+line. Values that could be read as flags were already rejected by ``SessionOptions`` validation.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 
 from ..._errors import ConfigurationError
-from ..._options import Session
+from ..._options import SessionOptions
 
 __all__ = ["PERMISSION_MODES", "build_argv", "needs_sandbox_env"]
 
@@ -30,7 +30,7 @@ _BASE = (
 )
 
 
-def permission_mode(session: Session) -> str | None:
+def permission_mode(session: SessionOptions) -> str | None:
     """The ``--permission-mode`` value, if any: plan mode > ``claude.permission_mode`` >
     ``hitl=False`` (bypass)."""
     if session.mode == "plan":
@@ -50,7 +50,7 @@ def permission_mode(session: Session) -> str | None:
     return None
 
 
-def needs_sandbox_env(session: Session, *, is_root: bool | None = None) -> bool:
+def needs_sandbox_env(session: SessionOptions, *, is_root: bool | None = None) -> bool:
     """True when the CLI would refuse to start as root without ``IS_SANDBOX=1``."""
     if is_root is None:
         geteuid = getattr(os, "geteuid", None)
@@ -58,7 +58,7 @@ def needs_sandbox_env(session: Session, *, is_root: bool | None = None) -> bool:
     return bool(is_root) and permission_mode(session) == "bypassPermissions"
 
 
-def build_argv(session: Session, binary: str | Sequence[str]) -> list[str]:
+def build_argv(session: SessionOptions, binary: str | Sequence[str]) -> list[str]:
     """The full argv: ``binary`` (a path, or an argv prefix such as ``[python, fake.py]``)
     followed by the flags for ``session``."""
     argv = [binary] if isinstance(binary, str) else list(binary)

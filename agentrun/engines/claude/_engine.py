@@ -37,15 +37,15 @@ from ..._errors import (
     SessionTerminatedError,
 )
 from ..._messages import Message, MessageType, PermissionDenial, ProcessMeta
+from ..._options import SessionOptions
 from ..._permissions import PermissionDecision, PermissionRequest
-from ..._session import Engine, Process, TurnContext
-from ..._options import Session
-from ..._subprocess import ManagedProcess, ProcessHost, ProcessSpec, merge_env
+from ..._session import Engine, Session, TurnContext
+from ..._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
 from ..._translate import decode_line
 from ._argv import build_argv, needs_sandbox_env
 from ._translate import ClaudeTranslator
 
-__all__ = ["ClaudeEngine", "ClaudeProcess"]
+__all__ = ["ClaudeEngine", "ClaudeSession"]
 
 _ENGINE = "claude"
 
@@ -92,14 +92,14 @@ class ClaudeEngine(Engine):
         self.terminate_timeout = terminate_timeout
         self.max_line_bytes = max_line_bytes
 
-    def start(self, session: Session | None = None) -> ClaudeProcess:
-        return ClaudeProcess(self, session)
+    def start(self, options: SessionOptions | None = None) -> ClaudeSession:
+        return ClaudeSession(self, options)
 
     def check(self) -> None:
         if self.argv_prefix is None:
             resolve_binary("claude", explicit=self.binary, engine=_ENGINE)
 
-    def command(self, session: Session) -> list[str]:
+    def command(self, session: SessionOptions) -> list[str]:
         """The argv this engine starts for ``session``."""
         if self.argv_prefix is not None:
             return build_argv(session, self.argv_prefix)
@@ -107,19 +107,19 @@ class ClaudeEngine(Engine):
         return build_argv(session, resolve_binary("claude", explicit=explicit, engine=_ENGINE))
 
 
-class ClaudeProcess(Process):
+class ClaudeSession(Session):
     """One Claude Code session (one CLI process)."""
 
     engine_name = _ENGINE
 
-    def __init__(self, engine: ClaudeEngine, session: Session | None) -> None:
-        super().__init__(session)
+    def __init__(self, engine: ClaudeEngine, options: SessionOptions | None) -> None:
+        super().__init__(options)
         self.engine = engine
         self.argv: list[str] = []
         #: Names of the environment variables the child got (values are never kept).
         self.env_names: list[str] = []
-        self._proc: ManagedProcess | None = None
-        s = self.session
+        self._proc: AgentProcess | None = None
+        s = self.options
         self.translator = ClaudeTranslator(
             model=s.model,
             context_window_tokens=s.context_window_tokens,
@@ -150,7 +150,7 @@ class ClaudeProcess(Process):
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
-        session = self.session
+        session = self.options
         engine = self.engine
         self.argv = engine.command(session)
         extra = dict(engine.env or {})
@@ -285,7 +285,7 @@ class ClaudeProcess(Process):
             await self._write_json({"type": "control_response", "response": body})
 
     async def _answer_permission(self, request_id: str, req: dict[str, Any]) -> None:
-        session = self.session
+        session = self.options
         tool_input = req.get("input")
         request = PermissionRequest(
             tool_name=req.get("tool_name") if isinstance(req.get("tool_name"), str) else None,
@@ -472,7 +472,7 @@ class ClaudeProcess(Process):
                 if translator.session_not_found is not None:
                     raise SessionNotFoundError(
                         f"claude: {translator.session_not_found}",
-                        session_id=self.session.resume_id,
+                        session_id=self.options.resume_id,
                         engine=_ENGINE,
                     )
                 return
@@ -488,7 +488,7 @@ class ClaudeProcess(Process):
         if self.translator.session_not_found is not None:
             raise SessionNotFoundError(
                 f"claude: {self.translator.session_not_found}",
-                session_id=self.session.resume_id,
+                session_id=self.options.resume_id,
                 engine=_ENGINE,
             )
         raise proc.exit_error(f"claude exited during turn {ctx.number}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..._options import Session
+from ..._options import SessionOptions
 
 __all__ = ["TurnArgs", "build_argv", "unsupported_options"]
 
@@ -25,7 +25,7 @@ class TurnArgs:
     unsupported: tuple[tuple[str, str], ...] = field(default=())
 
 
-def unsupported_options(session: Session) -> list[tuple[str, str]]:
+def unsupported_options(session: SessionOptions) -> list[tuple[str, str]]:
     """Session options ``opencode run`` cannot honour, with the reason (stable order)."""
     out: list[tuple[str, str]] = []
     if session.system_prompt is not None:
@@ -57,7 +57,7 @@ def unsupported_options(session: Session) -> list[tuple[str, str]]:
 
 def build_argv(
     binary: str,
-    session: Session,
+    session: SessionOptions,
     *,
     resume_id: str | None,
     first_turn: bool,
@@ -65,8 +65,8 @@ def build_argv(
     """``opencode run --format json ...`` for one turn.
 
     ``resume_id`` is the session id to continue: the id captured from an earlier turn of this
-    process, or ``Session.resume_id`` on the first turn. ``fork`` and ``continue_last`` apply to
-    the first turn only; later turns continue the (possibly forked) session by its id.
+    process, or ``SessionOptions.resume_id`` on the first turn. ``fork`` and ``continue_last``
+    apply to the first turn only; later turns continue the (possibly forked) session by its id.
     """
     argv: list[str] = [binary, "run", "--format", "json"]
     if session.model is not None:

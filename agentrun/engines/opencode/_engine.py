@@ -30,14 +30,14 @@ from ..._binaries import resolve_binary
 from ..._context import Catalog, ContextTracker
 from ..._errors import ProcessExitError, SessionNotFoundError, SessionTerminatedError
 from ..._messages import Message, MessageType, ProcessMeta
-from ..._session import Engine, Process, TurnContext
-from ..._options import Session
-from ..._subprocess import ManagedProcess, ProcessSpec, merge_env, open_process
+from ..._options import SessionOptions
+from ..._session import Engine, Session, TurnContext
+from ..._subprocess import AgentProcess, ProcessSpec, merge_env, open_process
 from ..._translate import decode_line
 from ._argv import TurnArgs, build_argv
 from ._translate import AGENT_NAME, OpenCodeTranslator
 
-__all__ = ["OpenCodeEngine", "OpenCodeProcess"]
+__all__ = ["OpenCodeEngine", "OpenCodeSession"]
 
 #: What ``opencode run`` prints on stderr (exit 1) for an unknown ``--session`` id.
 SESSION_NOT_FOUND = "Session not found"
@@ -46,9 +46,9 @@ SESSION_NOT_FOUND = "Session not found"
 class OpenCodeEngine(Engine):
     """``opencode run --format json``, one process per turn.
 
-    ``binary``: the program (else ``Session.binary``, the pinned install, ``PATH``).
+    ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
     ``context_window``: the model's context size when known from the OpenCode configuration
-    (``limit.context``); ``Session.context_window_tokens`` wins over it. Without either, the
+    (``limit.context``); ``SessionOptions.context_window_tokens`` wins over it. Without either, the
     ``limit.context`` of the model in the file named by ``OPENCODE_CONFIG`` is used when readable,
     else the model catalog. ``version``: the OpenCode version for ``init`` messages (else read
     from the npm package next to the binary when possible). ``interrupt_grace``: seconds to wait
@@ -74,10 +74,10 @@ class OpenCodeEngine(Engine):
         self.interrupt_grace = interrupt_grace
         self.catalog = catalog
 
-    def start(self, session: Session | None = None) -> OpenCodeProcess:
-        return OpenCodeProcess(self, session)
+    def start(self, options: SessionOptions | None = None) -> OpenCodeSession:
+        return OpenCodeSession(self, options)
 
-    def resolve_binary(self, session: Session | None = None) -> str:
+    def resolve_binary(self, session: SessionOptions | None = None) -> str:
         explicit = session.binary if session is not None and session.binary else self.binary
         return resolve_binary("opencode", explicit=explicit, engine=self.name)
 
@@ -138,15 +138,15 @@ def _configured(env: dict[str, str], model: str | None) -> tuple[str | None, int
     return model, limit
 
 
-class OpenCodeProcess(Process):
+class OpenCodeSession(Session):
     """An OpenCode session run as one ``opencode run`` process per turn."""
 
     engine_name = "opencode"
 
-    def __init__(self, engine: OpenCodeEngine, session: Session | None) -> None:
-        super().__init__(session)
+    def __init__(self, engine: OpenCodeEngine, options: SessionOptions | None) -> None:
+        super().__init__(options)
         self.engine = engine
-        session = self.session
+        session = self.options
         self.env = merge_env(session.env, inherit=session.inherit_env)
         model, configured = _configured(self.env, session.model)
         #: The model the turns use (``--model``, else the configuration's default).
@@ -161,7 +161,7 @@ class OpenCodeProcess(Process):
         #: The session id captured from this process's own turns (``None`` until one ran).
         self.session_id: str | None = None
         #: The ``opencode run`` process of the running turn, if any.
-        self.current: ManagedProcess | None = None
+        self.current: AgentProcess | None = None
         #: The argv, pid, exit status and stderr tail of the latest turn's process.
         self.argv: tuple[str, ...] = ()
         self.pid: int | None = None
@@ -170,7 +170,7 @@ class OpenCodeProcess(Process):
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         # Fail at start, not at the first turn, when the program is missing.
-        self.binary = self.engine.resolve_binary(self.session)
+        self.binary = self.engine.resolve_binary(self.options)
         if self.version is None:
             self.version = _package_version(self.binary)
 
@@ -179,7 +179,7 @@ class OpenCodeProcess(Process):
         assert self.binary is not None
         return build_argv(
             self.binary,
-            self.session,
+            self.options,
             resume_id=self.resume_id,
             first_turn=self.session_id is None,
         )
@@ -191,7 +191,7 @@ class OpenCodeProcess(Process):
         return self._stderr_tail
 
     def _env_for_turn(self) -> dict[str, str]:
-        permission = self.session.option("opencode", "permission")
+        permission = self.options.option("opencode", "permission")
         if permission is None:
             return self.env
         # OpenCode's permission rules (JSON, e.g. {"bash": "ask"}) for this session.
@@ -200,7 +200,7 @@ class OpenCodeProcess(Process):
     def _spec(self, args: TurnArgs) -> ProcessSpec:
         return ProcessSpec(
             argv=args.argv,
-            cwd=self.session.cwd,
+            cwd=self.options.cwd,
             env=self._env_for_turn(),
             stdin="pipe",
             engine=self.engine_name,
@@ -218,7 +218,7 @@ class OpenCodeProcess(Process):
             model=self.model,
             tracker=self.tracker,
             agent_version=self.version,
-            cwd=self.session.cwd,
+            cwd=self.options.cwd,
         )
         prompt = ctx.prompt.encode("utf-8")
         code = -1
@@ -229,7 +229,7 @@ class OpenCodeProcess(Process):
             self.returncode = None
             try:
                 meta = ProcessMeta(pid=proc.pid, binary=args.argv[0])
-                hitl = self.session.hitl
+                hitl = self.options.hitl
                 permission = None if hitl is None else ("ask" if hitl else "auto")
                 for message in translator.start(
                     process=meta,
@@ -256,7 +256,7 @@ class OpenCodeProcess(Process):
     async def _stream(
         self,
         ctx: TurnContext,
-        proc: ManagedProcess,
+        proc: AgentProcess,
         translator: OpenCodeTranslator,
         prompt: bytes,
     ) -> int:
@@ -276,7 +276,7 @@ class OpenCodeProcess(Process):
             tg.cancel_scope.cancel()
         return code
 
-    async def _send_prompt(self, proc: ManagedProcess, prompt: bytes) -> None:
+    async def _send_prompt(self, proc: AgentProcess, prompt: bytes) -> None:
         self._tap("send", prompt)
         try:
             await proc.write(prompt)
@@ -292,7 +292,7 @@ class OpenCodeProcess(Process):
             self.session_id = session_id
             self.resume_id = session_id
 
-    async def _interrupt(self, proc: ManagedProcess) -> None:
+    async def _interrupt(self, proc: AgentProcess) -> None:
         """SIGINT the group and wait a little; the manager escalates when the block exits."""
         if proc.returncode is not None:
             return
@@ -303,7 +303,7 @@ class OpenCodeProcess(Process):
     async def _conclude(
         self,
         ctx: TurnContext,
-        proc: ManagedProcess,
+        proc: AgentProcess,
         translator: OpenCodeTranslator,
         code: int,
         resume_id: str | None,
