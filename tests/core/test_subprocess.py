@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from repo_paths import FAKES, REPO
 
 from agentrun._errors import (
     ConfigurationError,
@@ -32,7 +33,7 @@ from agentrun._subprocess import (
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process groups")
 
-FAULT = str(Path(__file__).parent / "fakes" / "fault_program.py")
+FAULT = str(FAKES / "fault_program.py")
 # Short close timeouts keep the escalation tests fast.
 QUICK = {"close_stdin_timeout": 0.3, "terminate_timeout": 0.3, "kill_timeout": 2.0}
 
@@ -517,7 +518,7 @@ anyio.run(main)
 """
     import subprocess
 
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, timeout=30, check=False
     )

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from repo_paths import FIXTURES, REPO
 
 from agentrun import Message, MessageType, TurnSummary, get_translator
 from agentrun._registry import _TRANSLATORS  # pyright: ignore[reportPrivateUsage]
 from agentrun._replay import replay_turns
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures"
+ROOT = REPO
 
 #: Where each translator's transcripts live (default: fixtures/<name>/).
 FIXTURE_DIRS = {"acp": ["acp", "opencode-acp"], "opencode-acp": []}

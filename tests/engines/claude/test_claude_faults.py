@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from repo_paths import FAKES
 
 from agentrun._errors import ProcessExitError, SessionTerminatedError, TurnTimeoutError
 from agentrun._messages import Message, MessageType
@@ -16,7 +17,7 @@ from agentrun._options import SessionOptions
 from agentrun._session import run_turn
 from agentrun.engines.claude import ClaudeEngine, ClaudeSession
 
-FAKE = Path(__file__).resolve().parent / "fakes" / "claude_fake.py"
+FAKE = FAKES / "claude_fake.py"
 
 pytestmark = pytest.mark.anyio
 

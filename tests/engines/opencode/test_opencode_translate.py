@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun import MessageType, SessionOptions, TurnSummary
@@ -20,7 +21,7 @@ from agentrun.engines.opencode import (
     unsupported_options,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "opencode"
+FIXTURES = FIXTURE_ROOT / "opencode"
 RECORDED = sorted(FIXTURES.glob("*.jsonl"))
 SAMPLES = sorted((FIXTURES / "wire-samples").glob("*.jsonl"))
 

@@ -2,7 +2,7 @@
 
 Run inside the loopback-only namespace::
 
-    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/test_opencode_e2e.py
+    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/engines/opencode/test_opencode_e2e.py
 
 One session covers the whole life cycle in four processes (OpenCode starts in about a second,
 more on a loaded machine): a tool turn whose prompt must reach the model verbatim, a 500 error

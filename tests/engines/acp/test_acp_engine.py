@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from repo_paths import FAKES
 
 from agentrun import SessionOptions
 from agentrun._errors import (
@@ -25,7 +26,7 @@ from agentrun.engines.acp import AcpEngine, AcpTimeoutError, AcpTranslator
 
 pytestmark = pytest.mark.anyio
 
-FAKE = str(Path(__file__).parent / "fakes" / "acp_agent.py")
+FAKE = str(FAKES / "acp_agent.py")
 
 
 def engine(*flags: str, **options: Any) -> AcpEngine:

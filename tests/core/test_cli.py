@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from repo_paths import FIXTURES
 
 from agentrun.cli import main
 from tests.agents_support import require_engine
-
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

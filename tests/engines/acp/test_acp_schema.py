@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel
+from repo_paths import FIXTURES
 
 from agentrun.engines.acp import _schema as acp
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCHEMA_DIR = FIXTURES / "acp-schema"
 SAMPLES_DIR = FIXTURES / "opencode-acp" / "wire-samples"
 

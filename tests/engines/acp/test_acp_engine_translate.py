@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import FIXTURES
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun import MessageType, TurnSummary
@@ -16,7 +17,7 @@ from agentrun._registry import get_engine, get_translator
 from agentrun._replay import replay_turns
 from agentrun.engines.acp import AcpEngine, AcpTranslator
 
-ROOT = Path(__file__).resolve().parent.parent / "fixtures"
+ROOT = FIXTURES
 RECORDED = sorted((ROOT / "acp").glob("*.jsonl"))
 SAMPLES = sorted((ROOT / "opencode-acp" / "wire-samples").glob("*.jsonl"))
 

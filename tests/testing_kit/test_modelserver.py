@@ -2,7 +2,7 @@
 
 Run the real-agent tests in a loopback-only namespace::
 
-    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/test_modelserver.py
+    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/testing_kit/test_modelserver.py
 """
 
 from __future__ import annotations

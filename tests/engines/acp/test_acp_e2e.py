@@ -1,7 +1,7 @@
 """End to end: the real pinned ``opencode acp`` through ``run_turn``, against the embedded model
 server (offline). Run in the loopback-only namespace::
 
-    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/test_acp_e2e.py
+    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/engines/acp/test_acp_e2e.py
 """
 
 from __future__ import annotations

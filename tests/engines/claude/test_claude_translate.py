@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun._errors import ConfigurationError
@@ -17,7 +18,7 @@ from agentrun._summary import TurnSummary
 from agentrun.engines.claude import ClaudeEngine, ClaudeTranslator, build_argv
 from agentrun.engines.claude._argv import needs_sandbox_env
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "claude"
+FIXTURES = FIXTURE_ROOT / "claude"
 SAMPLES = FIXTURES / "wire-samples"
 BASE = [
     "claude",

@@ -1,7 +1,7 @@
 """The real pinned ``claude`` through ``run_turn`` against the embedded model server.
 
 Run inside the loopback-only namespace:
-``.venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/test_claude_e2e.py``
+``.venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/engines/claude/test_claude_e2e.py``
 """
 
 from __future__ import annotations
