@@ -38,8 +38,6 @@ from ._summary import TurnSummary
 
 __all__ = ["main"]
 
-#: Engines ``agentrun run`` can drive against the embedded model server.
-EMBEDDED = ("claude", "opencode", "opencode-acp")
 DEFAULT_PROMPT = "Check that the shell works, then tell me what you found."
 
 
@@ -51,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a real agent turn (embedded model server by default)")
     run.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
-    run.add_argument("--engine", default="claude", help=f"one of {', '.join(EMBEDDED)}")
+    run.add_argument("--engine", default="claude", help="the engine (default: claude)")
     run.add_argument("--model")
     run.add_argument("--cwd", help="working directory (default: a fresh temporary one)")
     run.add_argument("--json", action="store_true", help="print normalized messages as JSONL")
@@ -117,10 +115,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def _run(args: argparse.Namespace) -> int:
     if args.engine not in engine_names():
         raise ConfigurationError(f"unknown engine {args.engine!r}", option="engine")
-    if not args.live and args.engine not in EMBEDDED:
+    from .testing._embedded import EMBEDDED_ENGINES
+
+    if not args.live and args.engine not in EMBEDDED_ENGINES:
         raise ConfigurationError(
             f"engine {args.engine!r} is not supported yet on the embedded model server "
-            f"(supported: {', '.join(EMBEDDED)}); use --live to drive your own installation",
+            f"(supported: {', '.join(EMBEDDED_ENGINES)}); use --live to drive your own "
+            "installation",
             option="engine",
         )
     prompts = [args.prompt, *args.then]
@@ -154,23 +155,17 @@ def _engine(name: str, **options: Any) -> Engine:
 def _embedded(
     args: argparse.Namespace, url: str, tmp: str, cwd: str
 ) -> tuple[Engine, SessionOptions]:
-    from .testing import claude_offline, opencode_offline
+    from .testing import embedded_engine
 
-    if args.engine == "claude":
-        config = claude_offline(url, Path(tmp) / "agent")
-        engine = _engine("claude", binary=args.binary)
-    else:
-        config = opencode_offline(url, Path(tmp) / "agent")
-        engine = _engine(args.engine, binary=args.binary)
-    session = SessionOptions(
-        model=args.model or config.model,
+    return embedded_engine(
+        args.engine,
+        url,
+        Path(tmp) / "agent",
         cwd=cwd,
-        env=dict(config.env),
-        inherit_env=False,
+        model=args.model,
+        binary=args.binary,
         resume_id=args.resume,
-        context_window_tokens=config.context_window,
     )
-    return engine, session
 
 
 async def _turns(

@@ -5,6 +5,7 @@ Script building blocks are exported under unambiguous names (``ModelTurn``, ``Te
 ``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
 """
 
+from ._embedded import EMBEDDED_ENGINES, embedded_engine
 from ._modelserver import ApiKind, ModelServer, RecordedRequest, map_tool_call
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
 from ._offline import (
@@ -34,6 +35,7 @@ from ._scripted import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep, TurnR
 
 __all__ = [
     "DEFAULT_SHELL_COMMAND",
+    "EMBEDDED_ENGINES",
     "EXHAUSTED_TEXT",
     "OPENCODE_PLUGIN_VERSION",
     "ApiKind",
@@ -59,6 +61,7 @@ __all__ = [
     "claude_offline",
     "codex_offline",
     "default_script",
+    "embedded_engine",
     "isolated_argv",
     "map_tool_call",
     "network_is_loopback_only",

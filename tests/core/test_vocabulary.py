@@ -22,7 +22,9 @@ from agentrun import (
 PUBLIC = {
     "ERROR_CODES", "AgentrunError", "Catalog", "ConfigurationError", "ContextSource",
     "ContextSummary", "ContextTracker", "ContextWindow", "Effort", "Engine",
-    "EngineUnavailableError", "ErrorInfo", "InitMeta", "LineTooLongError", "Message",
+    "EngineFactory", "EngineUnavailableError", "ErrorInfo", "Fleet", "FleetEvent",
+    "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
+    "FleetTurnRecord", "InitMeta", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
     "PermissionRequest", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",

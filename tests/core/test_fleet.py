@@ -1,0 +1,279 @@
+"""Fleets on the scripted in-process engine: limits, records, failures, budgets, cancellation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import anyio
+import anyio.abc
+import pytest
+
+from agentrun import (
+    ConfigurationError,
+    Fleet,
+    FleetEvent,
+    FleetTask,
+    FleetTurnRecord,
+    Message,
+    MessageType,
+    ProcessExitError,
+    SessionOptions,
+    Usage,
+)
+from agentrun._messages import ContextWindow
+from agentrun.testing import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep
+from agentrun.testing._scripted import Step, result, text, tool_result, tool_use
+
+pytestmark = pytest.mark.anyio
+
+
+class Gauge:
+    """Counts sessions running at once, overall and per engine."""
+
+    def __init__(self) -> None:
+        self.now: dict[str, int] = {}
+        self.peak: dict[str, int] = {}
+        self.total_now = 0
+        self.total_peak = 0
+
+    def enter(self, engine: str) -> None:
+        self.now[engine] = self.now.get(engine, 0) + 1
+        self.peak[engine] = max(self.peak.get(engine, 0), self.now[engine])
+        self.total_now += 1
+        self.total_peak = max(self.total_peak, self.total_now)
+
+    def leave(self, engine: str) -> None:
+        self.now[engine] -= 1
+        self.total_now -= 1
+
+
+class CountingEngine(ScriptedEngine):
+    """A scripted engine whose sessions report to a gauge while they are open."""
+
+    def __init__(self, gauge: Gauge, label: str, script: ScriptedEngine) -> None:
+        super().__init__(script.script)
+        self.gauge, self.label = gauge, label
+
+    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
+        return CountingSession(self, options)
+
+
+class CountingSession(ScriptedSession):
+    engine: CountingEngine
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        self.engine.gauge.enter(self.engine.label)
+
+    async def _shutdown(self) -> None:
+        self.engine.gauge.leave(self.engine.label)
+        await super()._shutdown()
+
+
+def costing(cost: float, *, delay: float = 0.0, answer: str = "done") -> ScriptedEngine:
+    def script(prompt: str, number: int) -> Sequence[Step]:
+        steps: list[Step] = []
+        if delay:
+            steps.append(Sleep(delay))
+        steps += [
+            Message(
+                type=MessageType.CONTEXT_WINDOW,
+                context=ContextWindow(
+                    used_tokens=1000 * number,
+                    size_tokens=10_000,
+                    used_source="agent",
+                    size_source="catalog",
+                ),
+            ),
+            tool_use(f"t{number}", "shell", {"command": "true"}),
+            tool_result(f"t{number}", "ok"),
+            text(f"{answer} {prompt}"),
+            result(
+                f"{answer} {prompt}",
+                usage=Usage(input_tokens=10, output_tokens=5, cost_usd=cost),
+            ),
+        ]
+        return steps
+
+    return ScriptedEngine(script)
+
+
+async def test_every_task_runs_and_its_records_are_data() -> None:
+    tasks = [
+        FleetTask(engine="scripted", prompts=("a", "b"), name="one", labels={"row": "1"}),
+        FleetTask(engine="scripted", prompts=("c",), name="two"),
+    ]
+    engines = {"one": costing(0.25), "two": costing(0.5)}
+    events: list[FleetEvent] = []
+    fleet = Fleet(limit=2, engine_factory=lambda t: engines[t.name or ""])
+    result = await fleet.run(tasks, on_event=events.append)
+
+    assert result.ok
+    assert [s.task for s in result.sessions] == ["one", "two"]
+    assert [(t.task, t.turn, t.text) for t in result.turns] == [
+        ("one", 1, "done a"),
+        ("one", 2, "done b"),
+        ("two", 1, "done c"),
+    ]
+    one = result.sessions[0]
+    assert one.turns == 2 and one.cost_usd == pytest.approx(0.5) and one.labels == {"row": "1"}
+    assert result.cost_usd == pytest.approx(1.0)
+    first = result.turns[0]
+    assert first.tool_calls == 1 and first.ok and first.usage is not None
+    assert first.context_peak == pytest.approx(0.1) and first.context_size_tokens == 10_000
+    assert result.turns[1].context_peak == pytest.approx(0.2)
+
+    kinds = [(e.kind, e.task) for e in events]
+    assert kinds.count(("session_started", "one")) == 1
+    assert kinds.count(("turn_finished", "one")) == 2
+    assert ("session_finished", "two") in kinds
+    finished = [e for e in events if e.kind == "turn_finished"]
+    assert all(e.summary is not None and e.summary.ok for e in finished)
+
+    lines = result.to_jsonl().splitlines()
+    assert len(lines) == 3
+    assert FleetTurnRecord.model_validate_json(lines[0]) == first
+    assert json.loads(lines[2])["task"] == "two"
+    table = result.table()
+    assert table.splitlines()[0].split()[:4] == ["task", "engine", "model", "ok"]
+    assert "one" in table and "$0.5000" in table
+
+
+async def test_the_concurrency_limits_hold() -> None:
+    gauge = Gauge()
+
+    def factory(task: FleetTask) -> ScriptedEngine:
+        return CountingEngine(gauge, task.engine, costing(0.0, delay=0.02))
+
+    tasks = [FleetTask(engine="a", prompts=("x",)) for _ in range(8)]
+    tasks += [FleetTask(engine="b", prompts=("x",)) for _ in range(8)]
+    result = await Fleet(limit=3, per_engine={"a": 1}, engine_factory=factory).run(tasks)
+    assert result.ok and len(result.sessions) == 16
+    assert gauge.total_peak == 3
+    assert gauge.peak["a"] == 1
+    assert gauge.total_now == 0
+
+
+async def test_a_failing_session_is_a_record_and_the_others_go_on() -> None:
+    crash = ScriptedEngine([[text("partial"), Fail(ProcessExitError("agent died", exit_code=3))]])
+    tasks = [
+        FleetTask(engine="scripted", prompts=("x", "y"), name="bad"),
+        FleetTask(engine="scripted", prompts=("x",), name="good"),
+    ]
+    events: list[FleetEvent] = []
+    result = await Fleet(
+        limit=2, engine_factory=lambda t: crash if t.name == "bad" else costing(0.0)
+    ).run(tasks, on_event=events.append)
+
+    bad, good = result.sessions
+    assert not bad.ok and bad.error is not None and "agent died" in bad.error.message
+    assert bad.turns == 1  # the partial turn is kept
+    assert result.turns[0].task == "bad" and not result.turns[0].ok
+    assert good.ok
+    assert not result.ok
+    failed = [e for e in events if e.kind == "session_failed"]
+    assert [e.task for e in failed] == ["bad"]
+
+
+async def test_a_missing_engine_is_a_failed_session_not_a_crash() -> None:
+    result = await Fleet().run([FleetTask(engine="no-such-engine", prompts=("x",))])
+    (session,) = result.sessions
+    assert not session.ok and session.error is not None
+    assert "no-such-engine" in session.error.message
+
+
+async def test_the_session_budget_stops_further_turns() -> None:
+    task = FleetTask(engine="scripted", prompts=("1", "2", "3"), max_cost_usd=1.5)
+    result = await Fleet(engine_factory=lambda t: costing(1.0)).run([task])
+    (session,) = result.sessions
+    assert session.turns == 2
+    assert session.error is not None and session.error.code == "budget"
+    assert not session.ok
+
+
+async def test_the_fleet_budget_stops_new_sessions() -> None:
+    tasks = [FleetTask(engine="scripted", prompts=("x",)) for _ in range(5)]
+    result = await Fleet(limit=1, max_cost_usd=2.0, engine_factory=lambda t: costing(1.0)).run(
+        tasks
+    )
+    assert [s.ok for s in result.sessions] == [True, True, False, False, False]
+    assert all(s.error is not None and s.error.code == "budget" for s in result.sessions[2:])
+    assert result.cost_usd == pytest.approx(2.0)
+
+
+async def test_the_fleet_budget_cancels_running_turns_in_their_agents() -> None:
+    hanging = ScriptedEngine([[text("working"), Hang()]])
+    tasks = [
+        FleetTask(engine="scripted", prompts=("x",), name="hangs"),
+        FleetTask(engine="scripted", prompts=("x",), name="spends"),
+    ]
+    engines = {"hangs": hanging, "spends": costing(5.0, delay=0.05)}
+    with anyio.fail_after(20):
+        result = await Fleet(
+            limit=2, max_cost_usd=1.0, engine_factory=lambda t: engines[t.name or ""]
+        ).run(tasks)
+    hangs = result.sessions[0]
+    assert hangs.error is not None and hangs.error.code == "budget"
+    assert result.sessions[1].ok
+
+
+async def test_leaving_the_stream_early_cancels_and_closes_every_session() -> None:
+    engines: list[ScriptedEngine] = []
+
+    def factory(task: FleetTask) -> ScriptedEngine:
+        engine = ScriptedEngine([[text("working"), Hang()]])
+        engines.append(engine)
+        return engine
+
+    sessions = []
+    original = ScriptedEngine.start
+
+    def spy(self: ScriptedEngine, options: SessionOptions | None = None):  # type: ignore[no-untyped-def]
+        session = original(self, options)
+        sessions.append(session)
+        return session
+
+    fleet = Fleet(limit=4, engine_factory=factory)
+    tasks = [FleetTask(engine="scripted", prompts=("x",)) for _ in range(4)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ScriptedEngine, "start", spy)
+        with anyio.fail_after(20):
+            async with fleet.stream(tasks) as events:
+                seen = 0
+                async for event in events:
+                    assert event.kind == "session_started"
+                    seen += 1
+                    if seen == 4:
+                        await anyio.sleep(0.05)  # let the turns start
+                        break
+    assert len(sessions) == 4
+    assert all(s.closed for s in sessions)
+    assert all(record.cancelled for s in sessions for record in s.log)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 2.5}, "limit"),
+        ({"per_engine": {"claude": 0}}, "per_engine"),
+        ({"max_cost_usd": -1.0}, "max_cost_usd"),
+        ({"backend": "carrier-pigeon"}, "backend"),
+    ],
+)
+def test_bad_fleet_options_are_typed_errors(kwargs: dict[str, object], option: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Fleet(**kwargs)  # type: ignore[arg-type]
+    assert caught.value.option == option
+
+
+def test_bad_tasks_are_refused_before_anything_runs() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        FleetTask(engine="claude", prompts=("  ",))
+    with pytest.raises(ValueError):
+        FleetTask(engine="claude", prompts=())
+    fleet = Fleet()
+    with pytest.raises(ConfigurationError, match="named 'x'"):
+        fleet.stream([FleetTask(engine="a", prompts=("p",), name="x")] * 2)
+    with pytest.raises(ConfigurationError, match="not a FleetTask"):
+        fleet.stream(["claude"])  # type: ignore[list-item]
