@@ -3,6 +3,7 @@
 The public API is exactly what ``__all__`` lists; every other module is private.
 """
 
+from ._compare import CompareRun, FilesChanged, compare
 from ._context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._errors import (
     ERROR_CODES,
@@ -63,6 +64,7 @@ __all__ = [
     "ERROR_CODES",
     "AgentrunError",
     "Catalog",
+    "CompareRun",
     "ConfigurationError",
     "ContextSource",
     "ContextSummary",
@@ -73,6 +75,7 @@ __all__ = [
     "EngineFactory",
     "EngineUnavailableError",
     "ErrorInfo",
+    "FilesChanged",
     "Fleet",
     "FleetEvent",
     "FleetEventKind",
@@ -115,6 +118,7 @@ __all__ = [
     "WireTap",
     "__version__",
     "approve_all",
+    "compare",
     "default_catalog",
     "deny_all",
     "engine_names",

@@ -4,6 +4,9 @@
     One real agent turn (and ``--then`` follow-ups) through ``run_turn``. By default the pinned
     agent talks to the embedded scripted model server on 127.0.0.1: no account, no tokens.
     ``--live`` uses your own agent configuration and credentials, untouched.
+``agentrun compare --engines E1,E2[,...] [--models M1,M2] [--cwd DIR] [--json] [PROMPT]``
+    The same prompt on several engines (or models), each in its own copy of the workspace,
+    side by side: ok, tool calls, files changed, tokens, cost, wall time, context peak.
 ``agentrun replay --engine E FILE [--json | --summary]``
     A recorded transcript through the engine's translator (no subprocess).
 ``agentrun record --engine E --out PATH [--script FILE] [--prompt P ...]``
@@ -62,6 +65,20 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--idle-timeout", type=float, help="seconds of silence allowed")
     run.add_argument("--binary", help="path of the agent program")
 
+    compare = sub.add_parser("compare", help="run one prompt on several engines side by side")
+    compare.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
+    compare.add_argument("--engines", required=True, help="comma-separated engine names")
+    compare.add_argument("--models", help="comma-separated models (each engine runs each)")
+    compare.add_argument("--cwd", help="the workspace to copy for each run (default: empty)")
+    compare.add_argument("--json", action="store_true", help="print the report as JSON")
+    compare.add_argument("--live", action="store_true", help="use your real agent configuration")
+    compare.add_argument("--timeout", type=float, help="seconds for each run")
+    compare.add_argument("--keep", action="store_true", help="keep the workspace copies")
+    compare.add_argument("--agent-permissions", action="store_true",
+                         help="keep each agent's own permission policy (default: approve tool "
+                              "uses, since each run works in a private copy)")  # fmt: skip
+    compare.add_argument("--script", metavar="FILE", help="model server script (JSON)")
+
     replay = sub.add_parser("replay", help="translate a recorded transcript")
     replay.add_argument("--engine", required=True, help=f"one of {', '.join(translator_names())}")
     replay.add_argument("file")
@@ -90,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return anyio.run(_run, args)
+        if args.command == "compare":
+            return anyio.run(_compare, args)
         if args.command == "replay":
             return _replay(args)
         if args.command == "record":
@@ -200,6 +219,58 @@ async def _turns(
                 renderer.summary(summary)
             failed = failed or not summary.ok
     return 1 if failed else 0
+
+
+# -- compare -------------------------------------------------------------------------------------
+
+
+async def _compare(args: argparse.Namespace) -> int:
+    from ._compare import compare, compare_table
+    from ._fleet import FleetEvent
+
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    models: list[str | None] = (
+        [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [None]
+    )
+    script = None
+    if args.script:
+        from .testing import Script
+
+        script = Script.from_file(args.script)
+
+    def progress(event: FleetEvent) -> None:
+        if event.kind == "session_started":
+            print(f"… {event.task} started", file=sys.stderr, flush=True)
+        elif event.kind == "turn_finished" and event.record is not None:
+            record = event.record
+            state = "ok" if record.ok else "failed"
+            wall = f" in {record.duration_s:.1f}s" if record.duration_s is not None else ""
+            print(f"✓ {event.task} {state}{wall}", file=sys.stderr, flush=True)
+        elif event.kind == "session_failed" and event.error is not None:
+            print(f"✗ {event.task}: {event.error.message}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="agentrun-compare-") as tmp:
+        scratch = tmp
+        if args.keep:
+            scratch = tempfile.mkdtemp(prefix="agentrun-compare-")
+        runs = await compare(
+            args.prompt,
+            engines,
+            models=models,
+            workspace=args.cwd,
+            live=args.live,
+            timeout=args.timeout,
+            scratch=scratch,
+            keep_workspaces=args.keep,
+            hitl=None if args.agent_permissions else False,
+            script=script,
+            on_event=None if args.json else progress,
+        )
+    if args.json:
+        print(json.dumps([run.model_dump(mode="json") for run in runs], indent=2))
+    else:
+        sys.stdout.write(compare_table(runs))
+    return 0 if all(run.ok for run in runs) else 1
 
 
 # -- replay / record / catalog -------------------------------------------------------------------

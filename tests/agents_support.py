@@ -34,6 +34,7 @@ __all__ = [
     "AgentRun",
     "claude_argv",
     "codex_exec_argv",
+    "descendants",
     "model_server",
     "opencode_run_argv",
     "require_engine",
@@ -143,3 +144,31 @@ async def model_server() -> AsyncIterator[ModelServer]:
     """A running :class:`ModelServer` with the default script."""
     async with ModelServer() as server:
         yield server
+
+
+def descendants(pid: int | None = None) -> set[int]:
+    """Live processes below ``pid`` (default: this test process), read from ``/proc``."""
+    import os
+
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: fields follow the last ')'.
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] == "Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found

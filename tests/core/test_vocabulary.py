@@ -20,7 +20,7 @@ from agentrun import (
 )
 
 PUBLIC = {
-    "ERROR_CODES", "AgentrunError", "Catalog", "ConfigurationError", "ContextSource",
+    "ERROR_CODES", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
     "ContextSummary", "ContextTracker", "ContextWindow", "Effort", "Engine",
     "EngineFactory", "EngineUnavailableError", "ErrorInfo", "Fleet", "FleetEvent",
     "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
