@@ -15,6 +15,7 @@ from ._errors import (
     ProcessExitError,
     ProtocolError,
     SendNotSupportedError,
+    SessionLostError,
     SessionNotFoundError,
     SessionTerminatedError,
     TurnError,
@@ -53,6 +54,7 @@ from ._permissions import (
     approve_all,
     deny_all,
 )
+from ._ray import RayEngine, RaySession
 from ._registry import engine_names, get_engine, get_translator
 from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
@@ -100,8 +102,11 @@ __all__ = [
     "ProcessExitError",
     "ProcessMeta",
     "ProtocolError",
+    "RayEngine",
+    "RaySession",
     "SendNotSupportedError",
     "Session",
+    "SessionLostError",
     "SessionNotFoundError",
     "SessionOptions",
     "SessionTerminatedError",

@@ -12,7 +12,8 @@ Every exception the library raises on purpose derives from :class:`AgentrunError
     ├── ProtocolError                 the agent broke its wire protocol beyond recovery
     │   └── LineTooLongError          one output line was larger than the framer's limit
     ├── SessionTerminatedError        the session is over: closed, killed, or its program died
-    │   └── ProcessExitError          the agent program exited (code or signal, stderr tail)
+    │   ├── ProcessExitError          the agent program exited (code or signal, stderr tail)
+    │   └── SessionLostError          the worker running the session (a Ray actor, its node) died
     └── TurnError                     a turn could not complete (partial summary attached)
         ├── NoResultError             the stream ended without the turn's result
         └── TurnTimeoutError          the turn's total or idle timeout fired
@@ -43,6 +44,7 @@ __all__ = [
     "ProcessExitError",
     "ProtocolError",
     "SendNotSupportedError",
+    "SessionLostError",
     "SessionNotFoundError",
     "SessionTerminatedError",
     "TurnError",
@@ -65,6 +67,8 @@ ERROR_CODES: dict[str, str] = {
     "api_error": "the model API failed (status and text in the message)",
     "permission_callback": "the permission callback raised; the tool use was denied",
     "session_not_found": "the agent does not know the session id",
+    "session_lost": "the worker running the session (a Ray actor or its node) died",
+    "budget": "a fleet or session budget was spent; the turn was stopped or not started",
 }
 
 
@@ -177,6 +181,11 @@ class ProcessExitError(SessionTerminatedError):
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
+
+
+class SessionLostError(SessionTerminatedError):
+    """The worker that ran the session (a Ray actor, or its node) died; the session is over and
+    the turn that was running is not repeated."""
 
 
 class TurnError(AgentrunError):

@@ -30,8 +30,10 @@ Semantics:
 * Leaving ``stream`` early, or cancelling the caller, cancels every running turn and closes every
   session: no agent process is left behind.
 
-``backend="local"`` runs the sessions as tasks of the caller's event loop. ``backend="ray"`` is
-reserved for running each session as a Ray actor (``agentrun[ray]``).
+``backend="local"`` runs the sessions as tasks of the caller's event loop. ``backend="ray"``
+runs each session in a Ray actor that owns its agent process, on whichever node Ray places it
+(``ray_actor_options``, ``FleetTask.resources``); the engine factory is sent to the actor and
+called there. Progress, records and budgets are the same; see ``docs/scale-out.md``.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class FleetTask(BaseModel):
     max_cost_usd: float | None = Field(default=None, ge=0)
     #: Free-form labels copied into every record (a model variant, a dataset row, ...).
     labels: dict[str, str] = Field(default_factory=dict[str, str])
+    #: Ray backend: custom resources the session's node must have (``{"claude": 1}``).
+    resources: dict[str, float] = Field(default_factory=dict[str, float])
 
     @field_validator("prompts")
     @classmethod
@@ -252,6 +256,7 @@ class Fleet:
         max_cost_usd: float | None = None,
         engine_factory: EngineFactory | None = None,
         backend: Literal["local", "ray"] = "local",
+        ray_actor_options: Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError(
@@ -267,17 +272,28 @@ class Fleet:
             raise ConfigurationError(
                 "max_cost_usd must be a non-negative number", option="max_cost_usd"
             )
-        if backend != "local":
+        if backend not in ("local", "ray"):
             raise ConfigurationError(
-                f"backend {backend!r} is not available in this version of agentrun "
-                "(available: 'local')",
-                option="backend",
+                f"backend must be 'local' or 'ray', got {backend!r}", option="backend"
             )
         self.limit = limit
         self.per_engine = dict(per_engine or {})
         self.max_cost_usd = max_cost_usd
         self.engine_factory: EngineFactory = engine_factory or _default_factory
         self.backend = backend
+        self.ray_actor_options = dict(ray_actor_options or {})
+
+    def _engine(self, task: FleetTask) -> Engine:
+        if self.backend == "local":
+            return self.engine_factory(task)
+        import functools
+
+        from ._ray import RayEngine
+
+        options = dict(self.ray_actor_options)
+        if task.resources:
+            options["resources"] = {**options.get("resources", {}), **task.resources}
+        return RayEngine(functools.partial(self.engine_factory, task), actor_options=options)
 
     async def run(
         self, tasks: Iterable[FleetTask], *, on_event: EventCallback | None = None
@@ -435,7 +451,7 @@ class FleetRun:
         self._scopes.add(scope)
         try:
             with scope:
-                engine = self.fleet.engine_factory(task)
+                engine = self.fleet._engine(task)  # pyright: ignore[reportPrivateUsage]
                 async with engine.start(task.options) as session:
                     for prompt in task.prompts:
                         stop = self._budget_spent(task, cost)

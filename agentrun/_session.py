@@ -48,6 +48,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._errors import (
     AgentrunError,
     NoResultError,
+    SessionLostError,
     SessionTerminatedError,
     TurnInProgressError,
     TurnTimeoutError,
@@ -454,6 +455,8 @@ def _failure_code(failure: AgentrunError) -> str:
         return "timeout" if failure.kind == "total" else "idle_timeout"
     if isinstance(failure, NoResultError):
         return "no_result"
+    if isinstance(failure, SessionLostError):
+        return "session_lost"
     if isinstance(failure, SessionTerminatedError):
         return "process_exit"
     return type(failure).__name__

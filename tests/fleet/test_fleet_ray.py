@@ -1,0 +1,123 @@
+"""The Ray backend on a local Ray instance started by the tests (no dashboard, loopback only).
+
+Sessions run in Ray actors that own the real pinned agents; the driver sees the same messages,
+summaries and fleet records as with the local backend. Failure semantics: a dead actor ends the
+turn with ``SessionLostError``, the session stays dead, and the turn is not run again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from agents_support import require_engine
+
+from agentrun import Engine, Fleet, FleetTask, SessionTerminatedError, run_turn
+from agentrun._ray import RayEngine, RaySession, SessionLostError
+from agentrun.testing import ModelServer, ModelTurn, Script, ScriptedEngine, embedded_engine
+from agentrun.testing._scripted import result, text
+
+ray: Any = pytest.importorskip("ray")
+
+pytestmark = [pytest.mark.anyio]
+
+
+@pytest.fixture(scope="module")
+def ray_instance() -> Iterator[None]:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="agentrun-tests")
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+async def test_a_scripted_session_runs_in_an_actor(ray_instance: None) -> None:
+    engine = RayEngine(
+        lambda: ScriptedEngine([[text("one"), result("one")], [text("two"), result("two")]])
+    )
+    async with engine.start() as session:
+        assert isinstance(session, RaySession)
+        first = await run_turn(session, "a")
+        second = await run_turn(session, "b")
+        assert session.worker_pid is not None and session.worker_pid != os.getpid()
+        assert session.engine_name == "ray:scripted"
+    assert (first.turn, first.text, first.ok) == (1, "one", True)
+    assert (second.turn, second.text) == (2, "two")
+
+
+async def test_a_typed_error_in_the_actor_is_the_same_error_in_the_driver(
+    ray_instance: None,
+) -> None:
+    engine = RayEngine(lambda: ScriptedEngine([[text("only turn"), result("ok")]]))
+    async with engine.start() as session:
+        await run_turn(session, "a")
+        with pytest.raises(Exception) as caught:
+            await run_turn(session, "b")
+        # The scripted engine has no second turn: an AgentrunError raised in the actor.
+        assert "no turn 2" in str(caught.value)
+
+
+@pytest.mark.agent
+async def test_a_fleet_of_real_agents_on_ray(ray_instance: None, tmp_path: Path) -> None:
+    require_engine("claude")
+    require_engine("opencode")
+    names = ("claude", "opencode", "opencode-acp")
+    engines: dict[str, Engine] = {}
+    tasks: list[FleetTask] = []
+    async with AsyncExitStack() as stack:
+        for name in names:
+            server = await stack.enter_async_context(ModelServer())
+            workspace = tmp_path / name
+            workspace.mkdir()
+            engine, options = embedded_engine(
+                name, server.url, tmp_path / f"{name}-agent", cwd=str(workspace)
+            )
+            engines[name] = engine
+            tasks.append(
+                FleetTask(engine=name, prompts=("check", "again"), options=options, name=name)
+            )
+        fleet = Fleet(backend="ray", limit=3, engine_factory=lambda task: engines[task.engine])
+        with anyio.fail_after(240):
+            result = await fleet.run(tasks)
+    assert [s.task for s in result.sessions] == list(names)
+    for session in result.sessions:
+        assert session.ok and session.turns == 2, session
+    first_turns = [r for r in result.turns if r.turn == 1]
+    for record in first_turns:
+        assert record.tool_calls == 1 and "hello from agentrun" in record.text, record
+        assert record.context_peak is not None
+
+
+@pytest.mark.agent
+async def test_a_dead_actor_is_a_typed_error_and_the_turn_is_not_repeated(
+    ray_instance: None, tmp_path: Path
+) -> None:
+    require_engine("claude")
+    script = Script(turns=[ModelTurn.text("slow answer").model_copy(update={"delay_before": 60})])
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(
+            "claude", server.url, tmp_path / "agent", cwd=str(tmp_path)
+        )
+        remote = RayEngine(lambda: engine)
+        with anyio.fail_after(120):
+            async with remote.start(options) as session:
+                assert isinstance(session, RaySession)
+                with pytest.raises(SessionLostError) as caught:
+                    async with session.turn("go") as turn:
+                        async for _message in turn:
+                            while not server.model_requests:
+                                await anyio.sleep(0.05)
+                            ray.kill(session.actor)
+                assert isinstance(caught.value, SessionTerminatedError)
+                assert caught.value.summary is not None
+                # The session is dead: the next turn fails at once.
+                with pytest.raises(SessionLostError):
+                    await run_turn(session, "again", timeout=10)
+        await anyio.sleep(2)
+        assert len(server.model_requests) == 1  # nothing was retried
