@@ -108,12 +108,16 @@ async def test_a_dead_actor_is_a_typed_error_and_the_turn_is_not_repeated(
         with anyio.fail_after(120):
             async with remote.start(options) as session:
                 assert isinstance(session, RaySession)
-                with pytest.raises(SessionLostError) as caught:
-                    async with session.turn("go") as turn:
-                        async for _message in turn:
-                            while not server.model_requests:
-                                await anyio.sleep(0.05)
-                            ray.kill(session.actor)
+
+                async def kill_once_the_model_is_asked() -> None:
+                    while not server.model_requests:
+                        await anyio.sleep(0.05)
+                    ray.kill(session.actor)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(kill_once_the_model_is_asked)
+                    with pytest.raises(SessionLostError) as caught:
+                        await run_turn(session, "go")
                 assert isinstance(caught.value, SessionTerminatedError)
                 assert caught.value.summary is not None
                 # The session is dead: the next turn fails at once.
