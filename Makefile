@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 ENGINES_STAMP := engines/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install engines lint typecheck pytest bench record clean
+.PHONY: demo test install engines lint typecheck pytest bench record compat clean
 
 demo: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/agentrun run
@@ -44,6 +44,10 @@ pytest: $(STAMP) $(ENGINES_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/normalize.py
+
+# Opt-in: the latest published agents beside the pinned ones; writes docs/compatibility.md.
+compat: $(STAMP) $(ENGINES_STAMP)
+	$(BIN)/python scripts/compatibility.py
 
 record: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/python -m agentrun.testing netns -- $(BIN)/python fixtures/record_all.py
