@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -28,12 +27,11 @@ import anyio.abc
 
 from ..._binaries import resolve_binary
 from ..._context import Catalog, ContextTracker
-from ..._errors import ProcessExitError, SessionNotFoundError, SessionTerminatedError
-from ..._messages import Message, MessageType, ProcessMeta
+from ..._errors import SessionNotFoundError
 from ..._options import SessionOptions
-from ..._session import Engine, Session, TurnContext
-from ..._subprocess import AgentProcess, ProcessSpec, merge_env, open_process
-from ..._translate import decode_line
+from ..._session import Engine, TurnContext
+from ..._spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
+from ..._subprocess import AgentProcess
 from ._argv import TurnArgs, build_argv
 from ._translate import AGENT_NAME, OpenCodeTranslator
 
@@ -138,35 +136,25 @@ def _configured(env: dict[str, str], model: str | None) -> tuple[str | None, int
     return model, limit
 
 
-class OpenCodeSession(Session):
+class OpenCodeSession(SpawnPerTurnSession):
     """An OpenCode session run as one ``opencode run`` process per turn."""
 
     engine_name = "opencode"
+    agent_name = f"{AGENT_NAME} run"
 
     def __init__(self, engine: OpenCodeEngine, options: SessionOptions | None) -> None:
-        super().__init__(options)
+        super().__init__(options, interrupt_grace=engine.interrupt_grace)
         self.engine = engine
-        session = self.options
-        self.env = merge_env(session.env, inherit=session.inherit_env)
-        model, configured = _configured(self.env, session.model)
+        model, configured = _configured(self.env, self.options.model)
         #: The model the turns use (``--model``, else the configuration's default).
         self.model = model
-        override = session.context_window_tokens or engine.context_window
+        override = self.options.context_window_tokens or engine.context_window
         self.tracker = ContextTracker(model=model, override=override, catalog=engine.catalog)
         if override is None and configured is not None:
             # OpenCode's own configured limit for the model (what its ACP mode reports).
             self.tracker.report_size(configured)
         self.binary: str | None = None
         self.version = engine.version
-        #: The session id captured from this process's own turns (``None`` until one ran).
-        self.session_id: str | None = None
-        #: The ``opencode run`` process of the running turn, if any.
-        self.current: AgentProcess | None = None
-        #: The argv, pid, exit status and stderr tail of the latest turn's process.
-        self.argv: tuple[str, ...] = ()
-        self.pid: int | None = None
-        self.returncode: int | None = None
-        self._stderr_tail = ""
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         # Fail at start, not at the first turn, when the program is missing.
@@ -184,149 +172,44 @@ class OpenCodeSession(Session):
             first_turn=self.session_id is None,
         )
 
-    def stderr_tail(self) -> str:
-        """The stderr tail of the latest turn's process."""
-        if self.current is not None:
-            return self.current.stderr_tail()
-        return self._stderr_tail
-
-    def _env_for_turn(self) -> dict[str, str]:
+    def _command(self, ctx: TurnContext) -> TurnCommand:
+        args = self.turn_args()
         permission = self.options.option("opencode", "permission")
-        if permission is None:
-            return self.env
-        # OpenCode's permission rules (JSON, e.g. {"bash": "ask"}) for this session.
-        return {**self.env, "OPENCODE_PERMISSION": permission}
-
-    def _spec(self, args: TurnArgs) -> ProcessSpec:
-        return ProcessSpec(
+        env = None if permission is None else {**self.env, "OPENCODE_PERMISSION": permission}
+        # The prompt goes through stdin so it reaches the model verbatim (see _argv).
+        return TurnCommand(
             argv=args.argv,
-            cwd=self.options.cwd,
-            env=self._env_for_turn(),
-            stdin="pipe",
-            engine=self.engine_name,
-            on_stderr=self._tap_stderr,
-            close_stdin_timeout=1.0,
-            terminate_timeout=3.0,
-            kill_timeout=5.0,
+            stdin=ctx.prompt.encode("utf-8"),
+            unsupported=tuple(args.unsupported),
+            env=env,
         )
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
-        args = self.turn_args()
-        resume_id = self.resume_id
-        forking = "--fork" in args.argv
-        translator = OpenCodeTranslator(
+    def _start_resume_id(self, command: TurnCommand) -> str | None:
+        return None if "--fork" in command.argv else self.resume_id
+
+    def _new_translator(self) -> OpenCodeTranslator:
+        return OpenCodeTranslator(
             model=self.model,
             tracker=self.tracker,
             agent_version=self.version,
             cwd=self.options.cwd,
         )
-        prompt = ctx.prompt.encode("utf-8")
-        code = -1
-        async with open_process(self._spec(args)) as proc:
-            self.current = proc
-            self.argv = args.argv
-            self.pid = proc.pid
-            self.returncode = None
-            try:
-                meta = ProcessMeta(pid=proc.pid, binary=args.argv[0])
-                hitl = self.options.hitl
-                permission = None if hitl is None else ("ask" if hitl else "auto")
-                for message in translator.start(
-                    process=meta,
-                    resume_id=None if forking else resume_id,
-                    permission_mode=permission,
-                ):
-                    await ctx.emit(message)
-                if args.unsupported:
-                    await ctx.emit(_unsupported_message(args))
-                code = await self._stream(ctx, proc, translator, prompt)
-            except anyio.get_cancelled_exc_class():
-                ctx.begin_cancel()
-                with anyio.CancelScope(shield=True):
-                    await self._interrupt(proc)
-                    for message in translator.finish(cancelled=True):
-                        await ctx.emit(message)
-                raise
-            finally:
-                self.returncode = proc.returncode
-                self._stderr_tail = proc.stderr_tail()
-                self.current = None
-            await self._conclude(ctx, proc, translator, code, resume_id)
-
-    async def _stream(
-        self,
-        ctx: TurnContext,
-        proc: AgentProcess,
-        translator: OpenCodeTranslator,
-        prompt: bytes,
-    ) -> int:
-        code = -1
-        async with anyio.create_task_group() as tg:
-            # Written in the background: a prompt larger than the pipe buffer must not block
-            # reading stdout, and a program that died early must not hang the write.
-            tg.start_soon(self._send_prompt, proc, prompt)
-            async for item in proc.lines():
-                self._tap_received(item)
-                event, problem = decode_line(item, engine=self.engine_name)
-                messages = [problem] if problem is not None else translator.feed(event)
-                self._capture(translator)
-                for message in messages:
-                    await ctx.emit(message)
-            code = await proc.wait()
-            tg.cancel_scope.cancel()
-        return code
-
-    async def _send_prompt(self, proc: AgentProcess, prompt: bytes) -> None:
-        self._tap("send", prompt)
-        try:
-            await proc.write(prompt)
-        except (SessionTerminatedError, ProcessExitError):
-            # The program exited first; its exit status explains why.
-            return
-        finally:
-            await proc.close_stdin()
-
-    def _capture(self, translator: OpenCodeTranslator) -> None:
-        session_id = translator.session_id
-        if session_id is not None and session_id != self.session_id:
-            self.session_id = session_id
-            self.resume_id = session_id
-
-    async def _interrupt(self, proc: AgentProcess) -> None:
-        """SIGINT the group and wait a little; the manager escalates when the block exits."""
-        if proc.returncode is not None:
-            return
-        proc.send_signal_group(signal.SIGINT)
-        with anyio.move_on_after(self.engine.interrupt_grace):
-            await proc.wait()
 
     async def _conclude(
         self,
         ctx: TurnContext,
         proc: AgentProcess,
-        translator: OpenCodeTranslator,
+        translator: PerTurnTranslator,
         code: int,
-        resume_id: str | None,
     ) -> None:
-        if code == 0 or (code == 1 and translator.errors):
-            for message in translator.finish():
-                await ctx.emit(message)
+        if code == 0 or (code == 1 and translator.has_outcome):
+            await self._emit_finish(ctx, translator)
             return
         if code == 1 and SESSION_NOT_FOUND in proc.stderr_tail():
+            resume_id = self.resume_id
             raise SessionNotFoundError(
                 f"opencode does not know session {resume_id!r}",
                 session_id=resume_id,
                 engine=self.engine_name,
             )
         raise proc.exit_error(f"opencode exited during turn {ctx.number}")
-
-
-def _unsupported_message(args: TurnArgs) -> Message:
-    options = [{"option": name, "reason": reason} for name, reason in args.unsupported]
-    names = ", ".join(name for name, _ in args.unsupported)
-    return Message(
-        type=MessageType.SYSTEM,
-        subtype="unsupported_option",
-        text=f"{AGENT_NAME} run ignores: {names}",
-        data={"options": options},
-    )

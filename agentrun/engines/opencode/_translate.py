@@ -291,6 +291,11 @@ class OpenCodeTranslator:
             Message.error_message(text, code=name, status=status, data=extra, raw=ev)
         ]
 
+    @property
+    def resume_id(self) -> str | None:
+        """The session id the next turn continues."""
+        return self.session_id
+
     # -- end of the process ----------------------------------------------------------------
 
     @property
