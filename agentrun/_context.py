@@ -142,6 +142,7 @@ class ContextTracker:
         self._catalog = catalog if catalog is not None else default_catalog()
         self._override = override
         self._reported: int | None = None
+        self._reported_source: ContextSource = "agent"
         self._model = model
         self.last: ContextWindow | None = None
 
@@ -154,15 +155,17 @@ class ContextTracker:
         if model:
             self._model = model
 
-    def report_size(self, size: int | None) -> None:
-        """A window size the agent reported: authoritative, remembered for the session."""
+    def report_size(self, size: int | None, *, effective: bool = False) -> None:
+        """A window size the agent reported: authoritative, remembered for the session.
+        ``effective``: the agent reports the part of the window it lets a conversation fill."""
         if size is not None and size > 0:
             self._reported = size
+            self._reported_source = "agent_effective" if effective else "agent"
 
     def size(self) -> tuple[int | None, ContextSource | None]:
         """The best known window size and its source."""
         if self._reported is not None:
-            return self._reported, "agent"
+            return self._reported, self._reported_source
         if self._override is not None:
             return self._override, "user"
         info = self._catalog.lookup(self._model)

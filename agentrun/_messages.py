@@ -60,10 +60,12 @@ _KNOWN_TYPES: dict[str, MessageType] = {t.value: t for t in MessageType}
 
 #: Where a context-window number came from, best first.
 #: ``agent``: the agent reported it (ACP ``usage_update``, Claude's ``modelUsage.contextWindow``).
+#: ``agent_effective``: the agent reported its *effective* window, the part of the model's window
+#: it lets a conversation fill (Codex: 95 %, keeping the rest for the answer).
 #: ``call_usage``: derived from the latest main-thread model call's input + cache tokens.
 #: ``user``: the session's ``context_window_tokens`` override.
 #: ``catalog``: the library's model catalog.
-ContextSource = Literal["agent", "call_usage", "user", "catalog"]
+ContextSource = Literal["agent", "agent_effective", "call_usage", "user", "catalog"]
 
 
 class _Model(BaseModel):

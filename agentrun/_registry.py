@@ -19,6 +19,7 @@ __all__ = ["engine_names", "get_engine", "get_translator", "translator_names"]
 #: name -> "module:attribute"; the attribute is an Engine subclass or a factory returning one.
 _ENGINES: dict[str, str] = {
     "claude": "agentrun.engines.claude:ClaudeEngine",
+    "codex": "agentrun.engines.codex:CodexEngine",
     "opencode": "agentrun.engines.opencode:OpenCodeEngine",
     "acp": "agentrun.engines.acp:AcpEngine",
     "opencode-acp": "agentrun.engines.acp:opencode_acp",
@@ -29,6 +30,7 @@ _ENGINES: dict[str, str] = {
 #: name -> "module:attribute" of a Translator class taking no required arguments.
 _TRANSLATORS: dict[str, str] = {
     "claude": "agentrun.engines.claude:ClaudeTranslator",
+    "codex": "agentrun.engines.codex:CodexExecTranslator",
     "opencode": "agentrun.engines.opencode:OpenCodeTranslator",
     "acp": "agentrun.engines.acp:AcpTranslator",
     "opencode-acp": "agentrun.engines.acp:AcpTranslator",

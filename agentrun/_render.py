@@ -39,8 +39,10 @@ def gauge(reading: ContextWindow, *, width: int = 20, colour: bool = False) -> s
     """``[████░░░░] 18,450 / 200,000 tokens (9.2%)`` — or what is known of it."""
     used, size, fraction = reading.used_tokens, reading.size_tokens, reading.fraction
     used_text = f"{used:,}" if used is not None else "?"
-    if fraction is None or size is None:
+    if size is None:
         return f"context {used_text} tokens used (window size unknown)"
+    if fraction is None:
+        return f"context ? / {size:,} tokens (fill unknown)"
     filled = min(width, round(fraction * width))
     bar = "█" * filled + "░" * (width - filled)
     text = f"[{bar}] {used_text} / {size:,} tokens ({fraction:.1%})"

@@ -54,6 +54,10 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
     """The transcript's messages grouped into turns (numbered from 1). A turn ends with its
     ``result``; messages after the last result form a final, unfinished turn."""
     translator = get_translator(engine)
+    load_sidecars = getattr(translator, "load_sidecars", None)
+    if callable(load_sidecars):
+        # Files recorded beside the transcript (Codex's rollout) complete what stdout says.
+        load_sidecars(path)
     turns: list[list[Message]] = []
     current: list[Message] = []
     for message in translate_events(read_events(path, engine=engine), translator):

@@ -14,13 +14,14 @@ from typing import Any
 from .._options import SessionOptions
 from .._registry import get_engine
 from .._session import Engine
-from ._offline import OfflineAgentConfig, claude_offline, opencode_offline
+from ._offline import OfflineAgentConfig, claude_offline, codex_offline, opencode_offline
 
 __all__ = ["EMBEDDED_ENGINES", "embedded_engine"]
 
 #: Engines that run on the embedded model server, and the agent each configures.
 EMBEDDED_ENGINES: dict[str, str] = {
     "claude": "claude",
+    "codex": "codex",
     "opencode": "opencode",
     "opencode-acp": "opencode",
 }
@@ -29,7 +30,13 @@ EMBEDDED_ENGINES: dict[str, str] = {
 def _config(agent: str, url: str, directory: Path) -> OfflineAgentConfig:
     if agent == "claude":
         return claude_offline(url, directory)
+    if agent == "codex":
+        return codex_offline(url, directory)
     return opencode_offline(url, directory)
+
+
+#: Engine options each agent needs offline (a scratch workspace is no git repository).
+_ENGINE_OPTIONS: dict[str, dict[str, str]] = {"codex": {"codex.skip_git_repo_check": "true"}}
 
 
 def embedded_engine(
@@ -63,6 +70,7 @@ def embedded_engine(
     config = _config(agent, server_url, Path(directory))
     engine = get_engine(name, **({"binary": binary} if binary is not None else {}))
     engine.check()
+    engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}
     session = SessionOptions(
         model=model or config.model,
         cwd=cwd,
@@ -70,6 +78,7 @@ def embedded_engine(
         inherit_env=False,
         resume_id=resume_id,
         context_window_tokens=config.context_window,
+        options=engine_options,
         **options,
     )
     return engine, session

@@ -22,12 +22,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 
@@ -203,6 +204,12 @@ async def _record(
     wall = round(time.monotonic() - started, 3)
     out_jsonl = out.with_suffix(".jsonl")
     out_jsonl.write_bytes(b"".join(line + b"\n" for line in wire))
+    sidecars = getattr(process, "sidecar_files", None)
+    if callable(sidecars):
+        # Files the agent wrote beside its stdout (Codex's rollout) that replay also reads.
+        files = cast("dict[str, Path]", sidecars())
+        for suffix, source in files.items():
+            shutil.copyfile(source, out.with_name(f"{out.name}.{suffix}"))
     stderr_tail = getattr(process, "stderr_tail", None)
     tail = stderr_tail() if callable(stderr_tail) else "\n".join(stderr_lines)
     meta: dict[str, Any] = {

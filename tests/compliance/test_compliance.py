@@ -46,6 +46,7 @@ FUTURE_EVENTS: dict[str, Any] = {
 
 
 def _wire_format(name: str) -> str:
+    """How the engine's transcripts are recorded (stdout lines, or both JSON-RPC directions)."""
     return "jsonrpc" if name in ("acp", "opencode-acp") else "stdout"
 
 
@@ -69,7 +70,12 @@ def _transcripts() -> list[tuple[str, Path]]:
         for folder in FIXTURE_DIRS.get(name, [name]):
             base = FIXTURES / folder
             if base.is_dir():
-                found.extend((name, path) for path in sorted(base.rglob("*.jsonl")))
+                found.extend(
+                    (name, path)
+                    for path in sorted(base.rglob("*.jsonl"))
+                    # Side files an engine reads beside a transcript (Codex's rollout).
+                    if not path.name.endswith(".rollout.jsonl")
+                )
     return found
 
 

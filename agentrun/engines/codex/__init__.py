@@ -1,0 +1,22 @@
+"""OpenAI Codex: ``codex exec --json``, one process per turn (the ``codex`` engine).
+
+:class:`CodexEngine` drives the program; :class:`CodexExecTranslator` turns its JSON lines (and
+the thread's rollout file) into messages, also for ``agentrun replay --engine codex``. See
+``docs/engines/codex.md``.
+"""
+
+from ._argv import ExecArgs, build_exec_argv
+from ._engine import CodexEngine, CodexSession
+from ._translate import CodexExecTranslator, Rollout, codex_usage, find_rollout, read_rollout
+
+__all__ = [
+    "CodexEngine",
+    "CodexExecTranslator",
+    "CodexSession",
+    "ExecArgs",
+    "Rollout",
+    "build_exec_argv",
+    "codex_usage",
+    "find_rollout",
+    "read_rollout",
+]

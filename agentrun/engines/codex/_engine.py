@@ -1,0 +1,186 @@
+"""The Codex ``exec`` engine: one ``codex exec --json`` process per turn, one session to callers.
+
+Built on :class:`~agentrun._spawn_per_turn.SpawnPerTurnSession`: the first turn runs ``codex exec``,
+every later one ``codex exec resume <thread>`` with the thread id the previous process printed;
+stdin is ``/dev/null`` (an open pipe makes Codex wait forever) unless the prompt goes through it.
+After each process exits the engine reads the thread's rollout file for the context window and
+the turn's own usage (see :mod:`._translate`). Cancellation: SIGINT to the process group (Codex
+exits 1 and the thread stays resumable), then the usual escalation.
+
+Exit status: 0 with ``turn.completed`` is a result; 1 after ``turn.failed`` a failed result;
+anything else (a signal, 1 without ``turn.failed``) raises :class:`ProcessExitError` with the
+stderr tail, or :class:`SessionNotFoundError` when Codex does not know the resumed thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar, cast
+
+import anyio.abc
+import anyio.to_thread
+
+from ..._binaries import resolve_binary
+from ..._context import Catalog, ContextTracker
+from ..._cumulative import RunningTotals
+from ..._errors import SessionNotFoundError
+from ..._options import SessionOptions
+from ..._session import Engine, TurnContext
+from ..._spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
+from ..._subprocess import AgentProcess
+from ._argv import build_exec_argv
+from ._translate import AGENT_NAME, CodexExecTranslator, find_rollout, read_rollout
+
+__all__ = ["CodexEngine", "CodexSession"]
+
+#: What ``codex exec resume`` says on stderr for a thread it does not know.
+_NOT_FOUND = ("No saved session found", "no rollout found", "thread not found", "not found")
+
+
+class CodexEngine(Engine):
+    """``codex exec --json``, one process per turn.
+
+    ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
+    ``interrupt_grace``: seconds after SIGINT before the process group is terminated.
+    ``catalog``: the model catalog for the window when no rollout says it.
+    """
+
+    name: ClassVar[str] = "codex"
+
+    def __init__(
+        self,
+        binary: str | None = None,
+        *,
+        version: str | None = None,
+        interrupt_grace: float = 3.0,
+        catalog: Catalog | None = None,
+    ) -> None:
+        self.binary = binary
+        self.version = version
+        self.interrupt_grace = interrupt_grace
+        self.catalog = catalog
+
+    def start(self, options: SessionOptions | None = None) -> CodexSession:
+        return CodexSession(self, options)
+
+    def resolve_binary(self, options: SessionOptions | None = None) -> str:
+        explicit = options.binary if options is not None and options.binary else self.binary
+        return resolve_binary("codex", explicit=explicit, engine=self.name)
+
+    def check(self) -> None:
+        self.resolve_binary()
+
+
+def _package_version(binary: str) -> str | None:
+    """The version of the ``@openai/codex`` package that ships ``binary``."""
+    for parent in Path(binary).resolve().parents:
+        manifest = parent / "package.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if isinstance(data, dict):
+            info = cast("dict[str, Any]", data)
+            version = info.get("version")
+            name = info.get("name")
+            if isinstance(name, str) and "codex" in name and isinstance(version, str):
+                return version.split("-", 1)[0]
+        return None
+    return None
+
+
+class CodexSession(SpawnPerTurnSession):
+    """A Codex thread run as one ``codex exec`` process per turn."""
+
+    engine_name = "codex"
+    agent_name = f"{AGENT_NAME} exec"
+
+    def __init__(self, engine: CodexEngine, options: SessionOptions | None) -> None:
+        super().__init__(options, interrupt_grace=engine.interrupt_grace)
+        self.engine = engine
+        override = self.options.context_window_tokens
+        self.tracker = ContextTracker(
+            model=self.options.model, override=override, catalog=engine.catalog
+        )
+        #: The thread's running token total, kept across the turns' processes. A new thread
+        #: starts from zero; a resumed one is unknown until the rollout says.
+        fresh = self.options.resume_id is None and not self.options.continue_last
+        self.totals = RunningTotals({} if fresh else None)
+        self._rollout_path: Path | None = None
+        self.binary: str | None = None
+        self.version = engine.version
+        self._model: str | None = self.options.model
+
+    @property
+    def codex_home(self) -> Path:
+        """Where Codex keeps its configuration and the threads' rollout files."""
+        home = self.env.get("CODEX_HOME")
+        if home:
+            return Path(home)
+        return Path(self.env.get("HOME") or os.path.expanduser("~")) / ".codex"
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        self.binary = self.engine.resolve_binary(self.options)
+        if self.version is None:
+            self.version = _package_version(self.binary)
+
+    def _command(self, ctx: TurnContext) -> TurnCommand:
+        assert self.binary is not None
+        args = build_exec_argv(self.binary, self.options, ctx.prompt, thread_id=self.session_id)
+        return TurnCommand(argv=args.argv, stdin=args.stdin, unsupported=args.unsupported)
+
+    def _new_translator(self) -> CodexExecTranslator:
+        return CodexExecTranslator(
+            model=self._model,
+            tracker=self.tracker,
+            totals=self.totals,
+            agent_version=self.version,
+            cwd=self.options.cwd,
+        )
+
+    async def _before_finish(self, proc: AgentProcess, translator: PerTurnTranslator) -> None:
+        assert isinstance(translator, CodexExecTranslator)
+        thread_id = translator.thread_id or self.session_id
+        if thread_id is None:
+            return
+        home = self.codex_home
+        path = await anyio.to_thread.run_sync(find_rollout, home, thread_id)
+        self._rollout_path = path
+        rollout = None if path is None else await anyio.to_thread.run_sync(read_rollout, path)
+        translator.attach_rollout(rollout)
+        if rollout is not None and rollout.model:
+            self._model = rollout.model
+
+    async def _conclude(
+        self,
+        ctx: TurnContext,
+        proc: AgentProcess,
+        translator: PerTurnTranslator,
+        code: int,
+    ) -> None:
+        if code == 0 or (code == 1 and translator.has_outcome):
+            await self._emit_finish(ctx, translator)
+            return
+        tail = proc.stderr_tail()
+        resumed = self.resume_id if self.session_id is None else self.session_id
+        if code == 1 and resumed is not None and any(s in tail for s in _NOT_FOUND):
+            raise SessionNotFoundError(
+                f"codex does not know thread {resumed!r}",
+                session_id=resumed,
+                engine=self.engine_name,
+            )
+        # Whatever the process printed before it died is delivered; no result is made up.
+        for message in translator.finish():
+            if message.type != "result":
+                await ctx.emit(message)
+        raise proc.exit_error(f"codex exited during turn {ctx.number}")
+
+    def sidecar_files(self) -> dict[str, Path]:
+        """Files beside the stdout transcript a recording keeps (``rollout.jsonl``)."""
+        if self._rollout_path is None or not self._rollout_path.is_file():
+            return {}
+        return {"rollout.jsonl": self._rollout_path}

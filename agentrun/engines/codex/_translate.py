@@ -1,0 +1,669 @@
+"""Translate ``codex exec --json`` events (and the thread's rollout file) into messages.
+
+One ``codex exec`` process runs one turn: ``thread.started`` (the thread id, the resume id),
+``turn.started``, items (``item.started`` / ``item.updated`` / ``item.completed``), then
+``turn.completed`` (usage) or ``turn.failed`` (error). Items map as:
+
+=====================  ==========================================================================
+``agent_message``      ``text`` (complete; exec streams no deltas)
+``reasoning``          ``thinking`` (the reasoning summary)
+``command_execution``  ``tool_use`` ``exec_command`` (kind ``execute``) + ``tool_result`` with the
+                       aggregated output; a non-zero exit or ``status: failed`` is ``is_error``
+``file_change``        ``tool_use`` ``apply_patch`` (kind ``edit``) + ``tool_result``
+``mcp_tool_call``      ``tool_use`` ``mcp__<server>__<tool>`` + ``tool_result`` (its content)
+``web_search``         ``tool_use`` ``web_search`` (kind ``search``) + ``tool_result``
+``todo_list``          ``system`` ``plan`` (entries with ``content`` and ``status``)
+``error``              ``system`` ``warning`` (Codex's non-fatal notices)
+=====================  ==========================================================================
+
+A web-search line carries the ``"id"`` key twice (the item id, then the search's own ``ws_…``
+id); JSON decoding keeps the last, and so does this translator: the started and completed lines
+carry the same search id, so the tool result pairs with its use.
+
+Top-level ``error`` lines are not always fatal: ``Reconnecting... n/m (reason)`` is a retry
+notice (a ``system`` ``retry`` message with ``attempt``, ``max`` and ``reason``); any other error
+is kept and becomes the turn's error when ``turn.failed`` repeats it, or a non-fatal ``error``
+message at the end otherwise. The outcome comes only from ``turn.completed`` / ``turn.failed``:
+a stream without either has no result.
+
+Usage. ``turn.completed.usage`` is the thread's running total (OpenAI convention: cached and
+cache-write tokens inside ``input_tokens``, reasoning inside ``output_tokens``). The turn's own
+usage is, best first: the rollout's ``turn_token_usage`` for this turn (the agent's own record),
+the difference from the previous total (:class:`~agentrun._cumulative.RunningTotals`, kept per
+session across processes), or, when neither is known, the running total itself, marked
+``data["usage_scope"] == "thread_cumulative"`` on the result. Codex reports no cost.
+
+Context window. stdout has none; the thread's rollout file
+(``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<thread>.jsonl``) records ``token_count`` with the
+last model call's usage and ``model_context_window``: the *effective* window (95 % of the
+model's), reported with ``size_source="agent_effective"``. Without a rollout the window comes
+from the catalog and ``used`` stays unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from ..._context import ContextTracker
+from ..._cumulative import RunningTotals
+from ..._json import as_dict, as_int, as_list, as_str
+from ..._messages import (
+    ContextWindow,
+    ErrorInfo,
+    InitMeta,
+    Message,
+    MessageType,
+    ProcessMeta,
+    ToolCall,
+    Usage,
+)
+
+__all__ = [
+    "AGENT_NAME",
+    "CodexExecTranslator",
+    "Rollout",
+    "codex_usage",
+    "find_rollout",
+    "read_rollout",
+    "read_rollout_turns",
+    "rollout_turns",
+]
+
+AGENT_NAME = "codex"
+
+#: The usage fields of Codex's totals (exec ``turn.completed.usage``, rollout records).
+USAGE_FIELDS = (
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+)
+
+_RETRY = re.compile(r"^Reconnecting\.{3}\s*(\d+)/(\d+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
+
+#: What Codex says on a full context, mapped to a stable error code.
+_ERROR_CODES = (
+    ("ran out of room in the model's context window", "context_length_exceeded"),
+    ("high demand", "api_error"),
+    ("exceeded retry limit", "rate_limit"),
+    ("Quota exceeded", "quota_exceeded"),
+    ("401 Unauthorized", "authentication_failed"),
+    ("stream disconnected", "stream_error"),
+    ("Incomplete response returned", "max_tokens"),
+)
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return as_dict(value) or {}
+
+
+def _totals(value: object) -> dict[str, int]:
+    """Codex's usage fields as non-negative integers (missing fields are 0)."""
+    raw = _dict(value)
+    out: dict[str, int] = {}
+    for key in USAGE_FIELDS:
+        number = as_int(raw.get(key))
+        out[key] = number if number is not None and number > 0 else 0
+    return out
+
+
+def codex_usage(totals: Mapping[str, int | float]) -> Usage:
+    """Our :class:`Usage` from Codex's fields: input without the cached and cache-write parts,
+    output with reasoning (as Codex counts it)."""
+    cached = int(totals.get("cached_input_tokens", 0))
+    written = int(totals.get("cache_write_input_tokens", 0))
+    prompt = int(totals.get("input_tokens", 0))
+    return Usage(
+        input_tokens=max(prompt - cached - written, 0),
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+        output_tokens=int(totals.get("output_tokens", 0)),
+        thinking_tokens=int(totals.get("reasoning_output_tokens", 0)),
+    )
+
+
+def _error_code(message: str) -> str:
+    for needle, code in _ERROR_CODES:
+        if needle in message:
+            return code
+    return "agent_error"
+
+
+# -- the rollout file ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What a thread's rollout file says about its latest turn."""
+
+    thread_id: str | None = None
+    turn_id: str | None = None
+    model: str | None = None
+    #: The effective window Codex reports (95 % of the model's).
+    context_window: int | None = None
+    #: The last model call's usage, this turn's usage, and the thread's running total.
+    last_call: dict[str, int] | None = None
+    turn: dict[str, int] | None = None
+    thread: dict[str, int] | None = None
+    aborted: bool = False
+    error: str | None = None
+
+
+def find_rollout(codex_home: str | Path, thread_id: str) -> Path | None:
+    """The rollout file of ``thread_id`` under ``$CODEX_HOME/sessions`` (the newest if several)."""
+    if not re.fullmatch(r"[0-9A-Za-z-]+", thread_id):
+        return None
+    sessions = Path(codex_home) / "sessions"
+    try:
+        found = list(sessions.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
+    except OSError:
+        return None
+    if not found:
+        return None
+    return max(found, key=lambda p: p.stat().st_mtime)
+
+
+def read_rollout(path: str | Path, *, max_bytes: int = 256 * 1024 * 1024) -> Rollout | None:
+    """The facts of the latest turn in a rollout file; ``None`` if it cannot be read."""
+    turns = read_rollout_turns(path, max_bytes=max_bytes)
+    return turns[-1] if turns else None
+
+
+def read_rollout_turns(path: str | Path, *, max_bytes: int = 256 * 1024 * 1024) -> list[Rollout]:
+    """The facts of every turn in a rollout file, oldest first (empty if unreadable)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes)
+    except OSError:
+        return []
+    return rollout_turns(_records(data.splitlines()))
+
+
+def _records(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
+    for line in lines:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            yield cast("dict[str, Any]", value)
+
+
+class _TurnFacts:
+    __slots__ = ("aborted", "error", "last_call", "model", "thread", "turn", "turn_id", "window")
+
+    def __init__(self, turn_id: str | None, model: str | None, window: int | None) -> None:
+        self.turn_id = turn_id
+        self.model = model
+        self.window = window
+        self.last_call: dict[str, int] | None = None
+        self.turn: dict[str, int] | None = None
+        self.thread: dict[str, int] | None = None
+        self.aborted = False
+        self.error: str | None = None
+
+
+def rollout_turns(records: Iterable[dict[str, Any]]) -> list[Rollout]:
+    """Every turn's facts from decoded rollout records, oldest first."""
+    thread_id: str | None = None
+    model: str | None = None
+    window: int | None = None
+    thread: dict[str, int] | None = None
+    turns: list[_TurnFacts] = []
+    for record in records:
+        kind = record.get("type")
+        payload = _dict(record.get("payload"))
+        current = turns[-1] if turns else None
+        if kind == "session_meta":
+            thread_id = as_str(payload.get("id")) or thread_id
+        elif kind == "turn_context":
+            model = as_str(payload.get("model")) or model
+            if current is not None:
+                current.model = model
+        elif kind == "token_usage_record":
+            thread = _totals(payload.get("thread_token_usage"))
+            if current is not None:
+                current.thread = thread
+                if as_str(payload.get("turn_id")) == current.turn_id:
+                    current.turn = _totals(payload.get("turn_token_usage"))
+        elif kind == "event_msg":
+            event = as_str(payload.get("type"))
+            if event == "task_started":
+                window = as_int(payload.get("model_context_window")) or window
+                turns.append(_TurnFacts(as_str(payload.get("turn_id")), model, window))
+            elif current is None:
+                continue
+            elif event == "token_count":
+                info = _dict(payload.get("info"))
+                window = as_int(info.get("model_context_window")) or window
+                current.window = window
+                last = info.get("last_token_usage")
+                if last is not None:
+                    current.last_call = _totals(last)
+                    full = as_int(_dict(last).get("total_tokens"))
+                    if full and not any(current.last_call.values()):
+                        # Context exhausted: Codex records no parts, only the full window.
+                        current.last_call["input_tokens"] = full
+                if info.get("total_token_usage") is not None:
+                    thread = current.thread = _totals(info.get("total_token_usage"))
+            elif event == "turn_aborted":
+                current.aborted = True
+            elif event == "task_complete":
+                current.error = as_str(_dict(payload.get("error")).get("message"))
+    return [
+        Rollout(
+            thread_id=thread_id,
+            turn_id=t.turn_id,
+            model=t.model,
+            context_window=t.window,
+            last_call=t.last_call,
+            turn=t.turn,
+            thread=t.thread,
+            aborted=t.aborted,
+            error=t.error,
+        )
+        for t in turns
+    ]
+
+
+def rollout_from_records(records: Iterable[dict[str, Any]]) -> Rollout | None:
+    """The latest turn's facts from decoded rollout records."""
+    turns = rollout_turns(records)
+    return turns[-1] if turns else None
+
+
+# -- the translator --------------------------------------------------------------------------------
+
+
+class CodexExecTranslator:
+    """Turns the events of one ``codex exec --json`` process into messages.
+
+    Live, the engine makes one per turn, sharing the session's :class:`ContextTracker` and
+    :class:`RunningTotals`; it calls :meth:`start` first and, after the process exited,
+    :meth:`attach_rollout` before :meth:`finish`. In replay, ``init`` is made from
+    ``thread.started`` and :meth:`load_sidecars` reads ``<name>.rollout.jsonl`` beside the
+    transcript when there is one.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        tracker: ContextTracker | None = None,
+        totals: RunningTotals | None = None,
+        agent_version: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.model = model
+        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
+        self.totals = totals if totals is not None else RunningTotals()
+        self.agent_version = agent_version
+        self.cwd = cwd
+        #: The thread id from ``thread.started``.
+        self.thread_id: str | None = None
+        #: The running total from ``turn.completed`` (``None`` until it arrives).
+        self.completed: dict[str, int] | None = None
+        self.failure: ErrorInfo | None = None
+        self.rollout: Rollout | None = None
+        #: Replay: the rollout facts of the transcript's turns, in order (see load_sidecars).
+        self._sidecar_turns: list[Rollout] = []
+        self._pending_errors: list[ErrorInfo] = []
+        self._started_tools: set[str] = set()
+        self._init_sent = False
+        self._finished = False
+        #: A ``thread.started`` was seen: another one means the next process of a recording.
+        self._process_started = False
+
+    def _next_process(self) -> list[Message]:
+        """A recorded transcript of several turns: a new process starts where the last ended.
+        The previous turn is finished; one whose process printed no outcome was interrupted
+        (the live engine reported it cancelled)."""
+        out = self.finish(cancelled=not self.has_outcome and not self._finished)
+        self.completed = self.failure = None
+        self._pending_errors = []
+        self._started_tools = set()
+        self._init_sent = self._finished = False
+        if self._sidecar_turns:
+            self._sidecar_turns.pop(0)
+        self.rollout = self._sidecar_turns[0] if self._sidecar_turns else None
+        return out
+
+    @property
+    def resume_id(self) -> str | None:
+        return self.thread_id
+
+    @property
+    def has_outcome(self) -> bool:
+        """``turn.completed`` or ``turn.failed`` arrived."""
+        return self.completed is not None or self.failure is not None
+
+    # -- frame -----------------------------------------------------------------------------
+
+    def start(
+        self,
+        *,
+        process: ProcessMeta | None = None,
+        resume_id: str | None = None,
+        permission_mode: str | None = None,
+    ) -> list[Message]:
+        """The turn's ``init`` message (live engine, before any event)."""
+        self._init_sent = True
+        return [self._init(resume_id, process=process, permission_mode=permission_mode)]
+
+    def _init(
+        self,
+        session_id: str | None,
+        *,
+        process: ProcessMeta | None = None,
+        permission_mode: str | None = None,
+        raw: Any = None,
+    ) -> Message:
+        return Message(
+            type=MessageType.INIT,
+            init=InitMeta(
+                model=self.model,
+                agent_name=AGENT_NAME,
+                agent_version=self.agent_version,
+                session_id=session_id,
+                cwd=self.cwd,
+                permission_mode=permission_mode,
+            ),
+            process=process,
+            resume_id=session_id,
+            raw=raw,
+        )
+
+    def load_sidecars(self, transcript: str | Path) -> None:
+        """Replay: use ``<name>.rollout.jsonl`` beside ``<name>.jsonl`` when it exists. The
+        transcript's turns are the rollout's last ones (a resumed thread's rollout also holds
+        the turns earlier processes ran)."""
+        path = Path(transcript)
+        sidecar = path.with_name(path.name.removesuffix(".jsonl") + ".rollout.jsonl")
+        if not sidecar.is_file():
+            return
+        try:
+            with open(path, "rb") as fh:
+                processes = sum(b'"thread.started"' in line for line in fh)
+        except OSError:
+            return
+        turns = read_rollout_turns(sidecar)
+        if processes <= 0 or not turns:
+            return
+        self._sidecar_turns = turns[-processes:]
+        self.attach_rollout(self._sidecar_turns[0])
+
+    def attach_rollout(self, rollout: Rollout | None) -> None:
+        """The thread's rollout, read after the process exited (before :meth:`finish`)."""
+        self.rollout = rollout
+        if rollout is not None and rollout.model and not self.model:
+            self.model = rollout.model
+            self.tracker.set_model(rollout.model)
+
+    # -- events ----------------------------------------------------------------------------
+
+    def feed(self, event: Any) -> list[Message]:
+        if isinstance(event, Message):
+            return [event]
+        if not isinstance(event, dict):
+            return [
+                Message.error_message(
+                    f"{AGENT_NAME}: expected a JSON object, got {type(event).__name__}",
+                    code="protocol",
+                    raw=event,
+                )
+            ]
+        ev = cast("dict[str, Any]", event)
+        kind = ev.get("type")
+        if kind == "thread.started":
+            return self._thread_started(ev)
+        if kind == "turn.started":
+            return []
+        if kind in ("item.started", "item.updated", "item.completed"):
+            item = as_dict(ev.get("item"))
+            if item is None:
+                return [Message.error_message(f"{AGENT_NAME}: {kind} without an item",
+                                              code="protocol", raw=ev)]  # fmt: skip
+            return self._item(str(kind), item, ev)
+        if kind == "turn.completed":
+            self.completed = _totals(ev.get("usage"))
+            return []
+        if kind == "turn.failed":
+            return self._failed(ev)
+        if kind == "error":
+            return self._error(ev)
+        if isinstance(kind, str) and kind:
+            return [Message(type=kind, subtype=kind, data=ev, raw=ev)]
+        return [Message.error_message(f"{AGENT_NAME}: event without a type", code="protocol",
+                                      data=ev, raw=ev)]  # fmt: skip
+
+    def _thread_started(self, ev: dict[str, Any]) -> list[Message]:
+        out: list[Message] = []
+        if self._process_started:
+            out.extend(self._next_process())
+        self._process_started = True
+        thread_id = as_str(ev.get("thread_id"))
+        if thread_id:
+            self.thread_id = thread_id
+        if not self._init_sent:
+            self._init_sent = True
+            out.append(self._init(self.thread_id, raw=ev))
+        return out
+
+    def _item(self, kind: str, item: dict[str, Any], ev: dict[str, Any]) -> list[Message]:
+        item_type = item.get("type")
+        item_id = as_str(item.get("id"))
+        completed = kind == "item.completed"
+        if item_type == "agent_message":
+            text = item.get("text")
+            if not completed or not isinstance(text, str):
+                return []
+            return [Message(type=MessageType.TEXT, text=text, message_id=item_id, raw=ev)]
+        if item_type == "reasoning":
+            text = item.get("text")
+            if not completed or not isinstance(text, str):
+                return []
+            return [Message(type=MessageType.THINKING, text=text, message_id=item_id, raw=ev)]
+        if item_type == "command_execution":
+            return self._tool(
+                item_id, "exec_command", "execute", {"command": item.get("command")}, item, ev,
+                completed, output=item.get("aggregated_output"),
+                failed=item.get("status") == "failed"
+                or as_int(item.get("exit_code")) not in (None, 0),
+            )  # fmt: skip
+        if item_type == "file_change":
+            return self._tool(
+                item_id, "apply_patch", "edit", {"changes": item.get("changes")}, item, ev,
+                completed, output=item.get("changes"), failed=item.get("status") == "failed",
+            )  # fmt: skip
+        if item_type == "mcp_tool_call":
+            server = as_str(item.get("server")) or "mcp"
+            tool = as_str(item.get("tool")) or "tool"
+            error = item.get("error")
+            result = _dict(item.get("result"))
+            output = error if error is not None else result.get("content", item.get("result"))
+            return self._tool(
+                item_id, f"mcp__{server}__{tool}", "other", item.get("arguments"), item, ev,
+                completed, output=output,
+                failed=error is not None or item.get("status") == "failed",
+            )  # fmt: skip
+        if item_type == "web_search":
+            return self._tool(
+                item_id, "web_search", "search", {"query": item.get("query")}, item, ev,
+                completed, output=item.get("action"), failed=item.get("status") == "failed",
+            )  # fmt: skip
+        if item_type == "todo_list":
+            entries = [
+                {
+                    "content": as_str(entry.get("text")) or "",
+                    "status": "completed" if entry.get("completed") is True else "pending",
+                }
+                for entry in (as_dict(e) or {} for e in as_list(item.get("items")))
+            ]
+            return [
+                Message(
+                    type=MessageType.SYSTEM,
+                    subtype="plan",
+                    message_id=item_id,
+                    data={"entries": entries, "final": completed},
+                    raw=ev,
+                )
+            ]
+        if item_type == "error":
+            text = as_str(item.get("message")) or "warning"
+            return [Message(type=MessageType.SYSTEM, subtype="warning", text=text, raw=ev)]
+        # An item type of a newer Codex: pass it through under its own name.
+        name = item_type if isinstance(item_type, str) and item_type else "unknown_item"
+        return [Message(type=f"codex.{name}", subtype=kind, data=item, raw=ev)]
+
+    def _tool(
+        self,
+        item_id: str | None,
+        name: str,
+        kind: str,
+        tool_input: Any,
+        item: dict[str, Any],
+        ev: dict[str, Any],
+        completed: bool,
+        *,
+        output: Any,
+        failed: bool,
+    ) -> list[Message]:
+        out: list[Message] = []
+        status = as_str(item.get("status"))
+        if item_id is None or item_id not in self._started_tools:
+            if item_id is not None:
+                self._started_tools.add(item_id)
+            out.append(
+                Message(
+                    type=MessageType.TOOL_USE,
+                    tool=ToolCall(id=item_id, name=name, input=tool_input, kind=kind),
+                    raw=ev,
+                )
+            )
+        if completed:
+            data: dict[str, Any] | None = None
+            exit_code = as_int(item.get("exit_code"))
+            if exit_code is not None:
+                data = {"exit_code": exit_code}
+            out.append(
+                Message(
+                    type=MessageType.TOOL_RESULT,
+                    tool=ToolCall(
+                        id=item_id,
+                        name=name,
+                        output=output,
+                        is_error=failed,
+                        kind=kind,
+                        status=status,
+                    ),
+                    data=data,
+                    raw=ev,
+                )
+            )
+        return out
+
+    def _error(self, ev: dict[str, Any]) -> list[Message]:
+        text = as_str(ev.get("message")) or "unknown error"
+        retry = _RETRY.match(text)
+        if retry is not None:
+            data: dict[str, Any] = {"attempt": int(retry.group(1)), "max": int(retry.group(2))}
+            if retry.group(3):
+                data["reason"] = retry.group(3)
+            return [Message(type=MessageType.SYSTEM, subtype="retry", text=text, data=data,
+                            raw=ev)]  # fmt: skip
+        # Fatal only if turn.failed repeats it; decided there or at the end.
+        self._pending_errors.append(ErrorInfo(message=text, code=_error_code(text)))
+        return []
+
+    def _failed(self, ev: dict[str, Any]) -> list[Message]:
+        error = _dict(ev.get("error"))
+        text = as_str(error.get("message")) or "the turn failed"
+        self.failure = ErrorInfo(message=text, code=_error_code(text), fatal=True)
+        self._pending_errors = [e for e in self._pending_errors if e.message != text]
+        return [Message.error_message(text, code=self.failure.code, fatal=True, raw=ev)]
+
+    # -- end of the process ----------------------------------------------------------------
+
+    def finish(self, *, cancelled: bool = False) -> list[Message]:
+        """Context reading, leftover errors, then the turn's ``result`` (when there is an
+        outcome, or the turn was cancelled)."""
+        if self._finished:
+            return []
+        self._finished = True
+        out: list[Message] = []
+        if not self._init_sent:
+            self._init_sent = True
+            out.append(self._init(self.thread_id))
+        out.extend(
+            Message.error_message(e.message, code=e.code, raw=None) for e in self._pending_errors
+        )
+        reading = self._context()
+        if reading is not None:
+            out.append(reading)
+        if not cancelled and not self.has_outcome:
+            return out
+        usage, scope = self._turn_usage()
+        data: dict[str, Any] = {}
+        if scope is not None:
+            data["usage_scope"] = scope
+        if self.model:
+            data["model"] = self.model
+        failure = self.failure
+        if cancelled:
+            stop_reason, subtype = "cancelled", "cancelled"
+        elif failure is not None:
+            stop_reason = "max_tokens" if failure.code == "max_tokens" else "error"
+            subtype = "error"
+        else:
+            stop_reason, subtype = "end_turn", "success"
+        out.append(
+            Message(
+                type=MessageType.RESULT,
+                subtype=subtype,
+                usage=usage,
+                stop_reason=stop_reason,
+                error=None if cancelled else failure,
+                resume_id=self.thread_id,
+                data=data or None,
+            )
+        )
+        return out
+
+    def _context(self) -> Message | None:
+        rollout = self.rollout
+        tracker = self.tracker
+        if rollout is not None and rollout.context_window:
+            tracker.report_size(rollout.context_window, effective=True)
+        if rollout is not None and rollout.last_call is not None:
+            reading = tracker.observe_call(codex_usage(rollout.last_call))
+            if reading is not None:
+                return reading
+        size, source = tracker.size()
+        if size is None:
+            return None
+        # No call usage on stdout: the window alone, ``used`` unknown (never invented).
+        return Message.context_window(ContextWindow(size_tokens=size, size_source=source))
+
+    def _turn_usage(self) -> tuple[Usage | None, str | None]:
+        rollout = self.rollout
+        if rollout is not None and rollout.thread is not None:
+            # The agent's own record of the thread total: the next turn differences from it.
+            recorded_thread = rollout.thread
+        else:
+            recorded_thread = None
+        if rollout is not None and rollout.turn is not None:
+            self.totals.prime(recorded_thread or self.completed or rollout.turn)
+            return codex_usage(rollout.turn), None
+        if self.completed is None:
+            if recorded_thread is not None:
+                self.totals.prime(recorded_thread)
+            return None, None
+        figures, scope = self.totals.advance(self.completed)
+        usage = codex_usage(figures)
+        return usage, ("thread_cumulative" if scope == "cumulative" else None)
