@@ -43,7 +43,7 @@ import inspect
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -53,7 +53,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ._errors import AgentrunError, ConfigurationError
 from ._messages import ErrorInfo, Message, MessageType, Usage
 from ._options import SessionOptions
-from ._session import Engine, _failure_code, run_turn  # pyright: ignore[reportPrivateUsage]
+from ._session import (
+    Engine,
+    failure_code,
+    run_turn,
+    single_error,
+)
 from ._summary import TurnSummary
 
 __all__ = [
@@ -228,20 +233,8 @@ def _default_factory(task: FleetTask) -> Engine:
     return get_engine(task.engine)
 
 
-def _leaf(exc: BaseException) -> BaseException:
-    """The one member of a group of one (a task group inside an engine), else ``exc``."""
-    while True:
-        members: object = getattr(exc, "exceptions", None)
-        if not isinstance(members, tuple):
-            return exc
-        group = cast("tuple[object, ...]", members)
-        if len(group) != 1 or not isinstance(group[0], BaseException):
-            return exc
-        exc = group[0]
-
-
 def _error_info(exc: BaseException) -> ErrorInfo:
-    code = _failure_code(exc) if isinstance(exc, AgentrunError) else "error"
+    code = failure_code(exc) if isinstance(exc, AgentrunError) else "error"
     return ErrorInfo(message=str(exc) or type(exc).__name__, code=code, fatal=True)
 
 
@@ -479,7 +472,7 @@ class FleetRun:
                     message="the fleet budget was spent; the turn was cancelled", code="budget"
                 )
         except Exception as exc:  # a typed session error, or an engine factory that failed
-            failure = _leaf(exc)
+            failure = single_error(exc)
             error = _error_info(failure)
             if isinstance(failure, AgentrunError) and failure.summary is not None:
                 records.append(_record(task, name, failure.summary, None))

@@ -39,7 +39,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import ClassVar, final
+from typing import ClassVar, cast, final
 
 import anyio
 import anyio.abc
@@ -152,14 +152,17 @@ class Session(ABC):
         try:
             self._task_group = await stack.enter_async_context(anyio.create_task_group())
             await self._start(self._task_group)
-        except BaseException:
+        except BaseException as exc:
             self._closed = True
             with anyio.CancelScope(shield=True):
                 await self._shutdown()
             if self._task_group is not None:
                 self._task_group.cancel_scope.cancel()
-            await stack.__aexit__(None, None, None)
-            raise
+            try:
+                await stack.__aexit__(None, None, None)
+            except BaseException as group:
+                raise single_error(group) from None
+            raise single_error(exc) from None
         self._stack = stack
         return self
 
@@ -171,9 +174,17 @@ class Session(ABC):
     ) -> bool | None:
         await self.aclose()
         stack, self._stack = self._stack, None
-        if stack is not None:
+        if stack is None:
+            return None
+        try:
             return await stack.__aexit__(exc_type, exc, tb)
-        return None
+        except BaseException as group:
+            # The session's task group wraps whatever left the block (the caller's own error, or
+            # a background task's) in an exception group: the caller gets the one error itself.
+            single = single_error(group)
+            if single is exc:
+                return False  # the caller's own exception propagates unchanged
+            raise single from None
 
     async def aclose(self) -> None:
         """End the session: stop the agent program (bounded) and background tasks."""
@@ -417,7 +428,7 @@ class Turn:
                     engine=session.engine_name,
                 )
             if failure is not None:
-                code = _failure_code(failure)
+                code = failure_code(failure)
                 with anyio.CancelScope(shield=True):
                     await self.deliver(
                         Message.error_message(failure.message, code=code, fatal=True)
@@ -450,7 +461,21 @@ class Turn:
         )
 
 
-def _failure_code(failure: AgentrunError) -> str:
+def single_error(exc: BaseException) -> BaseException:
+    """The one exception inside nested exception groups of one, else ``exc`` itself: what a
+    public context manager raises, so ``except ProcessExitError`` works as documented (a real
+    multi-error group stays a group)."""
+    while True:
+        members: object = getattr(exc, "exceptions", None)
+        if not isinstance(members, tuple):
+            return exc
+        group = cast("tuple[object, ...]", members)
+        if len(group) != 1 or not isinstance(group[0], BaseException):
+            return exc
+        exc = group[0]
+
+
+def failure_code(failure: AgentrunError) -> str:
     if isinstance(failure, TurnTimeoutError):
         return "timeout" if failure.kind == "total" else "idle_timeout"
     if isinstance(failure, NoResultError):

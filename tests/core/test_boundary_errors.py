@@ -1,0 +1,78 @@
+"""What leaves the public context managers is the single typed error, never an exception group.
+
+``async with engine.start(...)`` runs the session's background tasks in a task group, which
+wraps whatever leaves the block; the boundary unwraps a group of one so ``except
+ProcessExitError`` (or the caller's own ``except KeyError``) works as documented, on asyncio and
+trio alike.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from repo_paths import FAKES
+
+from agentrun import ProcessExitError, SessionOptions, TurnTimeoutError, run_turn
+from agentrun._session import single_error
+from agentrun.engines.claude import ClaudeEngine
+from agentrun.testing import Fail, Hang, ScriptedEngine
+from agentrun.testing._scripted import text
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
+
+pytestmark = pytest.mark.anyio
+
+
+def _claude_fake(mode: str) -> ClaudeEngine:
+    return ClaudeEngine(
+        argv_prefix=[sys.executable, str(FAKES / "claude_fake.py"), mode],
+        interrupt_timeout=1.0,
+        close_stdin_timeout=1.0,
+        terminate_timeout=1.0,
+    )
+
+
+async def _raise_inside() -> None:
+    async with ScriptedEngine().start() as session:
+        await run_turn(session, "hi")
+        raise KeyError("mine")
+
+
+async def test_the_callers_own_error_leaves_the_block_as_itself() -> None:
+    with pytest.raises(KeyError) as caught:
+        await _raise_inside()
+    assert type(caught.value) is KeyError
+
+
+async def _one_turn(engine: ScriptedEngine | ClaudeEngine, timeout: float = 30) -> None:
+    async with engine.start(SessionOptions()) as session:
+        await run_turn(session, "hi", timeout=timeout)
+
+
+async def test_an_agent_that_dies_is_a_process_exit_error_not_a_group() -> None:
+    with pytest.raises(ProcessExitError) as caught:
+        await _one_turn(_claude_fake("crash"))
+    assert caught.value.summary is not None
+
+
+async def test_a_failed_turn_of_a_background_engine_is_raised_alone() -> None:
+    engine = ScriptedEngine([[text("partial"), Fail(ProcessExitError("gone", exit_code=9))]])
+    with pytest.raises(ProcessExitError, match="gone"):
+        await _one_turn(engine)
+
+
+async def test_a_timeout_is_a_turn_timeout_error() -> None:
+    with pytest.raises(TurnTimeoutError):
+        await _one_turn(ScriptedEngine([[text("working"), Hang()]]), timeout=0.2)
+
+
+def test_single_error_keeps_real_groups() -> None:
+    inner = ValueError("x")
+    nested = BaseExceptionGroup("outer", [BaseExceptionGroup("inner", [inner])])
+    assert single_error(nested) is inner
+    several = BaseExceptionGroup("two", [ValueError("a"), KeyError("b")])
+    assert single_error(several) is several
+    plain = RuntimeError("plain")
+    assert single_error(plain) is plain
