@@ -59,8 +59,7 @@ from ._registry import engine_names, get_engine, get_translator
 from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
 from ._translate import Translator
-
-__version__ = "0.1.0"
+from ._version import VERSION as __version__
 
 __all__ = [
     "ERROR_CODES",

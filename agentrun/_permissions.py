@@ -15,12 +15,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._messages import Message, MessageType, PermissionDenial
+
 __all__ = [
     "PermissionDecision",
     "PermissionHandler",
     "PermissionOption",
     "PermissionRequest",
     "approve_all",
+    "ask_permission",
     "deny_all",
 ]
 
@@ -109,3 +112,54 @@ async def approve_all(request: PermissionRequest) -> PermissionDecision:
 async def deny_all(request: PermissionRequest) -> PermissionDecision:
     """A handler that refuses every tool use."""
     return PermissionDecision.deny("denied by policy")
+
+
+async def ask_permission(
+    handler: PermissionHandler | None,
+    hitl: bool | None,
+    request: PermissionRequest,
+    *,
+    engine: str,
+) -> tuple[PermissionDecision, list[Message]]:
+    """The one permission flow every engine shares.
+
+    ``hitl`` is not ``True``: denied (the agent asked although nobody is in the loop). ``True``
+    with no handler: denied, never approved. A handler that raises: denied, with an ``error``
+    message (code ``permission_callback``). Every denial comes with a ``system``
+    ``permission_denied`` message carrying the :class:`~agentrun.PermissionDenial`; engines whose
+    translator records the denial from the answer on the wire drop that note.
+    """
+    notes: list[Message] = []
+    if hitl is not True:
+        decision = PermissionDecision.deny("permission prompts are not enabled (hitl is not True)")
+    elif handler is None:
+        decision = PermissionDecision.deny("no permission handler is set (hitl=True)")
+    else:
+        try:
+            decision = await handler(request)
+        except Exception as exc:
+            notes.append(
+                Message.error_message(
+                    f"{engine}: the permission callback raised {exc!r}; the tool use was denied",
+                    code="permission_callback",
+                    data={"tool_name": request.tool_name, "tool_use_id": request.tool_use_id},
+                )
+            )
+            decision = PermissionDecision.deny("the permission callback failed")
+    if not decision.allow:
+        notes.append(
+            Message(
+                type=MessageType.SYSTEM,
+                subtype="permission_denied",
+                denials=(
+                    PermissionDenial(
+                        tool_name=request.tool_name,
+                        tool_use_id=request.tool_use_id,
+                        input=request.input,
+                        reason=decision.reason or "denied by the permission callback",
+                    ),
+                ),
+                data={"source": "permission_callback"},
+            )
+        )
+    return decision, notes

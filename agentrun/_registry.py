@@ -20,6 +20,7 @@ __all__ = ["engine_names", "get_engine", "get_translator", "translator_names"]
 _ENGINES: dict[str, str] = {
     "claude": "agentrun.engines.claude:ClaudeEngine",
     "codex": "agentrun.engines.codex:CodexEngine",
+    "codex-app-server": "agentrun.engines.codex:CodexAppServerEngine",
     "opencode": "agentrun.engines.opencode:OpenCodeEngine",
     "acp": "agentrun.engines.acp:AcpEngine",
     "opencode-acp": "agentrun.engines.acp:opencode_acp",
@@ -31,6 +32,7 @@ _ENGINES: dict[str, str] = {
 _TRANSLATORS: dict[str, str] = {
     "claude": "agentrun.engines.claude:ClaudeTranslator",
     "codex": "agentrun.engines.codex:CodexExecTranslator",
+    "codex-app-server": "agentrun.engines.codex:CodexAppServerTranslator",
     "opencode": "agentrun.engines.opencode:OpenCodeTranslator",
     "acp": "agentrun.engines.acp:AcpTranslator",
     "opencode-acp": "agentrun.engines.acp:AcpTranslator",

@@ -22,6 +22,7 @@ __all__ = ["EMBEDDED_ENGINES", "embedded_engine"]
 EMBEDDED_ENGINES: dict[str, str] = {
     "claude": "claude",
     "codex": "codex",
+    "codex-app-server": "codex",
     "opencode": "opencode",
     "opencode-acp": "opencode",
 }

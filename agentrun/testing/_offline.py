@@ -52,7 +52,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 __all__ = [
@@ -363,4 +363,7 @@ def offline_config(
         return opencode_offline(server_url, directory)
     if agent == "codex":
         return codex_offline(server_url, directory)
+    if agent == "codex-app-server":
+        # Same configuration; app-server takes no exec flags (no git check applies).
+        return replace(codex_offline(server_url, directory), args=())
     raise ValueError(f"no offline configuration for agent {agent!r}")

@@ -33,6 +33,7 @@ FIXTURE_DIRS = {"acp": ["acp", "opencode-acp"], "opencode-acp": []}
 
 #: An event of a kind no agent emits today, in each wire format.
 FUTURE_EVENTS: dict[str, Any] = {
+    "codex-jsonrpc": {"dir": "recv", "msg": {"method": "x_future/event", "params": {"n": 1}}},
     "stdout": {"type": "x_future_event", "session_id": "s", "payload": {"n": 1}},
     "jsonrpc": {
         "dir": "recv",
@@ -47,6 +48,8 @@ FUTURE_EVENTS: dict[str, Any] = {
 
 def _wire_format(name: str) -> str:
     """How the engine's transcripts are recorded (stdout lines, or both JSON-RPC directions)."""
+    if name == "codex-app-server":
+        return "codex-jsonrpc"
     return "jsonrpc" if name in ("acp", "opencode-acp") else "stdout"
 
 

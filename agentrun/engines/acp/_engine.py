@@ -36,7 +36,6 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, ValidationError
 
-from ... import __version__
 from ..._binaries import resolve_binary
 from ..._context import Catalog
 from ..._errors import (
@@ -61,6 +60,7 @@ from ..._options import SessionOptions
 from ..._permissions import PermissionDecision, PermissionOption, PermissionRequest
 from ..._session import Engine, Session, TurnContext
 from ..._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
+from ..._version import VERSION
 from ._schema import (
     ClientCapabilities,
     FileSystemCapabilities,
@@ -433,7 +433,7 @@ class AcpSession(Session):
             client_capabilities=ClientCapabilities(
                 fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=False
             ),
-            client_info=Implementation(name="agentrun", version=__version__),
+            client_info=Implementation(name="agentrun", version=VERSION),
         )
         try:
             await self._call(Method.INITIALIZE, request, self.engine.handshake_timeout)

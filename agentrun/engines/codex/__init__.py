@@ -1,15 +1,21 @@
-"""OpenAI Codex: ``codex exec --json``, one process per turn (the ``codex`` engine).
+"""OpenAI Codex: ``codex exec --json``, one process per turn (the ``codex`` engine), and
+``codex app-server``, one JSON-RPC process per session (the ``codex-app-server`` engine).
 
 :class:`CodexEngine` drives the program; :class:`CodexExecTranslator` turns its JSON lines (and
 the thread's rollout file) into messages, also for ``agentrun replay --engine codex``. See
 ``docs/engines/codex.md``.
 """
 
+from ._app_engine import CodexAppServerEngine, CodexAppServerSession
+from ._app_server import CodexAppServerTranslator
 from ._argv import ExecArgs, build_exec_argv
 from ._engine import CodexEngine, CodexSession
 from ._translate import CodexExecTranslator, Rollout, codex_usage, find_rollout, read_rollout
 
 __all__ = [
+    "CodexAppServerEngine",
+    "CodexAppServerSession",
+    "CodexAppServerTranslator",
     "CodexEngine",
     "CodexExecTranslator",
     "CodexSession",

@@ -1,0 +1,206 @@
+"""The Codex ``app-server`` engine: one persistent ``codex app-server`` process per session.
+
+Built on :class:`~agentrun._jsonrpc_session.JsonRpcSession`. Start: ``initialize`` ->
+``initialized`` -> ``thread/start`` (or ``thread/resume`` for ``SessionOptions.resume_id``).
+Each turn is ``turn/start``; it ends with the ``turn/completed`` notification. Interrupt:
+``turn/interrupt``; the thread stays usable. The agent's approval requests go to the session's
+permission callback like every other engine's (``hitl=True`` without one declines, and the denial
+is recorded); questions to the user (``item/tool/requestUserInput``, MCP elicitations) are
+refused at once so no turn waits on a question nobody sees.
+
+Session options: ``model``, ``cwd``, ``system_prompt`` (``baseInstructions``),
+``append_system_prompt`` (``developerInstructions``), ``hitl`` / ``mode`` (approval policy and
+sandbox: ``False`` -> never ask, full access; ``True`` -> ask before every untrusted command,
+workspace-write;
+``mode="plan"`` -> read-only), ``effort`` (per turn), ``codex.config.<key>`` (``-c`` overrides),
+``extra_args``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, ClassVar
+
+from ..._binaries import resolve_binary
+from ..._context import Catalog, ContextTracker
+from ..._json import as_dict
+from ..._jsonrpc import JsonRpcConnection, JsonRpcError
+from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
+from ..._options import SessionOptions
+from ..._permissions import PermissionRequest, ask_permission
+from ..._session import Engine, TurnContext
+from ..._version import VERSION
+from ._app_server import CodexAppServerTranslator
+
+__all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
+
+_EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+
+
+class CodexAppServerEngine(Engine):
+    """``codex app-server``: one process per session, JSON-RPC over stdio.
+
+    ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
+    Timeouts (seconds): ``handshake_timeout`` to open the thread, ``cancel_timeout`` for an
+    interrupted turn to end before the process is killed.
+    """
+
+    name: ClassVar[str] = "codex-app-server"
+    #: What the recorder captures: both directions of the JSON-RPC traffic.
+    wire_format: ClassVar[str] = "jsonrpc"
+
+    def __init__(
+        self,
+        binary: str | None = None,
+        *,
+        handshake_timeout: float = 60.0,
+        cancel_timeout: float = 10.0,
+        catalog: Catalog | None = None,
+    ) -> None:
+        self.binary = binary
+        self.handshake_timeout = handshake_timeout
+        self.cancel_timeout = cancel_timeout
+        self.catalog = catalog
+
+    def start(self, options: SessionOptions | None = None) -> CodexAppServerSession:
+        return CodexAppServerSession(self, options)
+
+    def resolve_binary(self, options: SessionOptions | None = None) -> str:
+        explicit = options.binary if options is not None and options.binary else self.binary
+        return resolve_binary("codex", explicit=explicit, engine=self.name)
+
+    def check(self) -> None:
+        self.resolve_binary()
+
+
+class CodexAppServerSession(JsonRpcSession):
+    """One ``codex app-server`` process and one Codex thread."""
+
+    engine_name = "codex-app-server"
+    jsonrpc_field = False
+
+    def __init__(self, engine: CodexAppServerEngine, options: SessionOptions | None) -> None:
+        self.engine = engine
+        super().__init__(
+            options,
+            handshake_timeout=engine.handshake_timeout,
+            cancel_timeout=engine.cancel_timeout,
+        )
+
+    @property
+    def app_translator(self) -> CodexAppServerTranslator:
+        translator = self.translator
+        assert isinstance(translator, CodexAppServerTranslator)
+        return translator
+
+    def _new_translator(self) -> CodexAppServerTranslator:
+        options = self.options
+        tracker = ContextTracker(
+            model=options.model,
+            override=options.context_window_tokens,
+            catalog=self.engine.catalog,
+        )
+        return CodexAppServerTranslator(model=options.model, tracker=tracker, cwd=options.cwd)
+
+    def _argv(self) -> tuple[str, ...]:
+        binary = self.engine.resolve_binary(self.options)
+        argv = [binary, "app-server"]
+        for key, value in sorted(self.options.options.items()):
+            if key.startswith("codex.config."):
+                argv += ["-c", f"{key.removeprefix('codex.config.')}={value}"]
+        return (*argv, *self.options.extra_args)
+
+    def _policy(self) -> dict[str, Any]:
+        options = self.options
+        if options.hitl is False:
+            return {"approvalPolicy": "never", "sandbox": "danger-full-access"}
+        if options.mode == "plan":
+            return {"approvalPolicy": "on-request", "sandbox": "read-only"}
+        if options.hitl is True:
+            # Every command the model runs goes to the permission callback first.
+            return {"approvalPolicy": "untrusted", "sandbox": "workspace-write"}
+        return {}
+
+    async def _handshake(self, conn: JsonRpcConnection) -> None:
+        options = self.options
+        await conn.request(
+            "initialize",
+            {"clientInfo": {"name": "agentrun", "title": "agentrun", "version": VERSION},
+             "capabilities": {}},
+        )  # fmt: skip
+        await conn.notify("initialized")
+        params: dict[str, Any] = {**self._policy()}
+        if options.cwd is not None:
+            params["cwd"] = options.cwd
+        if options.model is not None:
+            params["model"] = options.model
+        if options.system_prompt is not None:
+            params["baseInstructions"] = options.system_prompt
+        if options.append_system_prompt is not None:
+            params["developerInstructions"] = options.append_system_prompt
+        if options.resume_id is not None:
+            await conn.request("thread/resume", {**params, "threadId": options.resume_id})
+        else:
+            await conn.request("thread/start", params)
+        thread = self.app_translator.thread_id
+        if thread is not None:
+            self.resume_id = thread
+
+    async def _send_prompt(self, conn: JsonRpcConnection, ctx: TurnContext) -> None:
+        translator = self.app_translator
+        params: dict[str, Any] = {
+            "threadId": translator.thread_id,
+            "input": [{"type": "text", "text": ctx.prompt}],
+        }
+        if self.options.effort is not None:
+            params["effort"] = _EFFORT[self.options.effort]
+        await conn.request("turn/start", params)
+
+    async def _interrupt(self, conn: JsonRpcConnection) -> None:
+        translator = self.app_translator
+        if translator.thread_id is None or translator.turn_id is None:
+            return
+        with contextlib.suppress(JsonRpcError):  # an error: the turn already ended
+            await conn.request(
+                "turn/interrupt",
+                {"threadId": translator.thread_id, "turnId": translator.turn_id},
+                timeout=self.cancel_timeout,
+            )
+
+    @property
+    def request_handlers(self) -> RequestHandlerTable:
+        return {
+            "item/commandExecution/requestApproval": self._approve_v2,
+            "item/fileChange/requestApproval": self._approve_v2,
+            "execCommandApproval": self._approve_v1,
+            "applyPatchApproval": self._approve_v1,
+            "item/tool/requestUserInput": self._refuse_question,
+            "mcpServer/elicitation/request": self._refuse_question,
+        }
+
+    async def _ask(self, params: Any) -> bool:
+        data = as_dict(params) or {}
+        command = data.get("command")
+        request = PermissionRequest(
+            tool_name="exec_command" if command is not None else "apply_patch",
+            tool_use_id=data.get("itemId") or data.get("callId"),
+            input={"command": command} if command is not None else data.get("fileChanges"),
+            title=data.get("reason"),
+            kind="execute" if command is not None else "edit",
+            engine=self.engine_name,
+            raw=data,
+        )
+        decision, notes = await ask_permission(
+            self.options.permission_handler, self.options.hitl, request, engine=self.engine_name
+        )
+        await self._route([n for n in notes if n.type != "system"])
+        return decision.allow
+
+    async def _approve_v2(self, params: Any) -> dict[str, Any]:
+        return {"decision": "accept" if await self._ask(params) else "decline"}
+
+    async def _approve_v1(self, params: Any) -> dict[str, Any]:
+        return {"decision": "approved" if await self._ask(params) else "denied"}
+
+    async def _refuse_question(self, params: Any) -> Any:
+        raise JsonRpcError(-32603, "agentrun: no question callback is set; the question is refused")

@@ -1,0 +1,462 @@
+"""Translate a ``codex app-server`` JSON-RPC session into messages.
+
+Fed every wire message in both directions as ``{"dir": "send"|"recv", "msg": {...}}`` (the
+recorder's format; ``"->"`` / ``"<-"`` are accepted too, other keys ignored), live and in replay.
+App-server messages carry no ``"jsonrpc"`` field. Mapping:
+
+* ``thread/start`` / ``thread/resume`` result, ``thread/started`` -> ``init`` (thread id, model);
+* ``item/agentMessage/delta`` -> ``text_delta``; ``item/completed`` ``agentMessage`` -> ``text``;
+* ``item/reasoning/summaryTextDelta`` -> ``thinking_delta``; ``reasoning`` -> ``thinking``;
+* ``commandExecution`` / ``fileChange`` / ``mcpToolCall`` / ``webSearch`` items -> ``tool_use``
+  at ``item/started`` and ``tool_result`` at ``item/completed`` (the same names and kinds as exec);
+* ``thread/tokenUsage/updated`` -> ``context_window`` after every model call: ``used`` from the
+  call's ``last`` usage, the *effective* ``modelContextWindow`` (``size_source="agent_effective"``);
+  the turn's usage is the sum of its calls' ``last`` usage (no running total needed);
+* approvals (``item/commandExecution/requestApproval``, ``item/fileChange/requestApproval`` and
+  the older ``execCommandApproval`` / ``applyPatchApproval``): our answer declines -> a
+  ``permission_denied`` message with the denial;
+* ``error`` notifications: ``willRetry`` -> a ``system`` ``retry`` message; otherwise an error
+  that is fatal only when the turn fails;
+* ``turn/completed`` -> the turn's ``result`` (``completed``, ``failed`` with its error,
+  ``interrupted`` -> ``cancelled``); an error response to ``turn/start`` also ends the turn.
+
+Notifications about other turns (``turnId`` of a turn that already ended) are dropped: a late
+tail of an interrupted turn never lands in the next one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._context import ContextTracker
+from ..._json import as_dict, as_int, as_list, as_str
+from ..._messages import (
+    ErrorInfo,
+    InitMeta,
+    Message,
+    MessageType,
+    PermissionDenial,
+    ToolCall,
+    Usage,
+)
+from ._translate import codex_usage
+
+__all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
+
+#: The agent's approval requests and whether their answer uses the v2 decision words.
+APPROVAL_METHODS: dict[str, bool] = {
+    "item/commandExecution/requestApproval": True,
+    "item/fileChange/requestApproval": True,
+    "execCommandApproval": False,
+    "applyPatchApproval": False,
+}
+
+#: Notifications that say nothing a caller needs (state the turn already shows).
+_QUIET = frozenset(
+    {
+        "remoteControl/status/changed",
+        "thread/status/changed",
+        "thread/readState/changed",
+        "account/rateLimits/updated",
+        "turn/started",
+        "item/reasoning/summaryPartAdded",
+        "deprecationNotice",
+        "turn/diff/updated",
+        "turn/plan/updated",
+        "mcpServer/startupStatus/updated",
+    }
+)
+
+#: Notifications that belong to a running turn (dropped outside one).
+_TURN_METHODS = frozenset(
+    {
+        "item/agentMessage/delta",
+        "item/reasoning/summaryTextDelta",
+        "item/started",
+        "item/completed",
+        "thread/tokenUsage/updated",
+        "error",
+        "turn/completed",
+    }
+)
+
+_DIRECTIONS = {"send": "send", "->": "send", "recv": "recv", "<-": "recv"}
+
+_TOOLS: dict[str, tuple[str, str]] = {
+    "commandExecution": ("exec_command", "execute"),
+    "fileChange": ("apply_patch", "edit"),
+    "webSearch": ("web_search", "search"),
+}
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return as_dict(value) or {}
+
+
+def _camel_totals(value: object) -> dict[str, int]:
+    raw = _dict(value)
+    names = {
+        "input_tokens": "inputTokens",
+        "cached_input_tokens": "cachedInputTokens",
+        "cache_write_input_tokens": "cacheWriteInputTokens",
+        "output_tokens": "outputTokens",
+        "reasoning_output_tokens": "reasoningOutputTokens",
+    }
+    out: dict[str, int] = {}
+    for ours, theirs in names.items():
+        number = as_int(raw.get(theirs))
+        out[ours] = number if number is not None and number > 0 else 0
+    return out
+
+
+class CodexAppServerTranslator:
+    """Turns one ``codex app-server`` session's wire messages into messages."""
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        tracker: ContextTracker | None = None,
+        agent_version: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.model = model
+        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
+        self.agent_version = agent_version
+        self.cwd = cwd
+        self.thread_id: str | None = None
+        #: The running turn's id (from the ``turn/start`` response or ``turn/started``).
+        self.turn_id: str | None = None
+        self._finished_turns: set[str] = set()
+        self._sent: dict[Any, str] = {}
+        self._asked: dict[Any, tuple[str, dict[str, Any]]] = {}
+        self._init_sent = False
+        self._in_turn = False
+        self._usage: Usage | None = None
+        self._errors: list[ErrorInfo] = []
+        self._denials: list[PermissionDenial] = []
+        self._started_tools: set[str] = set()
+
+    # -- entry -----------------------------------------------------------------------------
+
+    def feed(self, event: Any) -> list[Message]:
+        if isinstance(event, Message):
+            return [event]
+        record = as_dict(event)
+        direction = _DIRECTIONS.get(str(record.get("dir"))) if record is not None else None
+        msg = as_dict(record.get("msg")) if record is not None else None
+        if direction is None or msg is None:
+            return [
+                Message.error_message(
+                    "codex-app-server: expected {'dir': 'send'|'recv', 'msg': {...}}",
+                    code="protocol",
+                    raw=event,
+                )
+            ]
+        if direction == "send":
+            return self._outgoing(msg)
+        return self._incoming(msg)
+
+    def finish(self) -> list[Message]:
+        """The end of the stream: a turn that was running ends without its result."""
+        return []
+
+    # -- what we send ----------------------------------------------------------------------
+
+    def _outgoing(self, msg: dict[str, Any]) -> list[Message]:
+        method = as_str(msg.get("method"))
+        msg_id = msg.get("id")
+        if method is not None:
+            if isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool):
+                self._sent[msg_id] = method
+            if method == "turn/start":
+                return self._turn_begins()
+            return []
+        # Our answer to one of the agent's requests.
+        if not isinstance(msg_id, (int, str)) or isinstance(msg_id, bool):
+            return []
+        asked = self._asked.pop(msg_id, None)
+        if asked is None:
+            return []
+        method, params = asked
+        if method not in APPROVAL_METHODS:
+            return []
+        return self._answered(method, params, msg)
+
+    def _turn_begins(self) -> list[Message]:
+        out: list[Message] = []
+        if not self._init_sent:
+            out.append(self._init())
+        self._in_turn = True
+        self.turn_id = None
+        self._usage = None
+        self._errors = []
+        self._denials = []
+        self._started_tools = set()
+        return out
+
+    def _answered(self, method: str, params: dict[str, Any], msg: dict[str, Any]) -> list[Message]:
+        result = _dict(msg.get("result"))
+        decision = result.get("decision")
+        if decision in ("accept", "acceptForSession", "approved", "approved_for_session"):
+            return []
+        is_command = method in ("item/commandExecution/requestApproval", "execCommandApproval")
+        name = _TOOLS["commandExecution" if is_command else "fileChange"][0]
+        reason = as_str(params.get("reason")) or "declined by the permission callback"
+        denial = PermissionDenial(
+            tool_name=name,
+            tool_use_id=as_str(params.get("itemId")) or as_str(params.get("callId")),
+            input=params.get("command") or params.get("fileChanges") or params.get("changes"),
+            reason=reason,
+        )
+        self._denials.append(denial)
+        return [
+            Message(
+                type=MessageType.SYSTEM,
+                subtype="permission_denied",
+                denials=(denial,),
+                data={"method": method, "decision": decision},
+            )
+        ]
+
+    # -- what the agent sends ----------------------------------------------------------------
+
+    def _incoming(self, msg: dict[str, Any]) -> list[Message]:
+        method = as_str(msg.get("method"))
+        msg_id = msg.get("id")
+        if method is not None:
+            params = _dict(msg.get("params"))
+            if msg_id is not None:
+                if isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool):
+                    self._asked[msg_id] = (method, params)
+                return []
+            return self._notification(method, params, msg)
+        if not isinstance(msg_id, (int, str)) or isinstance(msg_id, bool):
+            return []
+        sent = self._sent.pop(msg_id, None)
+        if sent is None:
+            return []
+        return self._response(sent, msg)
+
+    def _response(self, method: str, msg: dict[str, Any]) -> list[Message]:
+        error = as_dict(msg.get("error"))
+        result = _dict(msg.get("result"))
+        if method in ("thread/start", "thread/resume", "thread/fork"):
+            thread = _dict(result.get("thread"))
+            self.thread_id = as_str(thread.get("id")) or self.thread_id
+            model = as_str(result.get("model"))
+            if model:
+                self.model = model
+                self.tracker.set_model(model)
+            return []
+        if method == "turn/start":
+            if error is not None:
+                text = as_str(error.get("message")) or "turn/start failed"
+                info = ErrorInfo(message=text, code="agent_error", fatal=True)
+                data = error.get("data")
+                out = [Message.error_message(text, code="agent_error", fatal=True,
+                                             data={"data": data} if data is not None else None,
+                                             raw=msg)]  # fmt: skip
+                return out + self._result("error", info)
+            turn = _dict(result.get("turn"))
+            self.turn_id = as_str(turn.get("id")) or self.turn_id
+        return []
+
+    def _notification(
+        self, method: str, params: dict[str, Any], msg: dict[str, Any]
+    ) -> list[Message]:
+        turn_id = as_str(params.get("turnId"))
+        if turn_id is not None and turn_id in self._finished_turns:
+            return []  # the tail of a turn that already ended
+        if method == "thread/started":
+            thread = _dict(params.get("thread"))
+            self.thread_id = as_str(thread.get("id")) or self.thread_id
+            return []
+        if method in _QUIET:
+            if method == "turn/started":
+                self.turn_id = as_str(_dict(params.get("turn")).get("id")) or self.turn_id
+            return []
+        if method == "warning":
+            text = as_str(params.get("message")) or "warning"
+            return [Message(type=MessageType.SYSTEM, subtype="warning", text=text, raw=msg)]
+        if method not in _TURN_METHODS:
+            # A notification of a newer Codex: passed through under its own name.
+            return [Message(type=f"codex.{method}", subtype=method, data=params, raw=msg)]
+        if not self._in_turn:
+            return []
+        if method == "item/agentMessage/delta":
+            delta = params.get("delta")
+            if isinstance(delta, str):
+                return [Message(type=MessageType.TEXT_DELTA, text=delta,
+                                message_id=as_str(params.get("itemId")))]  # fmt: skip
+            return []
+        if method == "item/reasoning/summaryTextDelta":
+            delta = params.get("delta")
+            if isinstance(delta, str):
+                return [Message(type=MessageType.THINKING_DELTA, text=delta,
+                                message_id=as_str(params.get("itemId")))]  # fmt: skip
+            return []
+        if method in ("item/started", "item/completed"):
+            return self._item(_dict(params.get("item")), method == "item/completed", msg)
+        if method == "thread/tokenUsage/updated":
+            return self._token_usage(_dict(params.get("tokenUsage")), msg)
+        if method == "error":
+            return self._error(params, msg)
+        return self._completed(_dict(params.get("turn")))
+
+    def _init(self) -> Message:
+        self._init_sent = True
+        return Message(
+            type=MessageType.INIT,
+            init=InitMeta(
+                model=self.model,
+                agent_name="codex",
+                agent_version=self.agent_version,
+                session_id=self.thread_id,
+                cwd=self.cwd,
+            ),
+            resume_id=self.thread_id,
+        )
+
+    def _item(self, item: dict[str, Any], completed: bool, msg: dict[str, Any]) -> list[Message]:
+        kind = as_str(item.get("type"))
+        item_id = as_str(item.get("id"))
+        if kind == "agentMessage":
+            text = item.get("text")
+            if completed and isinstance(text, str):
+                return [Message(type=MessageType.TEXT, text=text, message_id=item_id, raw=msg)]
+            return []
+        if kind == "reasoning":
+            if not completed:
+                return []
+            parts = [p for p in as_list(item.get("summary")) if isinstance(p, str)]
+            if not parts:
+                return []
+            return [Message(type=MessageType.THINKING, text="\n".join(parts), message_id=item_id,
+                            raw=msg)]  # fmt: skip
+        if kind in _TOOLS or kind == "mcpToolCall":
+            return self._tool(kind, item_id, item, completed, msg)
+        if kind in ("userMessage", None):
+            return []
+        return [Message(type=f"codex.{kind}", subtype="item", data=item, raw=msg)]
+
+    def _tool(
+        self, kind: str, item_id: str | None, item: dict[str, Any], completed: bool,
+        msg: dict[str, Any],
+    ) -> list[Message]:  # fmt: skip
+        if kind == "mcpToolCall":
+            name = (
+                f"mcp__{as_str(item.get('server')) or 'mcp'}__{as_str(item.get('tool')) or 'tool'}"
+            )
+            tool_kind, tool_input = "other", item.get("arguments")
+            error = item.get("error")
+            output = error if error is not None else _dict(item.get("result")).get("content")
+            failed = error is not None
+        else:
+            name, tool_kind = _TOOLS[kind]
+            if kind == "commandExecution":
+                tool_input = {"command": item.get("command")}
+                output = item.get("aggregatedOutput")
+                exit_code = as_int(item.get("exitCode"))
+                failed = exit_code not in (None, 0)
+            elif kind == "fileChange":
+                tool_input = {"changes": item.get("changes")}
+                output = item.get("changes")
+                failed = False
+            else:
+                tool_input = {"query": item.get("query")}
+                output = item.get("action")
+                failed = False
+        status = as_str(item.get("status"))
+        failed = failed or status in ("failed", "declined")
+        out: list[Message] = []
+        if item_id is None or item_id not in self._started_tools:
+            if item_id is not None:
+                self._started_tools.add(item_id)
+            out.append(Message(type=MessageType.TOOL_USE,
+                               tool=ToolCall(id=item_id, name=name, input=tool_input,
+                                             kind=tool_kind), raw=msg))  # fmt: skip
+        if completed:
+            exit_code = as_int(item.get("exitCode"))
+            out.append(
+                Message(
+                    type=MessageType.TOOL_RESULT,
+                    tool=ToolCall(
+                        id=item_id,
+                        name=name,
+                        output=output,
+                        is_error=failed,
+                        kind=tool_kind,
+                        status=status,
+                    ),
+                    data={"exit_code": exit_code} if exit_code is not None else None,
+                    raw=msg,
+                )
+            )
+        return out
+
+    def _token_usage(self, usage: dict[str, Any], msg: dict[str, Any]) -> list[Message]:
+        window = as_int(usage.get("modelContextWindow"))
+        if window:
+            self.tracker.report_size(window, effective=True)
+        last = usage.get("last")
+        if last is None:
+            return []
+        call = codex_usage(_camel_totals(last))
+        self._usage = call if self._usage is None else self._usage + call
+        reading = self.tracker.observe_call(call, raw=msg)
+        return [] if reading is None else [reading]
+
+    def _error(self, params: dict[str, Any], msg: dict[str, Any]) -> list[Message]:
+        error = _dict(params.get("error"))
+        text = as_str(error.get("message")) or "unknown error"
+        info = as_str(error.get("codexErrorInfo"))
+        if params.get("willRetry") is True:
+            return [Message(type=MessageType.SYSTEM, subtype="retry", text=text,
+                            data={"reason": text, "codex_error_info": info}, raw=msg)]  # fmt: skip
+        entry = ErrorInfo(message=text, code=_code(info))
+        self._errors.append(entry)
+        return [Message.error_message(text, code=entry.code, data={"codex_error_info": info},
+                                      raw=msg)]  # fmt: skip
+
+    def _completed(self, turn: dict[str, Any]) -> list[Message]:
+        status = as_str(turn.get("status"))
+        error = as_dict(turn.get("error"))
+        if status == "interrupted":
+            return self._result("cancelled", None)
+        if status == "failed" or error is not None:
+            text = as_str((error or {}).get("message")) or "the turn failed"
+            info = ErrorInfo(message=text, code=_code(as_str((error or {}).get("codexErrorInfo"))),
+                             fatal=True)  # fmt: skip
+            return self._result("error", info)
+        return self._result("success", None)
+
+    def _result(self, subtype: str, error: ErrorInfo | None) -> list[Message]:
+        if not self._in_turn:
+            return []
+        self._in_turn = False
+        if self.turn_id is not None:
+            self._finished_turns.add(self.turn_id)
+        stop = {"success": "end_turn", "error": "error", "cancelled": "cancelled"}[subtype]
+        return [
+            Message(
+                type=MessageType.RESULT,
+                subtype=subtype,
+                usage=self._usage,
+                stop_reason=stop,
+                error=error,
+                denials=tuple(self._denials) if self._denials else None,
+                resume_id=self.thread_id,
+                data={"turn_id": self.turn_id, **({"model": self.model} if self.model else {})},
+            )
+        ]
+
+
+def _code(info: str | None) -> str:
+    mapping = {
+        "internalServerError": "api_error",
+        "contextWindowExceeded": "context_length_exceeded",
+        "usageLimitExceeded": "quota_exceeded",
+        "unauthorized": "authentication_failed",
+    }
+    return mapping.get(info or "", "agent_error")
