@@ -308,6 +308,7 @@ class JsonRpcSession(Session):
         finally:
             self._queue = None
             send.close()
+            recv.close()
 
     async def _pump(
         self, ctx: TurnContext, recv: anyio.abc.ObjectReceiveStream[Message | _Ended]

@@ -1,0 +1,215 @@
+"""Codex app-server: translation of recorded JSON-RPC sessions (snapshots), and the engine
+against the real pinned ``codex app-server``, offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from agents_support import descendants, require_engine
+from repo_paths import FIXTURES as FIXTURE_ROOT
+from syrupy.assertion import SnapshotAssertion
+
+from agentrun import (
+    Message,
+    MessageType,
+    PermissionDecision,
+    PermissionRequest,
+    TurnSummary,
+    TurnTimeoutError,
+    run_turn,
+)
+from agentrun._replay import replay_turns
+from agentrun.engines.codex import CodexAppServerSession, CodexAppServerTranslator
+from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+
+FIXTURES = FIXTURE_ROOT / "codex-app-server"
+RECORDED = sorted(FIXTURES.glob("*.jsonl"))
+SAMPLES = sorted((FIXTURES / "wire-samples").glob("*.jsonl"))
+
+
+# -- translation ---------------------------------------------------------------------------------
+
+
+def _feed(translator: CodexAppServerTranslator, *events: dict[str, Any]) -> list[Message]:
+    out: list[Message] = []
+    for event in events:
+        out.extend(translator.feed(event))
+    return out
+
+
+def _recv(method: str, **params: Any) -> dict[str, Any]:
+    return {"dir": "<-", "msg": {"method": method, "params": params}}
+
+
+def test_both_direction_spellings_and_a_missing_jsonrpc_field_are_accepted() -> None:
+    translator = CodexAppServerTranslator()
+    messages = _feed(
+        translator,
+        {"dir": "->", "msg": {"method": "thread/start", "id": 1, "params": {}}},
+        {"dir": "recv", "msg": {"id": 1, "result": {"thread": {"id": "t1"}, "model": "m"}}},
+        {"dir": "send", "msg": {"method": "turn/start", "id": 2, "params": {}}, "t": 0.1},
+    )
+    (init,) = messages
+    assert init.type is MessageType.INIT and init.resume_id == "t1"
+    assert init.init is not None and init.init.model == "m"
+    bad = translator.feed({"direction": "up", "msg": {}})
+    assert bad[0].type is MessageType.ERROR
+
+
+def test_a_late_tail_of_an_ended_turn_is_dropped() -> None:
+    translator = CodexAppServerTranslator()
+    _feed(
+        translator,
+        {"dir": "send", "msg": {"method": "turn/start", "id": 2, "params": {}}},
+        {"dir": "recv", "msg": {"id": 2, "result": {"turn": {"id": "turn-1"}}}},
+    )
+    ended = _feed(
+        translator, _recv("turn/completed", turn={"id": "turn-1", "status": "interrupted"})
+    )
+    assert [m.stop_reason for m in ended] == ["cancelled"]
+    late = _feed(translator, _recv("item/agentMessage/delta", turnId="turn-1", itemId="x",
+                                   delta="stale"))  # fmt: skip
+    assert late == []
+
+
+def test_token_usage_gives_a_gauge_per_call_and_the_turns_own_usage() -> None:
+    translator = CodexAppServerTranslator()
+    _feed(translator, {"dir": "send", "msg": {"method": "turn/start", "id": 2, "params": {}}})
+    last = {"inputTokens": 1300, "cachedInputTokens": 1200, "outputTokens": 20}
+    (reading,) = _feed(
+        translator,
+        _recv("thread/tokenUsage/updated",
+              tokenUsage={"last": last, "total": last, "modelContextWindow": 258400}),
+    )  # fmt: skip
+    assert reading.context is not None
+    assert (reading.context.used_tokens, reading.context.size_tokens) == (1300, 258400)
+    assert reading.context.size_source == "agent_effective"
+    (result,) = _feed(translator, _recv("turn/completed", turn={"id": "t", "status": "completed"}))
+    assert result.usage is not None and result.usage.prompt_tokens == 1300
+
+
+def test_retry_notices_are_typed_and_a_failed_turn_carries_its_error() -> None:
+    translator = CodexAppServerTranslator()
+    _feed(translator, {"dir": "send", "msg": {"method": "turn/start", "id": 2, "params": {}}})
+    (retry,) = _feed(translator, _recv("error", error={"message": "Reconnecting"}, willRetry=True))
+    assert retry.subtype == "retry"
+    (result,) = _feed(
+        translator,
+        _recv("turn/completed", turn={"id": "t", "status": "failed",
+                                       "error": {"message": "high demand",
+                                                 "codexErrorInfo": "internalServerError"}}),
+    )  # fmt: skip
+    assert result.error is not None and result.error.code == "api_error"
+
+
+def test_an_error_response_to_turn_start_ends_the_turn_with_its_data() -> None:
+    translator = CodexAppServerTranslator()
+    _feed(translator, {"dir": "send", "msg": {"method": "turn/start", "id": 7, "params": {}}})
+    error, result = _feed(
+        translator,
+        {"dir": "recv", "msg": {"id": 7, "error": {"code": -32600, "message": "bad",
+                                                    "data": {"provider": "busy"}}}},
+    )  # fmt: skip
+    assert error.data == {"data": {"provider": "busy"}}
+    assert result.type is MessageType.RESULT and not TurnSummary.from_messages([result]).ok
+
+
+def _replay(path: Path) -> dict[str, Any]:
+    turns = replay_turns(path, engine="codex-app-server")
+    return {
+        "turns": [
+            {
+                "messages": [m.model_dump(mode="json", exclude_none=True) for m in turn],
+                "summary": TurnSummary.from_messages(turn).model_dump(
+                    mode="json", exclude={"duration_s"}
+                ),
+            }
+            for turn in turns
+        ]
+    }
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: f"sample-{p.stem}")
+def test_wire_samples(path: Path, snapshot: SnapshotAssertion) -> None:
+    assert _replay(path) == snapshot
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
+def test_recorded_fixtures(path: Path, snapshot: SnapshotAssertion) -> None:
+    replayed = _replay(path)
+    assert replayed == snapshot
+    meta = json.loads(path.with_suffix(".meta.json").read_text())
+    summaries = [t["summary"] for t in replayed["turns"]]
+    for turn, summary in zip(meta["turns"], summaries, strict=True):
+        if "ok" in turn:
+            assert summary["ok"] == turn["ok"], turn
+        if turn.get("interrupted"):
+            assert summary["stop_reason"] == "cancelled"
+    if path.stem == "approval_declined":
+        assert len(summaries[0]["denials"]) == 1
+
+
+# -- the real app-server -------------------------------------------------------------------------
+
+
+def _u(fresh: int, cached: int, output: int) -> ScriptUsage:
+    return ScriptUsage(input_tokens=fresh, cache_read_tokens=cached, output_tokens=output)
+
+
+@pytest.mark.anyio
+@pytest.mark.agent
+async def test_three_turns_approvals_and_an_interrupt(tmp_path: Path) -> None:
+    require_engine("codex")
+    before = descendants()
+    slow = ModelTurn(blocks=ModelTurn.text("x " * 400).blocks, chunk_delay=0.05, chunk_chars=4)
+    script = Script(
+        turns=[
+            ModelTurn.shell("echo allowed", usage=_u(1500, 0, 20)),
+            ModelTurn.text("It ran.", usage=_u(100, 1500, 4)),
+            ModelTurn.shell("echo refused", usage=_u(120, 1600, 20)),
+            ModelTurn.text("It was refused.", usage=_u(100, 1750, 5)),
+            slow,
+            ModelTurn.text("done", usage=_u(100, 1900, 2)),
+        ]
+    )
+    asked: list[PermissionRequest] = []
+
+    async def handler(request: PermissionRequest) -> PermissionDecision:
+        asked.append(request)
+        if "refused" in json.dumps(request.input):
+            return PermissionDecision.deny("not this one")
+        return PermissionDecision.allow_once()
+
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(
+            "codex-app-server", server.url, tmp_path / "agent", cwd=str(tmp_path),
+            hitl=True, permission_handler=handler,
+        )  # fmt: skip
+        gauges: list[Message] = []
+
+        def see(message: Message) -> None:
+            if message.type is MessageType.CONTEXT_WINDOW:
+                gauges.append(message)
+
+        async with engine.start(options) as session:
+            assert isinstance(session, CodexAppServerSession)
+            first = await run_turn(session, "run echo allowed", on_message=see, timeout=120)
+            second = await run_turn(session, "run echo refused", on_message=see, timeout=120)
+            with pytest.raises(TurnTimeoutError) as caught:
+                await run_turn(session, "count slowly", timeout=2)
+            with anyio.fail_after(60):
+                fourth = await run_turn(session, "say done", on_message=see, timeout=120)
+    assert first.ok and first.tool_calls[0].output == "allowed\n" and not first.denials
+    assert second.ok and len(second.denials) == 1 and second.tool_calls[0].is_error
+    assert [r.tool_name for r in asked] == ["exec_command", "exec_command"]
+    interrupted = caught.value.summary
+    assert interrupted is not None and interrupted.stop_reason == "cancelled"
+    assert fourth.ok and fourth.text == "done" and "x x" not in fourth.text
+    assert {first.resume_id, second.resume_id, fourth.resume_id} == {session.resume_id}
+    sized = [g.context for g in gauges if g.context is not None and g.context.size_tokens]
+    assert len(sized) >= 4 and all(c.size_source == "agent_effective" for c in sized)
+    assert descendants() <= before
