@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -249,18 +249,52 @@ class JsonProblem:
     raw: bytes
 
 
+#: How deep decoded JSON may nest before the deeper parts are replaced by :data:`NESTING_MARKER`:
+#: far beyond what agents send, well within what a message can serialize.
+MAX_NESTING = 100
+NESTING_MARKER = f"[agentrun: nested deeper than {MAX_NESTING} levels; cut here]"
+
+
+def cap_nesting(value: object, limit: int = MAX_NESTING) -> object:
+    """``value`` with every container deeper than ``limit`` replaced by the marker (iterative:
+    no recursion limit applies)."""
+    if not isinstance(value, (dict, list)):
+        return value
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        keys: list[Any] = (
+            list(cast("dict[Any, Any]", container))
+            if isinstance(container, dict)
+            else list(range(len(cast("list[Any]", container))))
+        )
+        for key in keys:
+            child = cast(Any, container[key])
+            if isinstance(child, (dict, list)):
+                if depth >= limit:
+                    container[key] = NESTING_MARKER
+                else:
+                    stack.append((cast(Any, child), depth + 1))
+    return cast(object, value)
+
+
 def decode_json_line(line: bytes) -> object | JsonProblem:
     """Decode one line as JSON; return a :class:`JsonProblem` instead of raising.
 
     The line must be strict UTF-8 (``json.loads`` on bytes would also guess UTF-16/32 and
-    let encoded surrogates through, so the text is decoded first).
+    let encoded surrogates through, so the text is decoded first). Containers nested deeper than
+    :data:`MAX_NESTING` are cut (:func:`cap_nesting`), so every message made of the value can be
+    serialized; the check runs only on lines with that many brackets at all.
     """
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         return JsonProblem("invalid_utf8", f"{exc.reason} at byte {exc.start}", line)
     try:
-        return json.loads(text)
+        value = json.loads(text)
+        if line.count(b"{") + line.count(b"[") > MAX_NESTING:
+            value = cap_nesting(value)
+        return value
     except json.JSONDecodeError as exc:
         return JsonProblem("invalid_json", f"{exc.msg} at char {exc.pos}", line)
     except (ValueError, RecursionError) as exc:  # e.g. nesting too deep

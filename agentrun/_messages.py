@@ -92,6 +92,21 @@ class Usage(_Model):
             return None
         return sum(p or 0 for p in parts)
 
+    @field_validator(
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "thinking_tokens",
+        "cost_usd",
+        "context_used_tokens",
+        "context_size_tokens",
+    )
+    @classmethod
+    def _never_negative(cls, value: float | None) -> float | None:
+        # A negative count or cost is nonsense from a broken or hostile agent: not reported.
+        return None if value is not None and value < 0 else value
+
     def is_empty(self) -> bool:
         return all(v is None for v in self.__dict__.values())
 

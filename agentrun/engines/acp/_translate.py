@@ -855,17 +855,18 @@ class AcpTranslator:
     def _outgoing(self, msg: dict[str, Any]) -> list[Message]:
         method = msg.get("method")
         params = msg.get("params")
+        request_id = _request_id(msg.get("id"))
         if isinstance(method, str):
-            if "id" in msg:
-                self._sent[msg["id"]] = (method, params)
+            if request_id is not None:
+                self._sent[request_id] = (method, params)
                 if method == Method.SESSION_PROMPT:
-                    self._prompt_id = msg["id"]
+                    self._prompt_id = request_id
                     return self.state.prompt_started()
                 if method in _SESSION_METHODS:
                     self.state.session_requested(method)
             return []
         # Our answer to one of the agent's requests.
-        asked = self._asked.pop(msg.get("id"), None)
+        asked = self._asked.pop(request_id, None) if request_id is not None else None
         if asked is not None and asked[0] == Method.SESSION_REQUEST_PERMISSION:
             return self.state.permission_answered(asked[1], msg.get("result"))
         return []
@@ -875,10 +876,12 @@ class AcpTranslator:
     def _incoming(self, msg: dict[str, Any]) -> list[Message]:
         method = msg.get("method")
         state = self.state
+        request_id = _request_id(msg.get("id"))
         if isinstance(method, str):
             params = msg.get("params")
             if "id" in msg:
-                self._asked[msg["id"]] = (method, params)
+                if request_id is not None:
+                    self._asked[request_id] = (method, params)
                 if method == Method.SESSION_REQUEST_PERMISSION:
                     return state.permission_requested(params)
                 return []
@@ -894,13 +897,13 @@ class AcpTranslator:
             return []
         if "id" not in msg:
             return []
-        sent = self._sent.pop(msg["id"], None)
+        sent = self._sent.pop(request_id, None) if request_id is not None else None
         error = _dict(msg.get("error"))
         result = msg.get("result")
         if sent is None:
             sent = (self._guess(result, error), None)
         method, params = sent
-        if method == Method.SESSION_PROMPT and (msg["id"] != self._prompt_id and not self._bare):
+        if method == Method.SESSION_PROMPT and (request_id != self._prompt_id and not self._bare):
             return []  # the late answer to a prompt we stopped waiting for
         if error is not None:
             code = error.get("code")
@@ -958,3 +961,10 @@ class AcpTranslator:
         if error is not None and self.state.in_prompt:
             return Method.SESSION_PROMPT
         return "unknown"
+
+
+def _request_id(value: object) -> int | str | None:
+    """A JSON-RPC id usable as a key (ids are numbers or strings; anything else is ignored)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    return value
