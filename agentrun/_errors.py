@@ -29,7 +29,8 @@ one of the ``code`` strings in :data:`ERROR_CODES`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from ._summary import TurnSummary
@@ -72,6 +73,11 @@ ERROR_CODES: dict[str, str] = {
 }
 
 
+def _snake(name: str) -> str:
+    """``SessionNotFound`` -> ``session_not_found``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
 class AgentrunError(Exception):
     """Base class of every error agentrun raises on purpose."""
 
@@ -79,6 +85,14 @@ class AgentrunError(Exception):
     engine: str | None
     #: For errors that ended a turn: what the turn produced before it failed.
     summary: TurnSummary | None = None
+    #: A stable snake_case identifier of the kind of error (``"session_not_found"``), also the
+    #: ``code`` of the ``error`` message a failed turn ends with. Derived from the class name.
+    error_code: ClassVar[str] = "agentrun"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "error_code" not in cls.__dict__:
+            cls.error_code = _snake(cls.__name__.removesuffix("Error"))
 
     def __init__(self, message: str, *, engine: str | None = None) -> None:
         super().__init__(message)

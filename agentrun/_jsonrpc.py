@@ -119,6 +119,8 @@ class JsonRpcError(AgentrunError):
     known.  Raise it from ``on_request`` to send this error to the peer.
     """
 
+    error_code = "jsonrpc"
+
     def __init__(
         self,
         code: int,
@@ -173,7 +175,7 @@ class ConnectionClosedError(SessionTerminatedError):
         self.method = method
 
 
-class RequestTimeoutError(AgentrunError, TimeoutError):
+class RequestTimeoutError(AgentrunError):
     """A request got no response within its ``timeout``; the request was abandoned."""
 
     def __init__(self, method: str, timeout: float, *, engine: str | None = None) -> None:

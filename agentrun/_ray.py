@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -163,7 +163,7 @@ class RayEngine(Engine):
     Ray starts a local instance on first use.
     """
 
-    name: ClassVar[str] = "ray"
+    name: str = "ray"
 
     def __init__(
         self,

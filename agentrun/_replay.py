@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from ._errors import SendNotSupportedError
 from ._framing import LineFramer, LineTooLong
@@ -74,7 +74,7 @@ class ReplayEngine(Engine):
     """Plays a recorded transcript back as a session: each turn yields the next recorded turn,
     whatever the prompt. Useful to test orchestrators against recorded agent behaviour."""
 
-    name: ClassVar[str] = "replay"
+    name: str = "replay"
 
     def __init__(self, path: str | os.PathLike[str], *, engine: str) -> None:
         self.path = Path(path)

@@ -39,7 +39,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import ClassVar, cast, final
+from typing import cast, final
 
 import anyio
 import anyio.abc
@@ -73,8 +73,9 @@ _BUFFER = 256
 class Engine(ABC):
     """Makes sessions for one kind of agent. Cheap to create; starts nothing by itself."""
 
-    #: The engine's registry name (``"claude"``, ``"opencode"``, ``"acp"``, ...).
-    name: ClassVar[str]
+    #: The engine's registry name (``"claude"``, ``"opencode"``, ``"acp"``, ...): what
+    #: ``get_engine(name)`` takes, so ``get_engine(n).name == n``. Presets set it per instance.
+    name: str = "engine"
 
     @abstractmethod
     def start(self, options: SessionOptions | None = None) -> Session:
@@ -484,7 +485,7 @@ def failure_code(failure: AgentrunError) -> str:
         return "session_lost"
     if isinstance(failure, SessionTerminatedError):
         return "process_exit"
-    return type(failure).__name__
+    return failure.error_code
 
 
 async def run_turn(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import anyio
 
@@ -105,7 +105,7 @@ class ScriptedEngine(Engine):
     """An engine that plays scripted turns. ``script`` is a list of turns (each a list of
     steps) or a function ``(prompt, turn_number) -> steps``."""
 
-    name: ClassVar[str] = "scripted"
+    name: str = "scripted"
 
     def __init__(self, script: Script | None = None, *, cancel_delay: float = 0.0) -> None:
         self.script: Script = script if script is not None else _echo

@@ -76,3 +76,29 @@ def test_single_error_keeps_real_groups() -> None:
     assert single_error(several) is several
     plain = RuntimeError("plain")
     assert single_error(plain) is plain
+
+
+def test_every_error_has_a_stable_snake_case_code_and_derives_from_agentrun_error() -> None:
+    import re
+
+    import agentrun
+    from agentrun import AgentrunError
+    from agentrun._jsonrpc import ConnectionClosedError, JsonRpcError, RequestTimeoutError
+    from agentrun.engines.acp import AcpTimeoutError
+
+    classes = [getattr(agentrun, n) for n in agentrun.__all__ if n.endswith("Error")]
+    classes += [JsonRpcError, ConnectionClosedError, RequestTimeoutError, AcpTimeoutError]
+    for cls in classes:
+        assert issubclass(cls, AgentrunError), cls
+        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", cls.error_code), (cls, cls.error_code)
+        assert not issubclass(cls, OSError), cls  # a timeout of ours is not an OS error
+    assert agentrun.SessionNotFoundError.error_code == "session_not_found"
+
+
+def test_engine_names_round_trip() -> None:
+    from agentrun import engine_names, get_engine
+
+    for name in engine_names():
+        if name == "replay":
+            continue  # needs a transcript
+        assert get_engine(name).name == name

@@ -109,7 +109,7 @@ class AcpEngine(Engine):
       the ``cancelled`` answer to ``session/cancel``; the close timeouts bound shutdown.
     """
 
-    name: ClassVar[str] = "acp"
+    name: str = "acp"
     #: What the recorder captures: both directions of the JSON-RPC traffic.
     wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "jsonrpc"
 
@@ -137,6 +137,7 @@ class AcpEngine(Engine):
         self.command = command if command is None or callable(command) else tuple(command)
         self.env = dict(env or {})
         self.engine_name = name
+        self.name = name
         self.fs_access = fs_access
         self.mcp_servers = [
             m.model_dump(mode="json", by_alias=True, exclude_none=True)

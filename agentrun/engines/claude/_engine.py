@@ -67,7 +67,7 @@ class ClaudeEngine(Engine):
     interrupt with a result before the process is killed; the close timeouts bound shutdown.
     """
 
-    name: ClassVar[str] = _ENGINE
+    name: str = _ENGINE
     #: What the recorder captures: the raw stdout lines.
     wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "stdout"
 

@@ -45,7 +45,7 @@ class CodexAppServerEngine(Engine):
     interrupted turn to end before the process is killed.
     """
 
-    name: ClassVar[str] = "codex-app-server"
+    name: str = "codex-app-server"
     #: What the recorder captures: both directions of the JSON-RPC traffic.
     wire_format: ClassVar[str] = "jsonrpc"
 

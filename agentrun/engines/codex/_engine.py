@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import anyio.abc
 import anyio.to_thread
@@ -47,7 +47,7 @@ class CodexEngine(Engine):
     ``catalog``: the model catalog for the window when no rollout says it.
     """
 
-    name: ClassVar[str] = "codex"
+    name: str = "codex"
 
     def __init__(
         self,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -53,7 +53,7 @@ class OpenCodeEngine(Engine):
     after SIGINT before the process group is terminated.
     """
 
-    name: ClassVar[str] = "opencode"
+    name: str = "opencode"
 
     def __init__(
         self,
