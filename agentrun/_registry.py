@@ -1,7 +1,9 @@
 """Engine and translator registry: names to implementations, imported lazily.
 
 Adding an agent means writing one module under ``agentrun/engines/<name>/`` (argv + translator)
-and one line in each table below; ``agentrun run --engine NAME`` and ``agentrun replay --engine
+and one line in each table below — or, outside this package, registering the engine and its
+translator under the ``agentrun.engines`` / ``agentrun.translators`` entry-point groups;
+``agentrun run --engine NAME`` and ``agentrun replay --engine
 NAME`` then work, and the shared compliance tests pick it up.
 """
 
@@ -39,6 +41,28 @@ _TRANSLATORS: dict[str, str] = {
 }
 
 
+#: Entry-point groups through which installed packages add engines and translators:
+#: ``[project.entry-points."agentrun.engines"] my-agent = "my_pkg.engine:MyEngine"``.
+ENGINE_GROUP = "agentrun.engines"
+TRANSLATOR_GROUP = "agentrun.translators"
+
+
+def _plugins(group: str) -> dict[str, str]:
+    """Names and ``module:attribute`` specs that installed packages register under ``group``
+    (built-in names win)."""
+    from importlib.metadata import entry_points
+
+    try:
+        found = entry_points(group=group)
+    except Exception:  # a broken distribution must not break the registry
+        return {}
+    return {ep.name: ep.value for ep in found}
+
+
+def _table(table: dict[str, str], group: str) -> dict[str, str]:
+    return {**_plugins(group), **table}
+
+
 def _factory(table: dict[str, str], name: str, what: str) -> Any:
     spec = table.get(name)
     if spec is None:
@@ -56,18 +80,21 @@ def _factory(table: dict[str, str], name: str, what: str) -> Any:
 
 
 def engine_names() -> list[str]:
-    return sorted(_ENGINES)
+    """Every engine name: the built-in ones and those installed packages register."""
+    return sorted(_table(_ENGINES, ENGINE_GROUP))
 
 
 def translator_names() -> list[str]:
-    return sorted(_TRANSLATORS)
+    return sorted(_table(_TRANSLATORS, TRANSLATOR_GROUP))
 
 
 def get_engine(name: str, **options: Any) -> Engine:
     """The engine called ``name``, constructed with ``options`` (e.g. ``binary=...``)."""
-    return cast(Engine, _factory(_ENGINES, name, "unknown engine")(**options))
+    table = _ENGINES if name in _ENGINES else _table(_ENGINES, ENGINE_GROUP)
+    return cast(Engine, _factory(table, name, "unknown engine")(**options))
 
 
 def get_translator(name: str, **options: Any) -> Translator:
     """A fresh translator for ``name`` (used by replay and by the engines themselves)."""
-    return cast(Translator, _factory(_TRANSLATORS, name, "no translator for engine")(**options))
+    table = _TRANSLATORS if name in _TRANSLATORS else _table(_TRANSLATORS, TRANSLATOR_GROUP)
+    return cast(Translator, _factory(table, name, "no translator for engine")(**options))

@@ -1,0 +1,58 @@
+"""Writing an engine: the bases and protocols an agent's module is built from.
+
+An engine is one small module: how to start the agent (its argv or handshake) and a translator
+from its wire events to :class:`~agentrun.Message` objects. Everything else comes from a base:
+
+* :class:`SpawnPerTurnSession` — one agent process per turn (``opencode run``, ``codex exec``):
+  implement ``_command`` and ``_new_translator``; the base spawns, streams, captures the resume
+  id and cancels with a signal.
+* :class:`JsonRpcSession` — one long-lived JSON-RPC process (``codex app-server``): implement
+  ``_argv``, ``_new_translator``, ``_handshake``, ``_send_prompt`` and ``_interrupt``; the base
+  owns the connection, the turn fence and bounded cancellation.
+* :class:`Session` — the turn model itself, for anything else: implement ``_run_turn``.
+
+Shared helpers: :func:`ask_permission` (the permission flow every engine uses),
+:class:`RunningTotals` (a turn's own usage or cost from an agent's running totals),
+:func:`decode_line` (framing and decoding problems as ``error`` messages). Register a finished
+engine under the ``agentrun.engines`` entry-point group (and its translator under
+``agentrun.translators``) so ``get_engine``, ``agentrun run --engine`` and ``agentrun replay``
+find it. ``docs/engines/writing-an-engine.md`` walks through a complete one.
+"""
+
+from ._cumulative import RunningTotals, TotalsScope
+from ._jsonrpc import JsonRpcConnection, JsonRpcError
+from ._jsonrpc_session import JsonRpcSession, RequestHandlerTable, WireTranslator
+from ._permissions import ask_permission
+from ._session import Engine, Session, TurnContext
+from ._spawn_per_turn import (
+    PerTurnTranslator,
+    SpawnPerTurnSession,
+    TurnCommand,
+    unsupported_message,
+)
+from ._subprocess import AgentProcess, ProcessSpec, merge_env, open_process
+from ._translate import Translator, decode_line
+
+__all__ = [
+    "AgentProcess",
+    "Engine",
+    "JsonRpcConnection",
+    "JsonRpcError",
+    "JsonRpcSession",
+    "PerTurnTranslator",
+    "ProcessSpec",
+    "RequestHandlerTable",
+    "RunningTotals",
+    "Session",
+    "SpawnPerTurnSession",
+    "TotalsScope",
+    "Translator",
+    "TurnCommand",
+    "TurnContext",
+    "WireTranslator",
+    "ask_permission",
+    "decode_line",
+    "merge_env",
+    "open_process",
+    "unsupported_message",
+]
