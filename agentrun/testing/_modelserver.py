@@ -989,6 +989,44 @@ class ModelServer:
 
     # ------------------------------------------------------------------ Responses
 
+    def _responses_tool_item(self, block: ToolCall, served: _Served, i: int) -> dict[str, Any]:
+        """A tool call as a Responses output item. Besides function calls: ``web_search``
+        (a ``web_search_call`` item, ``arguments["query"]``), ``apply_patch`` (a custom tool
+        call whose input is ``arguments["input"]``) and ``mcp__<server>__<tool>`` (a function
+        call in the ``mcp__<server>`` namespace, as Codex offers MCP tools)."""
+        call_id = self._tool_id("responses", block, served, i)
+        item_id = f"fc_offline_{served.seq:04d}_{i:02d}"
+        if block.tool == "web_search":
+            query = str(block.arguments.get("query", ""))
+            return {
+                "id": f"ws_offline_{served.seq:04d}_{i:02d}",
+                "type": "web_search_call",
+                "status": "completed",
+                "action": {"type": "search", "query": query},
+            }
+        if block.tool == "apply_patch":
+            return {
+                "id": item_id,
+                "type": "custom_tool_call",
+                "status": "completed",
+                "call_id": call_id,
+                "name": "apply_patch",
+                "input": str(block.arguments.get("input", "")),
+            }
+        name, args = map_tool_call("responses", block)
+        item: dict[str, Any] = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "completed",
+            "call_id": call_id,
+            "name": name,
+            "arguments": _dumps(args),
+        }
+        if name.startswith("mcp__") and name.count("__") >= 2:
+            namespace, _, tool = name.rpartition("__")
+            item.update(namespace=namespace, name=tool)
+        return item
+
     async def _serve_responses(
         self, out: _Responder, served: _Served, model: str, stream: bool, keep: bool
     ) -> bool:
@@ -1026,17 +1064,7 @@ class ModelServer:
                     }
                 )
             else:
-                name, args = map_tool_call("responses", block)
-                items.append(
-                    {
-                        "id": f"fc_offline_{served.seq:04d}_{i:02d}",
-                        "type": "function_call",
-                        "status": "completed",
-                        "call_id": self._tool_id("responses", block, served, i),
-                        "name": name,
-                        "arguments": _dumps(args),
-                    }
-                )
+                items.append(self._responses_tool_item(block, served, i))
         serr = turn.stream_error
         if serr is not None:
             status, terminal = "failed", "response.failed"
@@ -1121,6 +1149,17 @@ class ModelServer:
                 await emit(
                     "response.reasoning_summary_part.done",
                     {**common, "summary_index": 0, "part": {"type": "summary_text", "text": text}},
+                )
+            elif kind == "web_search_call":
+                added = {**item, "status": "in_progress"}
+                await emit("response.output_item.added", {"output_index": idx, "item": added})
+            elif kind == "custom_tool_call":
+                added = {**item, "status": "in_progress", "input": ""}
+                await emit("response.output_item.added", {"output_index": idx, "item": added})
+                for p in _pieces(item["input"], turn.chunk_chars):
+                    await emit("response.custom_tool_call_input.delta", {**common, "delta": p})
+                await emit(
+                    "response.custom_tool_call_input.done", {**common, "input": item["input"]}
                 )
             else:
                 added = {**item, "status": "in_progress", "arguments": ""}
