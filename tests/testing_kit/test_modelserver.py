@@ -396,6 +396,37 @@ async def test_responses_stream_items_and_usage() -> None:
     assert data[-1]["response"]["id"].startswith("resp_")
 
 
+async def test_responses_web_search_patch_and_mcp_items() -> None:
+    patch = "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"
+    script = Script(
+        turns=[
+            Turn(
+                blocks=[
+                    ToolCall(tool="web_search", arguments={"query": "q"}),
+                    ToolCall(tool="apply_patch", arguments={"input": patch}),
+                    ToolCall(tool="mcp__demo__echo", arguments={"text": "ping"}),
+                ]
+            )
+        ]
+    )
+    async with ModelServer(script) as server:
+        reply = await post(server, "/v1/responses", RESPONSES)
+    data = [json.loads(d) for _, d in reply.sse()]
+    done = [d["item"] for d in data if d["type"] == "response.output_item.done"]
+    search, custom, mcp = done
+    assert search["type"] == "web_search_call" and search["action"] == {
+        "type": "search",
+        "query": "q",
+    }
+    assert custom["type"] == "custom_tool_call" and custom["name"] == "apply_patch"
+    deltas = "".join(
+        d["delta"] for d in data if d["type"] == "response.custom_tool_call_input.delta"
+    )
+    assert custom["input"] == patch == deltas
+    assert (mcp["type"], mcp["namespace"], mcp["name"]) == ("function_call", "mcp__demo", "echo")
+    assert json.loads(mcp["arguments"]) == {"text": "ping"}
+
+
 async def test_responses_failed_and_incomplete() -> None:
     script = Script(
         turns=[
