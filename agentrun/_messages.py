@@ -293,6 +293,44 @@ class Message(_Model):
         )
 
     @classmethod
+    def init_message(
+        cls,
+        agent: str,
+        *,
+        model: str | None = None,
+        version: str | None = None,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        permission_mode: str | None = None,
+        process: ProcessMeta | None = None,
+        raw: Any = None,
+    ) -> Message:
+        """An ``init`` message; ``session_id`` is also the ``resume_id``."""
+        return cls(
+            type=MessageType.INIT,
+            init=InitMeta(
+                model=model,
+                agent_name=agent,
+                agent_version=version,
+                session_id=session_id,
+                cwd=cwd,
+                permission_mode=permission_mode,
+            ),
+            process=process,
+            resume_id=session_id,
+            raw=raw,
+        )
+
+    @classmethod
+    def not_an_object(cls, agent: str, event: Any) -> Message:
+        """The ``error`` message for a decoded line that is not a JSON object."""
+        return cls.error_message(
+            f"{agent}: expected a JSON object, got {type(event).__name__}",
+            code="protocol",
+            raw=event,
+        )
+
+    @classmethod
     def context_window(cls, reading: ContextWindow, *, raw: Any = None) -> Message:
         """A ``context_window`` message; its ``usage`` repeats the reading's two numbers."""
         return cls(

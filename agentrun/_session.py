@@ -39,7 +39,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import cast, final
+from typing import ClassVar, cast, final
 
 import anyio
 import anyio.abc
@@ -58,7 +58,16 @@ from ._messages import Message
 from ._options import SessionOptions
 from ._summary import TurnSummary
 
-__all__ = ["Engine", "MessageCallback", "Session", "Turn", "TurnContext", "WireTap", "run_turn"]
+__all__ = [
+    "Engine",
+    "MessageCallback",
+    "ProgramEngine",
+    "Session",
+    "Turn",
+    "TurnContext",
+    "WireTap",
+    "run_turn",
+]
 
 MessageCallback = Callable[[Message], "Awaitable[None] | None"]
 
@@ -83,6 +92,25 @@ class Engine(ABC):
 
     def check(self) -> None:
         """Raise :class:`EngineUnavailableError` when the agent program cannot be run."""
+
+
+class ProgramEngine(Engine):
+    """An engine that runs one named agent program (``program``): found from
+    ``SessionOptions.binary``, the engine's own ``binary``, the pinned install, then ``PATH``."""
+
+    #: The program's name as installed (``"codex"``, ``"opencode"``).
+    program: ClassVar[str] = ""
+    #: An explicit path of the program, for every session of this engine.
+    binary: str | None = None
+
+    def resolve_binary(self, options: SessionOptions | None = None) -> str:
+        from ._binaries import resolve_binary
+
+        explicit = options.binary if options is not None and options.binary else self.binary
+        return resolve_binary(self.program, explicit=explicit, engine=self.name)
+
+    def check(self) -> None:
+        self.resolve_binary()
 
 
 class Session(ABC):

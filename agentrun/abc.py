@@ -23,7 +23,7 @@ from ._cumulative import RunningTotals, TotalsScope
 from ._jsonrpc import JsonRpcConnection, JsonRpcError
 from ._jsonrpc_session import JsonRpcSession, RequestHandlerTable, WireTranslator
 from ._permissions import ask_permission
-from ._session import Engine, Session, TurnContext
+from ._session import Engine, ProgramEngine, Session, TurnContext
 from ._spawn_per_turn import (
     PerTurnTranslator,
     SpawnPerTurnSession,
@@ -41,6 +41,7 @@ __all__ = [
     "JsonRpcSession",
     "PerTurnTranslator",
     "ProcessSpec",
+    "ProgramEngine",
     "RequestHandlerTable",
     "RunningTotals",
     "Session",

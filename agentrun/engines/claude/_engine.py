@@ -36,9 +36,9 @@ from ..._errors import (
     SessionNotFoundError,
     SessionTerminatedError,
 )
-from ..._messages import Message, MessageType, PermissionDenial, ProcessMeta
+from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
-from ..._permissions import PermissionDecision, PermissionRequest
+from ..._permissions import PermissionRequest, ask_permission
 from ..._session import Engine, Session, TurnContext
 from ..._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
 from ..._translate import decode_line
@@ -295,26 +295,9 @@ class ClaudeSession(Session):
             engine=_ENGINE,
             raw=req,
         )
-        notes: list[Message] = []
-        handler = session.permission_handler
-        if session.hitl is not True:
-            decision = PermissionDecision.deny(
-                "permission prompts are not enabled (hitl is not True)"
-            )
-        elif handler is None:
-            decision = PermissionDecision.deny("no permission handler is set (hitl=True)")
-        else:
-            try:
-                decision = await handler(request)
-            except Exception as exc:
-                notes.append(
-                    Message.error_message(
-                        f"claude: the permission callback raised {exc!r}; the tool use was denied",
-                        code="permission_callback",
-                        data={"tool_name": request.tool_name, "tool_use_id": request.tool_use_id},
-                    )
-                )
-                decision = PermissionDecision.deny("the permission callback failed")
+        decision, notes = await ask_permission(
+            session.permission_handler, session.hitl, request, engine=_ENGINE
+        )
         if decision.allow:
             updated = decision.updated_input
             if updated is None:
@@ -323,21 +306,6 @@ class ClaudeSession(Session):
         else:
             reason = decision.reason or "denied by the permission callback"
             response = {"behavior": "deny", "message": reason}
-            notes.append(
-                Message(
-                    type=MessageType.SYSTEM,
-                    subtype="permission_denied",
-                    denials=(
-                        PermissionDenial(
-                            tool_name=request.tool_name,
-                            tool_use_id=request.tool_use_id,
-                            input=tool_input,
-                            reason=reason,
-                        ),
-                    ),
-                    data={"source": "permission_callback"},
-                )
-            )
         # Queue the notes first: the CLI goes on only after it has our answer.
         for note in notes:
             try:

@@ -21,14 +21,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar
 
-from ..._binaries import resolve_binary
 from ..._context import Catalog, ContextTracker
 from ..._json import as_dict
 from ..._jsonrpc import JsonRpcConnection, JsonRpcError
 from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._options import SessionOptions
 from ..._permissions import PermissionRequest, ask_permission
-from ..._session import Engine, TurnContext
+from ..._session import ProgramEngine, TurnContext
 from ..._version import VERSION
 from ._app_server import CodexAppServerTranslator
 
@@ -37,7 +36,7 @@ __all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
 _EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 
 
-class CodexAppServerEngine(Engine):
+class CodexAppServerEngine(ProgramEngine):
     """``codex app-server``: one process per session, JSON-RPC over stdio.
 
     ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
@@ -46,6 +45,7 @@ class CodexAppServerEngine(Engine):
     """
 
     name: str = "codex-app-server"
+    program = "codex"
     #: What the recorder captures: both directions of the JSON-RPC traffic.
     wire_format: ClassVar[str] = "jsonrpc"
 
@@ -64,13 +64,6 @@ class CodexAppServerEngine(Engine):
 
     def start(self, options: SessionOptions | None = None) -> CodexAppServerSession:
         return CodexAppServerSession(self, options)
-
-    def resolve_binary(self, options: SessionOptions | None = None) -> str:
-        explicit = options.binary if options is not None and options.binary else self.binary
-        return resolve_binary("codex", explicit=explicit, engine=self.name)
-
-    def check(self) -> None:
-        self.resolve_binary()
 
 
 class CodexAppServerSession(JsonRpcSession):

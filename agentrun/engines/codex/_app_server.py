@@ -32,7 +32,6 @@ from ..._context import ContextTracker
 from ..._json import as_dict, as_int, as_list, as_str
 from ..._messages import (
     ErrorInfo,
-    InitMeta,
     Message,
     MessageType,
     PermissionDenial,
@@ -306,16 +305,12 @@ class CodexAppServerTranslator:
 
     def _init(self) -> Message:
         self._init_sent = True
-        return Message(
-            type=MessageType.INIT,
-            init=InitMeta(
-                model=self.model,
-                agent_name="codex",
-                agent_version=self.agent_version,
-                session_id=self.thread_id,
-                cwd=self.cwd,
-            ),
-            resume_id=self.thread_id,
+        return Message.init_message(
+            "codex",
+            model=self.model,
+            version=self.agent_version,
+            session_id=self.thread_id,
+            cwd=self.cwd,
         )
 
     def _item(self, item: dict[str, Any], completed: bool, msg: dict[str, Any]) -> list[Message]:

@@ -22,12 +22,11 @@ from typing import Any, cast
 import anyio.abc
 import anyio.to_thread
 
-from ..._binaries import resolve_binary
 from ..._context import Catalog, ContextTracker
 from ..._cumulative import RunningTotals
 from ..._errors import SessionNotFoundError
 from ..._options import SessionOptions
-from ..._session import Engine, TurnContext
+from ..._session import ProgramEngine, TurnContext
 from ..._spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
 from ..._subprocess import AgentProcess
 from ._argv import build_exec_argv
@@ -39,7 +38,7 @@ __all__ = ["CodexEngine", "CodexSession"]
 _NOT_FOUND = ("No saved session found", "no rollout found", "thread not found", "not found")
 
 
-class CodexEngine(Engine):
+class CodexEngine(ProgramEngine):
     """``codex exec --json``, one process per turn.
 
     ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
@@ -48,6 +47,7 @@ class CodexEngine(Engine):
     """
 
     name: str = "codex"
+    program = "codex"
 
     def __init__(
         self,
@@ -64,13 +64,6 @@ class CodexEngine(Engine):
 
     def start(self, options: SessionOptions | None = None) -> CodexSession:
         return CodexSession(self, options)
-
-    def resolve_binary(self, options: SessionOptions | None = None) -> str:
-        explicit = options.binary if options is not None and options.binary else self.binary
-        return resolve_binary("codex", explicit=explicit, engine=self.name)
-
-    def check(self) -> None:
-        self.resolve_binary()
 
 
 def _package_version(binary: str) -> str | None:

@@ -55,7 +55,6 @@ from ..._json import as_dict, as_int, as_list, as_str
 from ..._messages import (
     ContextWindow,
     ErrorInfo,
-    InitMeta,
     Message,
     MessageType,
     ProcessMeta,
@@ -364,18 +363,14 @@ class CodexExecTranslator:
         permission_mode: str | None = None,
         raw: Any = None,
     ) -> Message:
-        return Message(
-            type=MessageType.INIT,
-            init=InitMeta(
-                model=self.model,
-                agent_name=AGENT_NAME,
-                agent_version=self.agent_version,
-                session_id=session_id,
-                cwd=self.cwd,
-                permission_mode=permission_mode,
-            ),
+        return Message.init_message(
+            AGENT_NAME,
+            model=self.model,
+            version=self.agent_version,
+            session_id=session_id,
+            cwd=self.cwd,
+            permission_mode=permission_mode,
             process=process,
-            resume_id=session_id,
             raw=raw,
         )
 
@@ -411,13 +406,7 @@ class CodexExecTranslator:
         if isinstance(event, Message):
             return [event]
         if not isinstance(event, dict):
-            return [
-                Message.error_message(
-                    f"{AGENT_NAME}: expected a JSON object, got {type(event).__name__}",
-                    code="protocol",
-                    raw=event,
-                )
-            ]
+            return [Message.not_an_object(AGENT_NAME, event)]
         ev = cast("dict[str, Any]", event)
         kind = ev.get("type")
         if kind == "thread.started":

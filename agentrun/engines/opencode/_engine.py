@@ -25,11 +25,10 @@ from typing import Any, cast
 import anyio
 import anyio.abc
 
-from ..._binaries import resolve_binary
 from ..._context import Catalog, ContextTracker
 from ..._errors import SessionNotFoundError
 from ..._options import SessionOptions
-from ..._session import Engine, TurnContext
+from ..._session import ProgramEngine, TurnContext
 from ..._spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
 from ..._subprocess import AgentProcess
 from ._argv import TurnArgs, build_argv
@@ -41,7 +40,7 @@ __all__ = ["OpenCodeEngine", "OpenCodeSession"]
 SESSION_NOT_FOUND = "Session not found"
 
 
-class OpenCodeEngine(Engine):
+class OpenCodeEngine(ProgramEngine):
     """``opencode run --format json``, one process per turn.
 
     ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
@@ -54,6 +53,7 @@ class OpenCodeEngine(Engine):
     """
 
     name: str = "opencode"
+    program = "opencode"
 
     def __init__(
         self,
@@ -74,13 +74,6 @@ class OpenCodeEngine(Engine):
 
     def start(self, options: SessionOptions | None = None) -> OpenCodeSession:
         return OpenCodeSession(self, options)
-
-    def resolve_binary(self, session: SessionOptions | None = None) -> str:
-        explicit = session.binary if session is not None and session.binary else self.binary
-        return resolve_binary("opencode", explicit=explicit, engine=self.name)
-
-    def check(self) -> None:
-        self.resolve_binary()
 
 
 def _package_version(binary: str) -> str | None:

@@ -23,7 +23,6 @@ from ..._json import as_float as _float
 from ..._json import as_int as _int
 from ..._messages import (
     ErrorInfo,
-    InitMeta,
     Message,
     MessageType,
     PermissionDenial,
@@ -130,18 +129,14 @@ class OpenCodeTranslator:
         permission_mode: str | None = None,
         raw: Any = None,
     ) -> Message:
-        return Message(
-            type=MessageType.INIT,
-            init=InitMeta(
-                model=self.model,
-                agent_name=AGENT_NAME,
-                agent_version=self.agent_version,
-                session_id=resume_id,
-                cwd=self.cwd,
-                permission_mode=permission_mode,
-            ),
+        return Message.init_message(
+            AGENT_NAME,
+            model=self.model,
+            version=self.agent_version,
+            session_id=resume_id,
+            cwd=self.cwd,
+            permission_mode=permission_mode,
             process=process,
-            resume_id=resume_id,
             raw=raw,
         )
 
@@ -151,13 +146,7 @@ class OpenCodeTranslator:
         if isinstance(event, Message):
             return [event]
         if not isinstance(event, dict):
-            return [
-                Message.error_message(
-                    f"{AGENT_NAME}: expected a JSON object, got {type(event).__name__}",
-                    code="protocol",
-                    raw=event,
-                )
-            ]
+            return [Message.not_an_object(AGENT_NAME, event)]
         ev = cast("dict[str, Any]", event)
         out: list[Message] = []
         session_id = _str(ev.get("sessionID"))
