@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ._errors import EngineUnavailableError
 
-__all__ = ["INSTALL_HINT", "engines_dir", "engines_dirs", "resolve_binary"]
+__all__ = ["INSTALL_HINT", "engines_dir", "engines_dirs", "package_version", "resolve_binary"]
 
 #: The command that installs the pinned agent programs (run from the repository root).
 INSTALL_HINT = "npm install --prefix engines --no-audit --no-fund"
@@ -156,3 +156,26 @@ def resolve_binary(
         install_hint=INSTALL_HINT,
         searched=tuple(searched),
     )
+
+
+def package_version(binary: str, name_prefix: str) -> str | None:
+    """The version of the npm package (named ``name_prefix...``) that ships ``binary``: the
+    nearest ``package.json`` above it. ``None`` when there is none or it is unreadable."""
+    import json
+
+    for parent in Path(binary).resolve().parents:
+        manifest = parent / "package.json"
+        if not manifest.is_file():
+            continue
+        try:
+            data: object = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        info: dict[object, object] = data  # pyright: ignore[reportUnknownVariableType]
+        name, version = info.get("name"), info.get("version")
+        if isinstance(name, str) and name.startswith(name_prefix) and isinstance(version, str):
+            return version.split("-", 1)[0]
+        return None
+    return None

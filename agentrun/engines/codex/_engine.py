@@ -14,14 +14,13 @@ stderr tail, or :class:`SessionNotFoundError` when Codex does not know the resum
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any, cast
 
 import anyio.abc
 import anyio.to_thread
 
+from ..._binaries import package_version
 from ..._context import Catalog, ContextTracker
 from ..._cumulative import RunningTotals
 from ..._errors import SessionNotFoundError
@@ -66,26 +65,6 @@ class CodexEngine(ProgramEngine):
         return CodexSession(self, options)
 
 
-def _package_version(binary: str) -> str | None:
-    """The version of the ``@openai/codex`` package that ships ``binary``."""
-    for parent in Path(binary).resolve().parents:
-        manifest = parent / "package.json"
-        if not manifest.is_file():
-            continue
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if isinstance(data, dict):
-            info = cast("dict[str, Any]", data)
-            version = info.get("version")
-            name = info.get("name")
-            if isinstance(name, str) and "codex" in name and isinstance(version, str):
-                return version.split("-", 1)[0]
-        return None
-    return None
-
-
 class CodexSession(SpawnPerTurnSession):
     """A Codex thread run as one ``codex exec`` process per turn."""
 
@@ -119,7 +98,7 @@ class CodexSession(SpawnPerTurnSession):
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         self.binary = self.engine.resolve_binary(self.options)
         if self.version is None:
-            self.version = _package_version(self.binary)
+            self.version = package_version(self.binary, "@openai/codex")
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
         assert self.binary is not None

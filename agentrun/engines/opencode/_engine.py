@@ -25,6 +25,7 @@ from typing import Any, cast
 import anyio
 import anyio.abc
 
+from ..._binaries import package_version
 from ..._context import Catalog, ContextTracker
 from ..._errors import SessionNotFoundError
 from ..._options import SessionOptions
@@ -74,23 +75,6 @@ class OpenCodeEngine(ProgramEngine):
 
     def start(self, options: SessionOptions | None = None) -> OpenCodeSession:
         return OpenCodeSession(self, options)
-
-
-def _package_version(binary: str) -> str | None:
-    """The version of the npm package that ships ``binary`` (``.../<pkg>/bin/opencode``)."""
-    try:
-        manifest = Path(binary).resolve().parent.parent / "package.json"
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    info = cast("dict[str, Any]", data)
-    name = info.get("name")
-    version = info.get("version")
-    if isinstance(name, str) and name.startswith("opencode") and isinstance(version, str):
-        return version
-    return None
 
 
 def _configured(env: dict[str, str], model: str | None) -> tuple[str | None, int | None]:
@@ -153,7 +137,7 @@ class OpenCodeSession(SpawnPerTurnSession):
         # Fail at start, not at the first turn, when the program is missing.
         self.binary = self.engine.resolve_binary(self.options)
         if self.version is None:
-            self.version = _package_version(self.binary)
+            self.version = package_version(self.binary, "opencode")
 
     def turn_args(self) -> TurnArgs:
         """The command line the next turn will use."""
