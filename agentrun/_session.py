@@ -47,6 +47,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._errors import (
     AgentrunError,
+    ConfigurationError,
     NoResultError,
     SessionLostError,
     SessionTerminatedError,
@@ -309,11 +310,7 @@ class Turn:
         timeout: float | None = None,
         idle_timeout: float | None = None,
     ) -> None:
-        for name, value in (("timeout", timeout), ("idle_timeout", idle_timeout)):
-            if value is not None and not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if "\0" in prompt:
-            raise ValueError("prompt contains a NUL character")
+        check_turn_arguments(prompt, timeout=timeout, idle_timeout=idle_timeout)
         self.session = session
         self.prompt = prompt
         self.timeout = timeout
@@ -490,6 +487,32 @@ class Turn:
         )
 
 
+def check_turn_arguments(
+    prompt: object, *, timeout: object = None, idle_timeout: object = None
+) -> None:
+    """Validate a turn's arguments at the API boundary: a clear :class:`ConfigurationError`
+    naming the argument, never an internal ``TypeError`` from deep inside an engine."""
+    if not isinstance(prompt, str):
+        raise ConfigurationError(
+            f"prompt must be a str, got {type(prompt).__name__}", option="prompt"
+        )
+    if not prompt.strip():
+        raise ConfigurationError("prompt is empty", option="prompt")
+    if "\0" in prompt:
+        raise ConfigurationError("prompt contains a NUL character", option="prompt")
+    for name, value in (("timeout", timeout), ("idle_timeout", idle_timeout)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigurationError(
+                f"{name} must be a number of seconds, got {type(value).__name__}", option=name
+            )
+        if not (value > 0 and math.isfinite(value)):
+            raise ConfigurationError(
+                f"{name} must be a positive number of seconds, got {value!r}", option=name
+            )
+
+
 def single_error(exc: BaseException) -> BaseException:
     """The one exception inside nested exception groups of one, else ``exc`` itself: what a
     public context manager raises, so ``except ProcessExitError`` works as documented (a real
@@ -526,11 +549,20 @@ async def run_turn(
 ) -> TurnSummary:
     """Run one turn to its end and return its :class:`TurnSummary`.
 
-    Works the same for every engine and for the first and every later turn. ``on_message``
+    Works the same for every engine and for the first and every later turn. Bad arguments raise
+    :class:`ConfigurationError` before anything is sent. ``on_message``
     (sync or async) sees every message as it arrives; if it raises, the turn is cancelled in the
     agent and the exception propagates. Failures that end the turn raise (see
     :class:`TurnError`, :class:`ProcessExitError`) with the partial summary attached.
     """
+    if not isinstance(session, Session):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError(
+            f"session must be a Session (from engine.start(...)), got {type(session).__name__}",
+            option="session",
+        )
+    check_turn_arguments(prompt, timeout=timeout, idle_timeout=idle_timeout)
+    if on_message is not None and not callable(on_message):
+        raise ConfigurationError("on_message must be callable", option="on_message")
     async with session.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
         async for message in turn:
             if on_message is not None:
