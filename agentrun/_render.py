@@ -27,9 +27,19 @@ _COLOURS = {
 }
 
 
+#: Control characters an agent's text may carry (ESC sequences, bells, carriage returns...)
+#: shown escaped, so a transcript can never drive the terminal. Newlines and tabs stay.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0)) if c not in (0x09, 0x0A)}
+
+
+def clean(text: str) -> str:
+    """``text`` safe to print: control characters escaped (``\\x1b``)."""
+    return text.translate(_CONTROLS)
+
+
 def _short(value: Any, limit: int = 200) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = text.strip()
+    text = clean(text.strip())
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
@@ -85,7 +95,7 @@ class Renderer:
     def message(self, message: Message) -> None:
         kind = message.type
         if kind is MessageType.TEXT_DELTA and message.text:
-            self.out.write(message.text)
+            self.out.write(clean(message.text))
             self.out.flush()
             self._streaming = True
             self._streamed_ids.add(message.message_id)
@@ -99,7 +109,7 @@ class Renderer:
                     self.out.write("\n")
                     self._streaming = False
                 return
-            self._line(message.text)
+            self._line(clean(message.text))
         elif kind is MessageType.THINKING and message.text:
             self._line(self.style("dim", f"(thinking) {_short(message.text, 300)}"))
         elif kind is MessageType.TOOL_USE and message.tool is not None:
@@ -124,14 +134,14 @@ class Renderer:
             if message.resume_id:
                 parts.append(f"session {message.resume_id}")
             if parts:
-                self._line(self.style("dim", "● " + " · ".join(parts)))
+                self._line(self.style("dim", "● " + clean(" · ".join(parts))))
         elif kind is MessageType.ERROR and message.error is not None:
             code = f" [{message.error.code}]" if message.error.code else ""
-            self._line(self.style("red", f"error{code}: {message.error.message}"))
+            self._line(self.style("red", clean(f"error{code}: {message.error.message}")))
         elif kind is MessageType.SYSTEM and message.denials:
             for denial in message.denials:
                 self._line(
-                    self.style("yellow", f"denied {denial.tool_name}: {denial.reason or ''}")
+                    self.style("yellow", clean(f"denied {denial.tool_name}: {denial.reason or ''}"))
                 )
 
     def summary(self, summary: TurnSummary) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ import anyio
 
 from ._context import default_catalog
 from ._errors import AgentrunError, ConfigurationError, EngineUnavailableError
-from ._messages import Message
+from ._messages import Message, MessageType
 from ._options import SessionOptions
 from ._registry import engine_names, get_engine, translator_names
 from ._render import Renderer
@@ -276,12 +275,39 @@ async def _compare(args: argparse.Namespace) -> int:
 # -- replay / record / catalog -------------------------------------------------------------------
 
 
+#: The largest transcript ``agentrun replay`` reads (a bound, so a device or a runaway file
+#: cannot be read forever).
+REPLAY_MAX_BYTES = 4 * 1024**3
+
+
 def _replay(args: argparse.Namespace) -> int:
     from ._replay import replay_turns
 
-    if not os.path.exists(args.file):
+    path = Path(args.file)
+    if not path.exists():
         raise ConfigurationError(f"no such transcript: {args.file}", option="file")
-    turns = replay_turns(args.file, engine=args.engine)
+    if path.is_dir():
+        raise ConfigurationError(f"{args.file} is a directory, not a transcript", option="file")
+    if not path.is_file():
+        raise ConfigurationError(
+            f"{args.file} is not a regular file (a device or a pipe cannot be replayed)",
+            option="file",
+        )
+    if path.stat().st_size > REPLAY_MAX_BYTES:
+        raise ConfigurationError(
+            f"{args.file} is larger than {REPLAY_MAX_BYTES // 1024**3} GiB", option="file"
+        )
+    try:
+        turns = replay_turns(path, engine=args.engine)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read {args.file}: {exc.strerror}", option="file"
+        ) from None
+    if not any(m.type is not MessageType.ERROR for turn in turns for m in turn):
+        raise ConfigurationError(
+            f"{args.file} holds no {args.engine} events (empty, or not a transcript of it)",
+            option="file",
+        )
     renderer = None if (args.json or args.summary) else Renderer()
     for messages in turns:
         summary = TurnSummary.from_messages(messages)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from repo_paths import FIXTURES
@@ -79,3 +80,36 @@ def test_main_job_runs_a_real_claude_turn_on_the_embedded_server() -> None:
     assert gauges, "the context gauge is missing"
     assert gauges[-1]["size_tokens"] == 1_000_000
     assert gauges[-1]["used_tokens"] == 18_662  # the default script's second call
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [
+        ("DIR", "is a directory"),
+        ("/dev/zero", "not a regular file"),
+        ("EMPTY", "holds no claude events"),
+        ("GARBAGE", "holds no claude events"),
+    ],
+)
+def test_replay_refuses_what_is_not_a_transcript_in_one_line(
+    target: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = {"DIR": tmp_path, "EMPTY": tmp_path / "empty.jsonl", "GARBAGE": tmp_path / "g.jsonl"}
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "g.jsonl").write_bytes(b"\x00\xffnot json at all\n[[[\n")
+    path = str(paths.get(target, target))
+    assert main(["replay", "--engine", "claude", path]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_replay_never_writes_control_characters_from_a_transcript(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    transcript = tmp_path / "evil.jsonl"
+    event = {"type": "assistant", "message": {"id": "m", "role": "assistant", "content": [
+        {"type": "text", "text": "\x1b]0;owned\x07\x1b[2Jgotcha"}]}}  # fmt: skip
+    transcript.write_text(json.dumps(event) + "\n")
+    assert main(["replay", "--engine", "claude", str(transcript)]) == 0
+    out = capsys.readouterr().out
+    assert "gotcha" in out and "\x1b" not in out and "\x07" not in out
