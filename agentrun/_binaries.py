@@ -123,7 +123,7 @@ def resolve_binary(
     ``PATH``. Raises :class:`~agentrun.EngineUnavailableError` (with the install command)
     when nothing is found.
     """
-    engine_name = engine or name
+    engine_name: str = engine or name
     if explicit is not None:
         text = os.fspath(explicit)
         path = Path(text).expanduser()

@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,7 +39,7 @@ _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv"})
 class FilesChanged(BaseModel):
     """What a run changed in its copy of the workspace."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     added: list[str] = Field(default_factory=list[str])
     modified: list[str] = Field(default_factory=list[str])
@@ -59,7 +59,7 @@ class FilesChanged(BaseModel):
 class CompareRun(BaseModel):
     """One engine (and model) of a comparison: the machine-readable report row."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     engine: str
     model: str | None = None

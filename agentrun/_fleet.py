@@ -43,7 +43,7 @@ import inspect
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import anyio
 import anyio.abc
@@ -79,7 +79,9 @@ FleetEventKind = Literal["session_started", "turn_finished", "session_failed", "
 class FleetTask(BaseModel):
     """One session of a fleet: which engine, with which options, and the prompts of its turns."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True
+    )
 
     #: The registry name of the engine (``"claude"``, ``"opencode"``, ...).
     engine: str
@@ -110,7 +112,7 @@ class FleetTask(BaseModel):
 class FleetTurnRecord(BaseModel):
     """One turn of a fleet session, as data (one JSON line in :meth:`FleetResult.to_jsonl`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     task: str
     engine: str
@@ -134,7 +136,7 @@ class FleetTurnRecord(BaseModel):
 class FleetSessionRecord(BaseModel):
     """One fleet session: how it ended and what it cost."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     task: str
     engine: str
@@ -153,7 +155,7 @@ class FleetSessionRecord(BaseModel):
 class FleetEvent(BaseModel):
     """Progress of a fleet: a session started, a turn finished, a session failed or finished."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     kind: FleetEventKind
     task: str
@@ -170,7 +172,7 @@ class FleetEvent(BaseModel):
 class FleetResult(BaseModel):
     """Every session and turn record of a fleet run, in the order the tasks were given."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     sessions: list[FleetSessionRecord] = Field(default_factory=list[FleetSessionRecord])
     turns: list[FleetTurnRecord] = Field(default_factory=list[FleetTurnRecord])
@@ -270,11 +272,11 @@ class Fleet:
                 f"backend must be 'local' or 'ray', got {backend!r}", option="backend"
             )
         self.limit = limit
-        self.per_engine = dict(per_engine or {})
+        self.per_engine: dict[str, int] = dict(per_engine or {})
         self.max_cost_usd = max_cost_usd
         self.engine_factory: EngineFactory = engine_factory or _default_factory
         self.backend = backend
-        self.ray_actor_options = dict(ray_actor_options or {})
+        self.ray_actor_options: dict[str, Any] = dict(ray_actor_options or {})
 
     def _engine(self, task: FleetTask) -> Engine:
         if self.backend == "local":
@@ -320,8 +322,8 @@ class FleetRun:
                 )
         self.fleet = fleet
         self.tasks = tasks
-        self.names = _names(tasks)
-        self.result = FleetResult()
+        self.names: list[str] = _names(tasks)
+        self.result: FleetResult = FleetResult()
         self._sessions: dict[int, FleetSessionRecord] = {}
         self._turns: dict[int, list[FleetTurnRecord]] = {}
         self._spent = 0.0
@@ -378,7 +380,7 @@ class FleetRun:
 
     def _collect(self) -> None:
         order = range(len(self.tasks))
-        self.result = FleetResult(
+        self.result: FleetResult = FleetResult(
             sessions=[self._sessions[i] for i in order if i in self._sessions],
             turns=[t for i in order for t in self._turns.get(i, [])],
         )

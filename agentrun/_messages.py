@@ -18,7 +18,7 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -69,7 +69,9 @@ ContextSource = Literal["agent", "agent_effective", "call_usage", "user", "catal
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="null")
+    model_config: ClassVar[ConfigDict] = ConfigDict(
+        frozen=True, extra="forbid", ser_json_inf_nan="null"
+    )
 
 
 class Usage(_Model):

@@ -12,7 +12,7 @@ message (subtype ``unsupported_option``) at the start of the turn.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -54,7 +54,9 @@ class SessionOptions(BaseModel):
     with ``fork=True`` the agent copies it into a new session where it can.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(
+        frozen=True, extra="forbid", arbitrary_types_allowed=True
+    )
 
     cwd: str | None = None
     model: str | None = None

@@ -11,7 +11,7 @@ hangs the turn.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,7 +32,7 @@ class PermissionOption(BaseModel):
     """One answer the agent offers (ACP). ``kind`` is allow_once / allow_always / reject_once /
     reject_always (or an agent's own string)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True)
 
     option_id: str
     kind: str
@@ -42,7 +42,7 @@ class PermissionOption(BaseModel):
 class PermissionRequest(BaseModel):
     """The agent asks whether it may use a tool."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True)
 
     tool_name: str | None = None
     tool_use_id: str | None = None
@@ -61,7 +61,7 @@ class PermissionDecision(BaseModel):
     """The caller's answer. ``option_id`` picks one of the offered options explicitly;
     otherwise the engine picks the option matching ``allow`` and ``always``."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True)
 
     allow: bool
     always: bool = False

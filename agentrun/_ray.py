@@ -176,7 +176,7 @@ class RayEngine(Engine):
         if isinstance(factory, str):
             factory = functools.partial(_registry_engine, factory)
         self.factory: Callable[[], Engine] = factory
-        self.actor_options = dict(actor_options or {})
+        self.actor_options: dict[str, Any] = dict(actor_options or {})
         self.cancel_timeout = cancel_timeout
         self.close_timeout = close_timeout
 
@@ -196,7 +196,7 @@ def _registry_engine(name: str) -> Engine:
 class RaySession(Session):
     """A session whose agent runs in a Ray actor. ``actor`` is its handle once started."""
 
-    engine_name = "ray"
+    engine_name: str = "ray"
 
     def __init__(self, engine: RayEngine, options: SessionOptions | None) -> None:
         super().__init__(options)
@@ -234,7 +234,7 @@ class RaySession(Session):
             await self._call(ray.kill, self.actor)
             raise _error_from_record(info)
         self.worker_pid = info.get("pid")
-        self.engine_name = f"ray:{info.get('engine')}"
+        self.engine_name: str = f"ray:{info.get('engine')}"
 
     async def _run_turn(self, ctx: TurnContext) -> None:
         if self._lost is not None:
@@ -268,7 +268,7 @@ class RaySession(Session):
             if "__agentrun_resume_id__" in item:
                 resume_id = item["__agentrun_resume_id__"]
                 if isinstance(resume_id, str):
-                    self.resume_id = resume_id
+                    self.resume_id: str | None = resume_id
                 continue
             await ctx.emit(Message.model_validate(item))
 

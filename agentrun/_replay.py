@@ -85,7 +85,7 @@ class ReplayEngine(Engine):
 
 
 class _ReplaySession(Session):
-    engine_name = "replay"
+    engine_name: str = "replay"
 
     def __init__(self, turns: list[list[Message]], options: SessionOptions | None) -> None:
         super().__init__(options)

@@ -311,14 +311,18 @@ class Turn:
         idle_timeout: float | None = None,
     ) -> None:
         check_turn_arguments(prompt, timeout=timeout, idle_timeout=idle_timeout)
-        self.session = session
-        self.prompt = prompt
-        self.timeout = timeout
-        self.idle_timeout = idle_timeout
-        self.number = 0
-        self.summary = TurnSummary()
-        self.cancelling = False
-        self.nonblocking = False
+        self.session: Session = session
+        self.prompt: str = prompt
+        self.timeout: float | None = timeout
+        self.idle_timeout: float | None = idle_timeout
+        #: The turn's number in its session (1, 2, ...), set when the turn starts.
+        self.number: int = 0
+        #: What the turn produced so far; complete once the iteration ended.
+        self.summary: TurnSummary = TurnSummary()
+        #: True once the turn is being cancelled (caller, timeout or close).
+        self.cancelling: bool = False
+        #: True once delivering must never block (the consumer may be gone).
+        self.nonblocking: bool = False
         self._failure: AgentrunError | None = None
         self._done = False
         self._started_at = 0.0

@@ -249,7 +249,7 @@ class SpawnPerTurnSession(Session):
         captured = translator.resume_id
         if captured is not None and captured != self.session_id:
             self.session_id = captured
-            self.resume_id = captured
+            self.resume_id: str | None = captured
 
     async def _interrupt(self, proc: AgentProcess) -> None:
         """Signal the group and wait a little; the manager escalates when the block exits."""

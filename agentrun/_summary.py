@@ -13,7 +13,7 @@ The JSON form (``model_dump(mode="json")``) uses stable field names tools can re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
@@ -33,7 +33,7 @@ __all__ = ["ContextSummary", "ToolCallSummary", "TurnSummary"]
 class ToolCallSummary(BaseModel):
     """A tool use paired with its result."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     id: str | None = None
     name: str | None = None
@@ -47,7 +47,7 @@ class ToolCallSummary(BaseModel):
 class ContextSummary(BaseModel):
     """The last context-window reading of the turn."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     used: int | None = None
     size: int | None = None
@@ -79,7 +79,7 @@ class TurnSummary(BaseModel):
       cancellation.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
 
     turn: int | None = None
     text: str = ""

@@ -358,7 +358,7 @@ class ModelServer:
         max_body_bytes: int = 64 * 1024 * 1024,
         on_request: Callable[[RecordedRequest], None] | None = None,
     ) -> None:
-        self.script = script if script is not None else default_script()
+        self.script: Script = script if script is not None else default_script()
         self._queue = self.script.expanded()
         self._next = 0
         self._port = port

@@ -121,13 +121,13 @@ def _echo(prompt: str, number: int) -> Sequence[Step]:
 
 
 class ScriptedSession(Session):
-    engine_name = "scripted"
+    engine_name: str = "scripted"
 
     def __init__(self, engine: ScriptedEngine, options: SessionOptions | None) -> None:
         super().__init__(options)
         self.engine = engine
         self.log: list[TurnRecord] = []
-        self.shutdowns = 0
+        self.shutdowns: int = 0
         self._contexts: list[TurnContext] = []
 
     def _steps(self, prompt: str, number: int) -> Sequence[Step]:

@@ -134,12 +134,14 @@ class AcpEngine(Engine):
     ) -> None:
         if resume_with not in ("load", "resume"):
             raise ConfigurationError("resume_with must be 'load' or 'resume'", option="resume_with")
-        self.command = command if command is None or callable(command) else tuple(command)
-        self.env = dict(env or {})
-        self.engine_name = name
+        self.command: CommandSpec | None = (
+            command if command is None or callable(command) else tuple(command)
+        )
+        self.env: dict[str, str] = dict(env or {})
+        self.engine_name: str = name
         self.name = name
         self.fs_access = fs_access
-        self.mcp_servers = [
+        self.mcp_servers: list[dict[str, Any]] = [
             m.model_dump(mode="json", by_alias=True, exclude_none=True)
             if isinstance(m, BaseModel)
             else dict(m)
@@ -228,14 +230,14 @@ class _Incoming:
 class AcpSession(Session):
     """One ACP session (one agent process)."""
 
-    engine_name = "acp"
+    engine_name: str = "acp"
 
     def __init__(self, engine: AcpEngine, options: SessionOptions | None) -> None:
         super().__init__(options)
         self.engine = engine
-        self.engine_name = engine.engine_name
+        self.engine_name: str = engine.engine_name
         s = self.options
-        self.translator = AcpTranslator(
+        self.translator: AcpTranslator = AcpTranslator(
             engine=engine.engine_name,
             model=s.model,
             context_window_tokens=s.context_window_tokens,
@@ -508,7 +510,7 @@ class AcpSession(Session):
                 f"{self.engine_name}: {method} returned no session id", engine=self.engine_name
             )
         self.session_id = session_id
-        self.resume_id = session_id
+        self.resume_id: str | None = session_id
 
     async def _latest_session(self) -> str | None:
         if self.translator.state.capabilities.session_capabilities.list is None:

@@ -28,7 +28,7 @@ Conventions
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, TypeAlias, cast
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, cast
 
 from pydantic import (
     BaseModel,
@@ -186,7 +186,7 @@ class Method:
 class AcpModel(BaseModel):
     """Base of every ACP model: camelCase aliases, unknown fields kept, ``_meta`` as ``meta``."""
 
-    model_config = ConfigDict(
+    model_config: ClassVar[ConfigDict] = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="allow",

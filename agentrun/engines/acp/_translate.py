@@ -181,11 +181,13 @@ class AcpState:
     ) -> None:
         self.engine = engine
         self.deltas = deltas
-        self.tracker = ContextTracker(model=model, override=context_window_tokens, catalog=catalog)
+        self.tracker: ContextTracker = ContextTracker(
+            model=model, override=context_window_tokens, catalog=catalog
+        )
         self.protocol_version: int | None = None
         self.agent_name: str | None = None
         self.agent_version: str | None = None
-        self.capabilities = AgentCapabilities()
+        self.capabilities: AgentCapabilities = AgentCapabilities()
         self.auth_methods: list[dict[str, Any]] = []
         self.session_id: str | None = None
         self.session_method: str | None = None
@@ -194,8 +196,8 @@ class AcpState:
         self.modes: SessionModeState | None = None
         self.models: SessionModelState | None = None
         self.process: ProcessMeta | None = None
-        self.replaying = False
-        self.in_prompt = False
+        self.replaying: bool = False
+        self.in_prompt: bool = False
         #: The session's cumulative cost as last reported (``usage_update.cost``).
         self.session_cost: float | None = None
         self.cost_currency: str | None = None
@@ -813,7 +815,7 @@ class AcpTranslator:
         deltas: bool = True,
         process: ProcessMeta | None = None,
     ) -> None:
-        self.state = AcpState(
+        self.state: AcpState = AcpState(
             engine=engine,
             model=model,
             context_window_tokens=context_window_tokens,

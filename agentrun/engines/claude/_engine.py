@@ -84,8 +84,10 @@ class ClaudeEngine(Engine):
         max_line_bytes: int | None = None,
     ) -> None:
         self.binary = binary
-        self.argv_prefix = tuple(argv_prefix) if argv_prefix is not None else None
-        self.env = dict(env) if env is not None else None
+        self.argv_prefix: tuple[str, ...] | None = (
+            tuple(argv_prefix) if argv_prefix is not None else None
+        )
+        self.env: dict[str, str] | None = dict(env) if env is not None else None
         self.interrupt_timeout = interrupt_timeout
         self.control_timeout = control_timeout
         self.close_stdin_timeout = close_stdin_timeout
@@ -110,7 +112,7 @@ class ClaudeEngine(Engine):
 class ClaudeSession(Session):
     """One Claude Code session (one CLI process)."""
 
-    engine_name = _ENGINE
+    engine_name: str = _ENGINE
 
     def __init__(self, engine: ClaudeEngine, options: SessionOptions | None) -> None:
         super().__init__(options)
@@ -120,7 +122,7 @@ class ClaudeSession(Session):
         self.env_names: list[str] = []
         self._proc: AgentProcess | None = None
         s = self.options
-        self.translator = ClaudeTranslator(
+        self.translator: ClaudeTranslator = ClaudeTranslator(
             model=s.model,
             context_window_tokens=s.context_window_tokens,
             resumed=s.resume_id is not None or s.continue_last,

@@ -105,13 +105,15 @@ class ClaudeTranslator:
         process: ProcessMeta | None = None,
         resumed: bool = False,
     ) -> None:
-        self.tracker = ContextTracker(model=model, override=context_window_tokens, catalog=catalog)
+        self.tracker: ContextTracker = ContextTracker(
+            model=model, override=context_window_tokens, catalog=catalog
+        )
         self.process = process
         self.resumed = resumed
         self.session_id: str | None = None
         self.model: str | None = model
         #: True once a ``system/init`` was seen (a failed ``--resume`` prints none).
-        self.saw_init = False
+        self.saw_init: bool = False
         #: Set when a result said the resumed session does not exist.
         self.session_not_found: str | None = None
         self._last_total_cost: float | None = None

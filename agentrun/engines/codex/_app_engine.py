@@ -69,7 +69,7 @@ class CodexAppServerEngine(ProgramEngine):
 class CodexAppServerSession(JsonRpcSession):
     """One ``codex app-server`` process and one Codex thread."""
 
-    engine_name = "codex-app-server"
+    engine_name: str = "codex-app-server"
     jsonrpc_field = False
 
     def __init__(self, engine: CodexAppServerEngine, options: SessionOptions | None) -> None:
@@ -137,7 +137,7 @@ class CodexAppServerSession(JsonRpcSession):
             await conn.request("thread/start", params)
         thread = self.app_translator.thread_id
         if thread is not None:
-            self.resume_id = thread
+            self.resume_id: str | None = thread
 
     async def _send_prompt(self, conn: JsonRpcConnection, ctx: TurnContext) -> None:
         translator = self.app_translator

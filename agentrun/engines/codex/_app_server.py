@@ -120,7 +120,9 @@ class CodexAppServerTranslator:
         cwd: str | None = None,
     ) -> None:
         self.model = model
-        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
+        self.tracker: ContextTracker = (
+            tracker if tracker is not None else ContextTracker(model=model)
+        )
         self.agent_version = agent_version
         self.cwd = cwd
         self.thread_id: str | None = None

@@ -68,20 +68,20 @@ class CodexEngine(ProgramEngine):
 class CodexSession(SpawnPerTurnSession):
     """A Codex thread run as one ``codex exec`` process per turn."""
 
-    engine_name = "codex"
+    engine_name: str = "codex"
     agent_name = f"{AGENT_NAME} exec"
 
     def __init__(self, engine: CodexEngine, options: SessionOptions | None) -> None:
         super().__init__(options, interrupt_grace=engine.interrupt_grace)
         self.engine = engine
         override = self.options.context_window_tokens
-        self.tracker = ContextTracker(
+        self.tracker: ContextTracker = ContextTracker(
             model=self.options.model, override=override, catalog=engine.catalog
         )
         #: The thread's running token total, kept across the turns' processes. A new thread
         #: starts from zero; a resumed one is unknown until the rollout says.
         fresh = self.options.resume_id is None and not self.options.continue_last
-        self.totals = RunningTotals({} if fresh else None)
+        self.totals: RunningTotals = RunningTotals({} if fresh else None)
         self._rollout_path: Path | None = None
         self.binary: str | None = None
         self.version = engine.version

@@ -300,8 +300,10 @@ class CodexExecTranslator:
         cwd: str | None = None,
     ) -> None:
         self.model = model
-        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
-        self.totals = totals if totals is not None else RunningTotals()
+        self.tracker: ContextTracker = (
+            tracker if tracker is not None else ContextTracker(model=model)
+        )
+        self.totals: RunningTotals = totals if totals is not None else RunningTotals()
         self.agent_version = agent_version
         self.cwd = cwd
         #: The thread id from ``thread.started``.

@@ -116,7 +116,7 @@ def _configured(env: dict[str, str], model: str | None) -> tuple[str | None, int
 class OpenCodeSession(SpawnPerTurnSession):
     """An OpenCode session run as one ``opencode run`` process per turn."""
 
-    engine_name = "opencode"
+    engine_name: str = "opencode"
     agent_name = f"{AGENT_NAME} run"
 
     def __init__(self, engine: OpenCodeEngine, options: SessionOptions | None) -> None:
@@ -126,7 +126,9 @@ class OpenCodeSession(SpawnPerTurnSession):
         #: The model the turns use (``--model``, else the configuration's default).
         self.model = model
         override = self.options.context_window_tokens or engine.context_window
-        self.tracker = ContextTracker(model=model, override=override, catalog=engine.catalog)
+        self.tracker: ContextTracker = ContextTracker(
+            model=model, override=override, catalog=engine.catalog
+        )
         if override is None and configured is not None:
             # OpenCode's own configured limit for the model (what its ACP mode reports).
             self.tracker.report_size(configured)

@@ -94,12 +94,14 @@ class OpenCodeTranslator:
         cwd: str | None = None,
     ) -> None:
         self.model = model
-        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
+        self.tracker: ContextTracker = (
+            tracker if tracker is not None else ContextTracker(model=model)
+        )
         self.agent_version = agent_version
         self.cwd = cwd
         #: The session id seen in the events (``ses_...``).
         self.session_id: str | None = None
-        self.steps = 0
+        self.steps: int = 0
         self.usage: Usage | None = None
         self.last_reason: str | None = None
         self.errors: list[ErrorInfo] = []
