@@ -66,5 +66,6 @@ async def test_a_small_fleet_of_real_agents(tmp_path: Path) -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(900)
 async def test_fifty_sessions_over_three_engines_with_a_limit_of_eight(tmp_path: Path) -> None:
     await _run_fleet(tmp_path, sessions=50, limit=8)
