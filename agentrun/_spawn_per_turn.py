@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Protocol
 import anyio
 import anyio.abc
 
-from ._errors import ProcessExitError, SessionTerminatedError
+from ._errors import ProcessExitError, SessionNotFoundError, SessionTerminatedError
 from ._messages import Message, MessageType, ProcessMeta
 from ._options import SessionOptions
 from ._session import Session, TurnContext
@@ -98,8 +98,13 @@ class SpawnPerTurnSession(Session):
 
     #: The signal that asks the agent to stop its turn.
     interrupt_signal: ClassVar[int] = signal.SIGINT
-    #: The agent's name in ``unsupported_option`` messages.
+    #: The agent's name in ``unsupported_option`` messages and errors.
     agent_name: ClassVar[str] = "agent"
+    #: Exit statuses with which a turn that reported its outcome ended normally (agents exit 1
+    #: after reporting a failed turn).
+    outcome_exit_codes: ClassVar[frozenset[int]] = frozenset({0, 1})
+    #: What the agent prints on stderr when it does not know the id it was asked to resume.
+    not_found_markers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: SessionOptions | None, *, interrupt_grace: float = 3.0) -> None:
         super().__init__(options)
@@ -146,10 +151,24 @@ class SpawnPerTurnSession(Session):
         translator: PerTurnTranslator,
         code: int,
     ) -> None:
-        """End the turn from the exit status: emit the translator's result, or raise."""
-        if code == 0 or translator.has_outcome:
+        """End the turn from the exit status: emit the translator's result, or raise
+        :class:`SessionNotFoundError` (a resumed id the agent does not know) or
+        :class:`ProcessExitError` (anything else), after delivering what the process printed."""
+        if code == 0 or (code in self.outcome_exit_codes and translator.has_outcome):
             await self._emit_finish(ctx, translator)
             return
+        resumed = self.resume_id
+        tail = proc.stderr_tail()
+        if resumed is not None and any(marker in tail for marker in self.not_found_markers):
+            raise SessionNotFoundError(
+                f"{self.agent_name} does not know {resumed!r}",
+                session_id=resumed,
+                engine=self.engine_name,
+            )
+        # Whatever the process printed before it ended is delivered; no result is made up.
+        for message in translator.finish():
+            if message.type is not MessageType.RESULT:
+                await ctx.emit(message)
         raise proc.exit_error(f"{self.engine_name} exited during turn {ctx.number}")
 
     def _process_spec(self, command: TurnCommand) -> ProcessSpec:

@@ -23,7 +23,6 @@ import anyio.to_thread
 from ..._binaries import package_version
 from ..._context import Catalog, ContextTracker
 from ..._cumulative import RunningTotals
-from ..._errors import SessionNotFoundError
 from ..._options import SessionOptions
 from ..._session import ProgramEngine, TurnContext
 from ..._spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
@@ -34,7 +33,7 @@ from ._translate import AGENT_NAME, CodexExecTranslator, find_rollout, read_roll
 __all__ = ["CodexEngine", "CodexSession"]
 
 #: What ``codex exec resume`` says on stderr for a thread it does not know.
-_NOT_FOUND = ("No saved session found", "no rollout found", "thread not found", "not found")
+_NOT_FOUND = ("no rollout found for thread id",)
 
 
 class CodexEngine(ProgramEngine):
@@ -69,6 +68,7 @@ class CodexSession(SpawnPerTurnSession):
     """A Codex thread run as one ``codex exec`` process per turn."""
 
     engine_name: str = "codex"
+    not_found_markers = _NOT_FOUND
     agent_name = f"{AGENT_NAME} exec"
 
     def __init__(self, engine: CodexEngine, options: SessionOptions | None) -> None:
@@ -126,30 +126,6 @@ class CodexSession(SpawnPerTurnSession):
         translator.attach_rollout(rollout)
         if rollout is not None and rollout.model:
             self._model = rollout.model
-
-    async def _conclude(
-        self,
-        ctx: TurnContext,
-        proc: AgentProcess,
-        translator: PerTurnTranslator,
-        code: int,
-    ) -> None:
-        if code == 0 or (code == 1 and translator.has_outcome):
-            await self._emit_finish(ctx, translator)
-            return
-        tail = proc.stderr_tail()
-        resumed = self.resume_id if self.session_id is None else self.session_id
-        if code == 1 and resumed is not None and any(s in tail for s in _NOT_FOUND):
-            raise SessionNotFoundError(
-                f"codex does not know thread {resumed!r}",
-                session_id=resumed,
-                engine=self.engine_name,
-            )
-        # Whatever the process printed before it died is delivered; no result is made up.
-        for message in translator.finish():
-            if message.type != "result":
-                await ctx.emit(message)
-        raise proc.exit_error(f"codex exited during turn {ctx.number}")
 
     def sidecar_files(self) -> dict[str, Path]:
         """Files beside the stdout transcript a recording keeps (``rollout.jsonl``)."""

@@ -27,11 +27,9 @@ import anyio.abc
 
 from ..._binaries import package_version
 from ..._context import Catalog, ContextTracker
-from ..._errors import SessionNotFoundError
 from ..._options import SessionOptions
 from ..._session import ProgramEngine, TurnContext
-from ..._spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
-from ..._subprocess import AgentProcess
+from ..._spawn_per_turn import SpawnPerTurnSession, TurnCommand
 from ._argv import TurnArgs, build_argv
 from ._translate import AGENT_NAME, OpenCodeTranslator
 
@@ -117,6 +115,7 @@ class OpenCodeSession(SpawnPerTurnSession):
     """An OpenCode session run as one ``opencode run`` process per turn."""
 
     engine_name: str = "opencode"
+    not_found_markers = (SESSION_NOT_FOUND,)
     agent_name = f"{AGENT_NAME} run"
 
     def __init__(self, engine: OpenCodeEngine, options: SessionOptions | None) -> None:
@@ -173,22 +172,3 @@ class OpenCodeSession(SpawnPerTurnSession):
             agent_version=self.version,
             cwd=self.options.cwd,
         )
-
-    async def _conclude(
-        self,
-        ctx: TurnContext,
-        proc: AgentProcess,
-        translator: PerTurnTranslator,
-        code: int,
-    ) -> None:
-        if code == 0 or (code == 1 and translator.has_outcome):
-            await self._emit_finish(ctx, translator)
-            return
-        if code == 1 and SESSION_NOT_FOUND in proc.stderr_tail():
-            resume_id = self.resume_id
-            raise SessionNotFoundError(
-                f"opencode does not know session {resume_id!r}",
-                session_id=resume_id,
-                engine=self.engine_name,
-            )
-        raise proc.exit_error(f"opencode exited during turn {ctx.number}")

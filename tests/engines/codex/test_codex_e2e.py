@@ -158,3 +158,19 @@ async def test_an_http_error_is_a_failed_summary_not_an_exception(tmp_path: Path
             summary = await run_turn(session, "hi", timeout=120)
     assert not summary.ok and summary.stop_reason == "error"
     assert summary.errors and summary.errors[-1].code == "api_error"
+
+
+async def test_resuming_an_unknown_thread_is_session_not_found(tmp_path: Path) -> None:
+    from agentrun import SessionNotFoundError
+
+    require_engine("codex")
+    async with ModelServer() as server:
+        engine, options = embedded_engine(
+            "codex", server.url, tmp_path / "agent", cwd=str(tmp_path),
+            resume_id="01a20000-0000-7000-8000-000000000000",
+        )  # fmt: skip
+        async with engine.start(options) as session:
+            with pytest.raises(SessionNotFoundError) as caught:
+                await run_turn(session, "hi", timeout=60)
+    assert caught.value.session_id == "01a20000-0000-7000-8000-000000000000"
+    assert not server.model_requests
