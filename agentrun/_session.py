@@ -133,21 +133,34 @@ class Session(ABC):
         self._task_group: anyio.abc.TaskGroup | None = None
         #: Set before entering to see every raw line (the recorder uses this).
         self.wire_tap: WireTap | None = None
+        self._caller_error: Exception | None = None
 
     def _tap(self, direction: str, line: bytes) -> None:
-        """Engines call this for every raw line they read or write."""
-        if self.wire_tap is not None:
-            self.wire_tap(direction, line)
+        """Engines call this for every raw line they read or write.
+
+        A tap that raises is the caller's error, not the engine's: it is not called again, the
+        running turn is cancelled in the agent, and the turn raises that exception itself."""
+        tap = self.wire_tap
+        if tap is None:
+            return
+        try:
+            tap(direction, line)
+        except Exception as exc:
+            self.wire_tap = None
+            if self._caller_error is None:
+                self._caller_error = exc
+            if self._active is not None:
+                self._active.cancel()
 
     def _tap_received(self, item: bytes | LineTooLong) -> None:
         """Tap one framed stdout line (an oversized one by the head that was kept)."""
         if self.wire_tap is not None:
-            self.wire_tap("recv", item.head if isinstance(item, LineTooLong) else item)
+            self._tap("recv", item.head if isinstance(item, LineTooLong) else item)
 
     def _tap_stderr(self, line: str) -> None:
         """Tap one line of the agent's stderr (use as ``ProcessSpec.on_stderr``)."""
         if self.wire_tap is not None:
-            self.wire_tap("stderr", line.encode("utf-8", "replace"))
+            self._tap("stderr", line.encode("utf-8", "replace"))
 
     # -- engine hooks ------------------------------------------------------------------------
 
@@ -392,6 +405,12 @@ class Turn:
         try:
             message = await self._recv.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
+            caller_error = self.session._caller_error  # pyright: ignore[reportPrivateUsage]
+            if caller_error is not None:
+                # The caller's own callback failed: that exception, as itself.
+                self.session._caller_error = None  # pyright: ignore[reportPrivateUsage]
+                self._failure = None
+                raise caller_error from None
             if self._failure is not None:
                 failure, self._failure = self._failure, None
                 failure.__suppress_context__ = True  # keep __cause__, hide the EndOfStream

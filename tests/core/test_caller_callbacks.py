@@ -1,0 +1,72 @@
+"""A caller's callback that raises (``on_message``, ``wire_tap``) surfaces as itself, the same on
+every engine: the turn is cancelled in the agent and nothing is left running."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from agents_support import descendants
+from repo_paths import FAKES
+
+from agentrun import Engine, Message, SessionOptions, run_turn
+from agentrun.engines.acp import AcpEngine
+from agentrun.engines.claude import ClaudeEngine
+
+pytestmark = pytest.mark.anyio
+
+
+def _claude() -> Engine:
+    return ClaudeEngine(argv_prefix=[sys.executable, str(FAKES / "claude_fake.py"), "ok"],
+                        interrupt_timeout=2.0, close_stdin_timeout=2.0, terminate_timeout=2.0)  # fmt: skip
+
+
+def _acp() -> Engine:
+    return AcpEngine([sys.executable, str(FAKES / "acp_agent.py")], close_stdin_timeout=2.0,
+                     terminate_timeout=2.0)  # fmt: skip
+
+
+def _toy() -> Engine:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engines" / "toy"))
+    from toy_engine import ToyEngine  # pyright: ignore[reportMissingImports]
+
+    return ToyEngine()  # type: ignore[no-any-return]
+
+
+ENGINES: dict[str, Callable[[], Engine]] = {"claude": _claude, "acp": _acp, "toy": _toy}
+
+
+class Mine(Exception):
+    """The caller's own error."""
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+async def test_a_raising_wire_tap_is_raised_as_itself(name: str, tmp_path: Path) -> None:
+    before = descendants()
+    options = SessionOptions(cwd=str(tmp_path), env={"TOY_HOME": str(tmp_path)})
+
+    def tap(direction: str, line: bytes) -> None:
+        if direction == "recv":
+            raise Mine("tap failed")
+
+    session = ENGINES[name]().start(options)
+    session.wire_tap = tap
+    with pytest.raises(Mine):
+        async with session:
+            await run_turn(session, "hi", timeout=30)
+    assert session.closed
+    assert descendants() <= before
+
+
+@pytest.mark.parametrize("name", sorted(ENGINES))
+async def test_a_raising_on_message_is_raised_as_itself(name: str, tmp_path: Path) -> None:
+    options = SessionOptions(cwd=str(tmp_path), env={"TOY_HOME": str(tmp_path)})
+
+    def boom(message: Message) -> None:
+        raise Mine("callback failed")
+
+    with pytest.raises(Mine):
+        async with ENGINES[name]().start(options) as session:
+            await run_turn(session, "hi", on_message=boom, timeout=30)
