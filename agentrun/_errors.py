@@ -13,6 +13,7 @@ Every exception the library raises on purpose derives from :class:`AgentrunError
     │   └── LineTooLongError          one output line was larger than the framer's limit
     ├── SessionTerminatedError        the session is over: closed, killed, or its program died
     │   ├── ProcessExitError          the agent program exited (code or signal, stderr tail)
+    │   ├── SessionClosedError        the session was closed while a turn was running
     │   └── SessionLostError          the worker running the session (a Ray actor, its node) died
     └── TurnError                     a turn could not complete (partial summary attached)
         ├── NoResultError             the stream ended without the turn's result
@@ -45,6 +46,7 @@ __all__ = [
     "ProcessExitError",
     "ProtocolError",
     "SendNotSupportedError",
+    "SessionClosedError",
     "SessionLostError",
     "SessionNotFoundError",
     "SessionTerminatedError",
@@ -69,6 +71,7 @@ ERROR_CODES: dict[str, str] = {
     "permission_callback": "the permission callback raised; the tool use was denied",
     "session_not_found": "the agent does not know the session id",
     "session_lost": "the worker running the session (a Ray actor or its node) died",
+    "session_closed": "the session was closed while the turn was running",
     "budget": "a fleet or session budget was spent; the turn was stopped or not started",
 }
 
@@ -195,6 +198,11 @@ class ProcessExitError(SessionTerminatedError):
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
+
+
+class SessionClosedError(SessionTerminatedError):
+    """The session was closed (``aclose()``, from any task) while a turn was running; the turn
+    was cancelled in the agent first. Carries the turn's partial summary."""
 
 
 class SessionLostError(SessionTerminatedError):

@@ -49,6 +49,7 @@ from ._errors import (
     AgentrunError,
     ConfigurationError,
     NoResultError,
+    SessionClosedError,
     SessionLostError,
     SessionTerminatedError,
     TurnInProgressError,
@@ -78,6 +79,8 @@ WireTap = Callable[[str, bytes], None]
 
 #: Messages buffered between an engine and a slow consumer before the engine waits.
 _BUFFER = 256
+#: Seconds ``Session.aclose()`` lets a running turn interrupt its agent before stopping it.
+CLOSE_TURN_GRACE = 10.0
 
 
 class Engine(ABC):
@@ -219,6 +222,10 @@ class Session(ABC):
         stack, self._stack = self._stack, None
         if stack is None:
             return None
+        if self._task_group is not None:
+            # The block is over: what is still running in the background is cancelled (this
+            # scope encloses the block, so it is never cancelled while the caller's code runs).
+            self._task_group.cancel_scope.cancel()
         try:
             return await stack.__aexit__(exc_type, exc, tb)
         except BaseException as group:
@@ -230,14 +237,24 @@ class Session(ABC):
             raise single from None
 
     async def aclose(self) -> None:
-        """End the session: stop the agent program (bounded) and background tasks."""
+        """End the session: stop the agent program (bounded).
+
+        Idempotent, and callable from any task, the one iterating a turn included: a running
+        turn is cancelled in the agent first (bounded by ``CLOSE_TURN_GRACE``) and ends with
+        :class:`SessionClosedError`. The caller's code after ``aclose()`` runs normally: the
+        session's background tasks end with the program, and whatever is left is cancelled
+        when the ``async with`` block exits."""
         if self._closed:
             return
         self._closed = True
+        active = self._active
         with anyio.CancelScope(shield=True):
+            if active is not None and not active.done:
+                active.closed_by_session = True
+                active.cancel()
+                with anyio.move_on_after(CLOSE_TURN_GRACE):
+                    await active.wait_done()
             await self._shutdown()
-        if self._task_group is not None:
-            self._task_group.cancel_scope.cancel()
 
     def turn(
         self,
@@ -336,6 +353,9 @@ class Turn:
         self.cancelling: bool = False
         #: True once delivering must never block (the consumer may be gone).
         self.nonblocking: bool = False
+        #: True when the session was closed while this turn ran.
+        self.closed_by_session: bool = False
+        self._finished = anyio.Event()
         self._failure: AgentrunError | None = None
         self._done = False
         self._started_at = 0.0
@@ -348,6 +368,10 @@ class Turn:
     @property
     def done(self) -> bool:
         return self._done
+
+    async def wait_done(self) -> None:
+        """Wait until the turn's engine side has finished (its result or failure is known)."""
+        await self._finished.wait()
 
     # -- context manager ---------------------------------------------------------------------
 
@@ -468,7 +492,12 @@ class Turn:
                     )
                     failure.__cause__ = exc
             timed_out = self._scope.cancel_called and not self.cancelling and not completed
-            if timed_out:
+            if self.closed_by_session:
+                failure = SessionClosedError(
+                    f"the {session.engine_name} session was closed during turn {self.number}",
+                    engine=session.engine_name,
+                )
+            elif timed_out:
                 # A timeout explains whatever the engine's cancellation path ran into.
                 failure = self._timeout_error()
             elif failure is None and not self.summary.has_result and not self.cancelling:
@@ -487,6 +516,7 @@ class Turn:
         finally:
             self.summary.duration_s = round(anyio.current_time() - self._started_at, 6)
             self._done = True
+            self._finished.set()
             self._send.close()
 
     def _timeout_error(self) -> TurnTimeoutError:
@@ -557,6 +587,8 @@ def failure_code(failure: AgentrunError) -> str:
         return "no_result"
     if isinstance(failure, SessionLostError):
         return "session_lost"
+    if isinstance(failure, SessionClosedError):
+        return "session_closed"
     if isinstance(failure, SessionTerminatedError):
         return "process_exit"
     return failure.error_code

@@ -70,3 +70,42 @@ async def test_a_raising_on_message_is_raised_as_itself(name: str, tmp_path: Pat
     with pytest.raises(Mine):
         async with ENGINES[name]().start(options) as session:
             await run_turn(session, "hi", on_message=boom, timeout=30)
+
+
+async def test_closing_from_another_task_ends_the_turn_with_session_closed(tmp_path: Path) -> None:
+    import anyio
+
+    from agentrun import SessionClosedError
+
+    before = descendants()
+    options = SessionOptions(cwd=str(tmp_path), env={"TOY_HOME": str(tmp_path)})
+    async with _toy().start(options) as session:
+        async with anyio.create_task_group() as tg:
+
+            async def close_soon() -> None:
+                await anyio.sleep(0.5)
+                await session.aclose()
+
+            tg.start_soon(close_soon)
+            with anyio.fail_after(30), pytest.raises(SessionClosedError) as caught:
+                await run_turn(session, "slow")
+        assert caught.value.summary is not None
+        await session.aclose()  # idempotent
+        after_close = "the code after aclose runs"
+    assert after_close and session.closed
+    assert descendants() <= before
+
+
+async def test_closing_from_inside_the_turn_loop_returns_normally(tmp_path: Path) -> None:
+    from agentrun import SessionClosedError
+
+    options = SessionOptions(cwd=str(tmp_path), env={"TOY_HOME": str(tmp_path)})
+    seen: list[str] = []
+    async with _toy().start(options) as session:
+        with pytest.raises(SessionClosedError):
+            async with session.turn("slow") as turn:
+                async for message in turn:
+                    seen.append(str(message.type))
+                    await session.aclose()
+        seen.append("after")
+    assert seen[-1] == "after"

@@ -27,7 +27,7 @@ PUBLIC = {
     "FleetTurnRecord", "InitMeta", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
-    "PermissionRequest", "RayEngine", "RaySession", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
+    "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
     "SendNotSupportedError", "SessionOptions", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
     "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "WireTap",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import ClassVar
 
 import anyio.abc
 import anyio.to_thread
@@ -68,7 +69,7 @@ class CodexSession(SpawnPerTurnSession):
     """A Codex thread run as one ``codex exec`` process per turn."""
 
     engine_name: str = "codex"
-    not_found_markers = _NOT_FOUND
+    not_found_markers: ClassVar[tuple[str, ...]] = _NOT_FOUND
     agent_name = f"{AGENT_NAME} exec"
 
     def __init__(self, engine: CodexEngine, options: SessionOptions | None) -> None:

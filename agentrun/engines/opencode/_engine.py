@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import anyio
 import anyio.abc
@@ -115,7 +115,7 @@ class OpenCodeSession(SpawnPerTurnSession):
     """An OpenCode session run as one ``opencode run`` process per turn."""
 
     engine_name: str = "opencode"
-    not_found_markers = (SESSION_NOT_FOUND,)
+    not_found_markers: ClassVar[tuple[str, ...]] = (SESSION_NOT_FOUND,)
     agent_name = f"{AGENT_NAME} run"
 
     def __init__(self, engine: OpenCodeEngine, options: SessionOptions | None) -> None:
