@@ -97,15 +97,19 @@ async def test_closing_from_another_task_ends_the_turn_with_session_closed(tmp_p
 
 
 async def test_closing_from_inside_the_turn_loop_returns_normally(tmp_path: Path) -> None:
-    from agentrun import SessionClosedError
+    from agentrun import Session, SessionClosedError
 
     options = SessionOptions(cwd=str(tmp_path), env={"TOY_HOME": str(tmp_path)})
     seen: list[str] = []
+
+    async def iterate_and_close(session: Session) -> None:
+        async with session.turn("slow") as turn:
+            async for message in turn:
+                seen.append(str(message.type))
+                await session.aclose()
+
     async with _toy().start(options) as session:
         with pytest.raises(SessionClosedError):
-            async with session.turn("slow") as turn:
-                async for message in turn:
-                    seen.append(str(message.type))
-                    await session.aclose()
+            await iterate_and_close(session)
         seen.append("after")
     assert seen[-1] == "after"
