@@ -31,7 +31,7 @@ one of the ``code`` strings in :data:`ERROR_CODES`.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ._summary import TurnSummary
@@ -81,6 +81,12 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def _rebuild(cls: type[AgentrunError], message: str) -> AgentrunError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    return error
+
+
 class AgentrunError(Exception):
     """Base class of every error agentrun raises on purpose."""
 
@@ -104,6 +110,11 @@ class AgentrunError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable with every attribute (Ray, multiprocessing): the subclasses' keyword-only
+        # constructors cannot be called again from the args alone.
+        return (_rebuild, (type(self), self.message), dict(self.__dict__))
 
 
 class ConfigurationError(AgentrunError, ValueError):

@@ -213,8 +213,9 @@ class RaySession(Session):
         return await _call(self._waiters, fn, *args)
 
     def _lost_error(self, exc: BaseException, doing: str) -> SessionLostError:
+        detail = " ".join(str(exc).split())[:500]
         self._lost = SessionLostError(
-            f"the Ray worker of this session died while {doing}: {type(exc).__name__}",
+            f"the Ray worker of this session died while {doing}: {type(exc).__name__}: {detail}",
             engine=self.engine_name,
         )
         return self._lost

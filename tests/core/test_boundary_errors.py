@@ -102,3 +102,17 @@ def test_engine_names_round_trip() -> None:
         if name == "replay":
             continue  # needs a transcript
         assert get_engine(name).name == name
+
+
+def test_errors_pickle_with_their_fields() -> None:
+    """Errors cross process boundaries (Ray actors, multiprocessing) intact."""
+    import pickle
+
+    from agentrun import ConfigurationError, TurnTimeoutError
+
+    crash = pickle.loads(pickle.dumps(ProcessExitError("agent died", exit_code=3, stderr_tail="x")))
+    assert type(crash) is ProcessExitError and crash.exit_code == 3 and crash.stderr_tail == "x"
+    idle = pickle.loads(pickle.dumps(TurnTimeoutError("quiet", kind="idle", seconds=2.0)))
+    assert (idle.kind, idle.seconds, str(idle)) == ("idle", 2.0, "quiet")
+    bad = pickle.loads(pickle.dumps(ConfigurationError("bad model", option="model")))
+    assert bad.option == "model" and isinstance(bad, ValueError)

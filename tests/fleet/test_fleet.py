@@ -1,4 +1,5 @@
-"""Fleets on the scripted in-process engine: limits, records, failures, budgets, cancellation."""
+"""Fleets on the scripted engine: limits, records, failures, budgets, cancellation — the
+records, failure and budget cases on both backends (local, and Ray actors)."""
 
 from __future__ import annotations
 
@@ -98,14 +99,14 @@ def costing(cost: float, *, delay: float = 0.0, answer: str = "done") -> Scripte
     return ScriptedEngine(script)
 
 
-async def test_every_task_runs_and_its_records_are_data() -> None:
+async def test_every_task_runs_and_its_records_are_data(backend: str) -> None:
     tasks = [
         FleetTask(engine="scripted", prompts=("a", "b"), name="one", labels={"row": "1"}),
         FleetTask(engine="scripted", prompts=("c",), name="two"),
     ]
     engines = {"one": costing(0.25), "two": costing(0.5)}
     events: list[FleetEvent] = []
-    fleet = Fleet(limit=2, engine_factory=lambda t: engines[t.name or ""])
+    fleet = Fleet(limit=2, backend=backend, engine_factory=lambda t: engines[t.name or ""])
     result = await fleet.run(tasks, on_event=events.append)
 
     assert result.ok
@@ -154,7 +155,7 @@ async def test_the_concurrency_limits_hold() -> None:
     assert gauge.total_now == 0
 
 
-async def test_a_failing_session_is_a_record_and_the_others_go_on() -> None:
+async def test_a_failing_session_is_a_record_and_the_others_go_on(backend: str) -> None:
     crash = ScriptedEngine([[text("partial"), Fail(ProcessExitError("agent died", exit_code=3))]])
     tasks = [
         FleetTask(engine="scripted", prompts=("x", "y"), name="bad"),
@@ -162,7 +163,9 @@ async def test_a_failing_session_is_a_record_and_the_others_go_on() -> None:
     ]
     events: list[FleetEvent] = []
     result = await Fleet(
-        limit=2, engine_factory=lambda t: crash if t.name == "bad" else costing(0.0)
+        limit=2,
+        backend=backend,
+        engine_factory=lambda t: crash if t.name == "bad" else costing(0.0),
     ).run(tasks, on_event=events.append)
 
     bad, good = result.sessions
@@ -175,33 +178,33 @@ async def test_a_failing_session_is_a_record_and_the_others_go_on() -> None:
     assert [e.task for e in failed] == ["bad"]
 
 
-async def test_a_missing_engine_is_a_failed_session_not_a_crash() -> None:
-    result = await Fleet().run([FleetTask(engine="no-such-engine", prompts=("x",))])
+async def test_a_missing_engine_is_a_failed_session_not_a_crash(backend: str) -> None:
+    result = await Fleet(backend=backend).run([FleetTask(engine="no-such-engine", prompts=("x",))])
     (session,) = result.sessions
     assert not session.ok and session.error is not None
     assert "no-such-engine" in session.error.message
 
 
-async def test_the_session_budget_stops_further_turns() -> None:
+async def test_the_session_budget_stops_further_turns(backend: str) -> None:
     task = FleetTask(engine="scripted", prompts=("1", "2", "3"), max_cost_usd=1.5)
-    result = await Fleet(engine_factory=lambda t: costing(1.0)).run([task])
+    result = await Fleet(backend=backend, engine_factory=lambda t: costing(1.0)).run([task])
     (session,) = result.sessions
     assert session.turns == 2
     assert session.error is not None and session.error.code == "budget"
     assert not session.ok
 
 
-async def test_the_fleet_budget_stops_new_sessions() -> None:
+async def test_the_fleet_budget_stops_new_sessions(backend: str) -> None:
     tasks = [FleetTask(engine="scripted", prompts=("x",)) for _ in range(5)]
-    result = await Fleet(limit=1, max_cost_usd=2.0, engine_factory=lambda t: costing(1.0)).run(
-        tasks
-    )
+    result = await Fleet(
+        limit=1, max_cost_usd=2.0, backend=backend, engine_factory=lambda t: costing(1.0)
+    ).run(tasks)
     assert [s.ok for s in result.sessions] == [True, True, False, False, False]
     assert all(s.error is not None and s.error.code == "budget" for s in result.sessions[2:])
     assert result.cost_usd == pytest.approx(2.0)
 
 
-async def test_the_fleet_budget_cancels_running_turns_in_their_agents() -> None:
+async def test_the_fleet_budget_cancels_running_turns_in_their_agents(backend: str) -> None:
     hanging = ScriptedEngine([[text("working"), Hang()]])
     tasks = [
         FleetTask(engine="scripted", prompts=("x",), name="hangs"),
@@ -210,7 +213,10 @@ async def test_the_fleet_budget_cancels_running_turns_in_their_agents() -> None:
     engines = {"hangs": hanging, "spends": costing(5.0, delay=0.05)}
     with anyio.fail_after(20):
         result = await Fleet(
-            limit=2, max_cost_usd=1.0, engine_factory=lambda t: engines[t.name or ""]
+            limit=2,
+            max_cost_usd=1.0,
+            backend=backend,
+            engine_factory=lambda t: engines[t.name or ""],
         ).run(tasks)
     hangs = result.sessions[0]
     assert hangs.error is not None and hangs.error.code == "budget"

@@ -8,7 +8,6 @@ turn with ``SessionLostError``, the session stays dead, and the turn is not run 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -27,14 +26,9 @@ ray: Any = pytest.importorskip("ray")
 pytestmark = [pytest.mark.anyio]
 
 
-@pytest.fixture(scope="module")
-def ray_instance() -> Iterator[None]:
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="agentrun-tests")
-    try:
-        yield
-    finally:
-        ray.shutdown()
+@pytest.fixture
+def ray_instance(ray_cluster: Any) -> None:
+    """The session's local Ray instance (tests/fleet/conftest.py)."""
 
 
 async def test_a_scripted_session_runs_in_an_actor(ray_instance: None) -> None:
