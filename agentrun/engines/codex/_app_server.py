@@ -35,10 +35,9 @@ from ..._messages import (
     Message,
     MessageType,
     PermissionDenial,
-    ToolCall,
     Usage,
 )
-from ._translate import codex_usage
+from ._translate import codex_usage, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
 
@@ -365,32 +364,19 @@ class CodexAppServerTranslator:
                 output = item.get("action")
                 failed = False
         status = as_str(item.get("status"))
-        failed = failed or status in ("failed", "declined")
-        out: list[Message] = []
-        if item_id is None or item_id not in self._started_tools:
-            if item_id is not None:
-                self._started_tools.add(item_id)
-            out.append(Message(type=MessageType.TOOL_USE,
-                               tool=ToolCall(id=item_id, name=name, input=tool_input,
-                                             kind=tool_kind), raw=msg))  # fmt: skip
-        if completed:
-            exit_code = as_int(item.get("exitCode"))
-            out.append(
-                Message(
-                    type=MessageType.TOOL_RESULT,
-                    tool=ToolCall(
-                        id=item_id,
-                        name=name,
-                        output=output,
-                        is_error=failed,
-                        kind=tool_kind,
-                        status=status,
-                    ),
-                    data={"exit_code": exit_code} if exit_code is not None else None,
-                    raw=msg,
-                )
-            )
-        return out
+        return tool_messages(
+            self._started_tools,
+            item_id,
+            name,
+            tool_kind,
+            tool_input,
+            completed=completed,
+            output=output,
+            failed=failed or status in ("failed", "declined"),
+            status=status,
+            exit_code=as_int(item.get("exitCode")),
+            raw=msg,
+        )
 
     def _token_usage(self, usage: dict[str, Any], msg: dict[str, Any]) -> list[Message]:
         window = as_int(usage.get("modelContextWindow"))

@@ -134,6 +134,47 @@ def _error_code(message: str) -> str:
     return "agent_error"
 
 
+def tool_messages(
+    started: set[str],
+    item_id: str | None,
+    name: str,
+    kind: str,
+    tool_input: Any,
+    *,
+    completed: bool,
+    output: Any,
+    failed: bool,
+    status: str | None,
+    exit_code: int | None,
+    raw: Any,
+) -> list[Message]:
+    """A Codex tool item as messages, in both modes: its ``tool_use`` the first time the item
+    is seen (``started`` remembers which), its ``tool_result`` when it completed."""
+    out: list[Message] = []
+    if item_id is None or item_id not in started:
+        if item_id is not None:
+            started.add(item_id)
+        out.append(
+            Message(
+                type=MessageType.TOOL_USE,
+                tool=ToolCall(id=item_id, name=name, input=tool_input, kind=kind),
+                raw=raw,
+            )
+        )
+    if completed:
+        out.append(
+            Message(
+                type=MessageType.TOOL_RESULT,
+                tool=ToolCall(
+                    id=item_id, name=name, output=output, is_error=failed, kind=kind, status=status
+                ),
+                data={"exit_code": exit_code} if exit_code is not None else None,
+                raw=raw,
+            )
+        )
+    return out
+
+
 # -- the rollout file ------------------------------------------------------------------------------
 
 
@@ -525,39 +566,19 @@ class CodexExecTranslator:
         output: Any,
         failed: bool,
     ) -> list[Message]:
-        out: list[Message] = []
-        status = as_str(item.get("status"))
-        if item_id is None or item_id not in self._started_tools:
-            if item_id is not None:
-                self._started_tools.add(item_id)
-            out.append(
-                Message(
-                    type=MessageType.TOOL_USE,
-                    tool=ToolCall(id=item_id, name=name, input=tool_input, kind=kind),
-                    raw=ev,
-                )
-            )
-        if completed:
-            data: dict[str, Any] | None = None
-            exit_code = as_int(item.get("exit_code"))
-            if exit_code is not None:
-                data = {"exit_code": exit_code}
-            out.append(
-                Message(
-                    type=MessageType.TOOL_RESULT,
-                    tool=ToolCall(
-                        id=item_id,
-                        name=name,
-                        output=output,
-                        is_error=failed,
-                        kind=kind,
-                        status=status,
-                    ),
-                    data=data,
-                    raw=ev,
-                )
-            )
-        return out
+        return tool_messages(
+            self._started_tools,
+            item_id,
+            name,
+            kind,
+            tool_input,
+            completed=completed,
+            output=output,
+            failed=failed,
+            status=as_str(item.get("status")),
+            exit_code=as_int(item.get("exit_code")),
+            raw=ev,
+        )
 
     def _error(self, ev: dict[str, Any]) -> list[Message]:
         text = as_str(ev.get("message")) or "unknown error"
