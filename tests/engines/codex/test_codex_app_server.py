@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 import pytest
 from agents_support import descendants, require_engine
+from replay_support import replayed
 from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
@@ -22,7 +23,6 @@ from agentrun import (
     TurnTimeoutError,
     run_turn,
 )
-from agentrun._replay import replay_turns
 from agentrun.engines.codex import CodexAppServerSession, CodexAppServerTranslator
 from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
@@ -119,18 +119,7 @@ def test_an_error_response_to_turn_start_ends_the_turn_with_its_data() -> None:
 
 
 def _replay(path: Path) -> dict[str, Any]:
-    turns = replay_turns(path, engine="codex-app-server")
-    return {
-        "turns": [
-            {
-                "messages": [m.model_dump(mode="json", exclude_none=True) for m in turn],
-                "summary": TurnSummary.from_messages(turn).model_dump(
-                    mode="json", exclude={"duration_s"}
-                ),
-            }
-            for turn in turns
-        ]
-    }
+    return replayed(path, "codex-app-server")
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: f"sample-{p.stem}")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from replay_support import replayed
 from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
@@ -296,18 +297,7 @@ def test_replay_splits_an_interrupted_recording_into_its_turns() -> None:
 
 
 def _replay(path: Path) -> dict[str, Any]:
-    turns = replay_turns(path, engine="codex")
-    return {
-        "turns": [
-            {
-                "messages": [m.model_dump(mode="json", exclude_none=True) for m in turn],
-                "summary": TurnSummary.from_messages(turn).model_dump(
-                    mode="json", exclude={"duration_s"}
-                ),
-            }
-            for turn in turns
-        ]
-    }
+    return replayed(path, "codex")
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: f"sample-{p.stem}")
