@@ -9,13 +9,18 @@ it says only:
   message in both directions as ``{"dir": "send"|"recv", "msg": {...}}``: the same events
   ``agentrun replay`` feeds it from a recording, so live runs and replays agree;
 * :meth:`~JsonRpcSession._handshake` — the requests that open the session;
-* :meth:`~JsonRpcSession._send_prompt` — the request that starts a turn;
+* :meth:`~JsonRpcSession._send_prompt` — the request that starts a turn (run in a task of its
+  own, so it may wait for the whole turn, as ACP's ``session/prompt`` does);
+* :meth:`~JsonRpcSession._prompt_rejected` — what an error answer to it means beyond the failed
+  result the translator makes of it (optional);
 * :meth:`~JsonRpcSession._interrupt` — how to interrupt one (the cancellation hook);
 * :attr:`~JsonRpcSession.request_handlers` — the agent's requests it answers (approvals, fs...),
   one table.
 
 A turn ends when the translator emits its ``result`` — on the response to the prompt (ACP) or on
-a notification (Codex ``turn/completed``): the base does not care which. Peers that omit
+a notification (Codex ``turn/completed``): the base does not care which. The agent's exit is seen
+from the process (not only from the end of its output, which a leftover descendant can hold
+open). Peers that omit
 ``"jsonrpc"`` are accepted, and :attr:`~JsonRpcSession.jsonrpc_field` leaves it out of what is
 sent. Messages the translator makes before the first turn (the ``init``) are delivered at its
 start; messages that arrive while no turn runs are dropped, so nothing of a finished or
@@ -61,7 +66,10 @@ class WireTranslator(Protocol):
 
 
 class _Ended:
-    """Queued when the agent's output ended."""
+    """Queued when the agent's output ended, or (with ``error``) the session cannot go on."""
+
+    def __init__(self, error: AgentrunError | None = None) -> None:
+        self.error = error
 
 
 class JsonRpcSession(Session):
@@ -74,17 +82,22 @@ class JsonRpcSession(Session):
         self,
         options: SessionOptions | None,
         *,
-        handshake_timeout: float = 60.0,
+        handshake_timeout: float | None = 60.0,
         cancel_timeout: float = 10.0,
         close_stdin_timeout: float = 5.0,
         terminate_timeout: float = 5.0,
+        max_line_bytes: int | None = None,
     ) -> None:
         super().__init__(options)
+        #: Bounds the whole :meth:`_handshake` (``None``: the engine bounds its own requests).
         self.handshake_timeout = handshake_timeout
         self.cancel_timeout = cancel_timeout
         self.close_stdin_timeout = close_stdin_timeout
         self.terminate_timeout = terminate_timeout
-        self.env: dict[str, str] = merge_env(self.options.env, inherit=self.options.inherit_env)
+        self.max_line_bytes = max_line_bytes
+        self.env: dict[str, str] = merge_env(self._extra_env(), inherit=self.options.inherit_env)
+        #: Names of the environment variables the agent gets (values are never kept).
+        self.env_names: list[str] = sorted(self.env)
         self.argv: tuple[str, ...] = ()
         self.translator: WireTranslator = self._new_translator()
         self.conn: JsonRpcConnection | None = None
@@ -95,6 +108,7 @@ class JsonRpcSession(Session):
         self._turn_started = False
         self._ended = False
         self._terminated: str | None = None
+        self._prompt_error: JsonRpcError | None = None
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -115,9 +129,17 @@ class JsonRpcSession(Session):
         """Send the request that starts the turn. Its error response is the translator's to
         report (it ends the turn); raise only for a session that cannot go on."""
 
+    async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
+        """The agent answered the prompt request with ``error``; the translator has already
+        ended the turn with it. Raise to say more (an unknown session, say)."""
+
     @abstractmethod
     async def _interrupt(self, conn: JsonRpcConnection) -> None:
         """Ask the agent to stop the running turn (it still ends it with its usual message)."""
+
+    def _extra_env(self) -> dict[str, str]:
+        """Environment entries on top of the inherited one (default: ``SessionOptions.env``)."""
+        return dict(self.options.env)
 
     @property
     def request_handlers(self) -> RequestHandlerTable:
@@ -205,6 +227,9 @@ class JsonRpcSession(Session):
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         self.argv = self._argv()
+        limits: dict[str, Any] = {}
+        if self.max_line_bytes is not None:
+            limits["max_line_bytes"] = self.max_line_bytes
         spec = ProcessSpec(
             argv=self.argv,
             cwd=self.options.cwd,
@@ -214,6 +239,7 @@ class JsonRpcSession(Session):
             on_stderr=self._tap_stderr,
             close_stdin_timeout=self.close_stdin_timeout,
             terminate_timeout=self.terminate_timeout,
+            **limits,
         )
         # Kept open by a task of its own: _shutdown runs in another task.
         self._host = ProcessHost(spec)
@@ -292,14 +318,17 @@ class JsonRpcSession(Session):
         for message in early:
             await ctx.emit(message)
         self._queue = send
+        self._prompt_error = None
+        prompt_done = anyio.Event()
+        assert self._task_group is not None
+        self._task_group.start_soon(self._prompt, conn, ctx, prompt_done)
         try:
-            try:
-                await self._send_prompt(conn, ctx)
-            except JsonRpcError:
-                pass  # the translator saw the error response and ends the turn with it
-            except ConnectionClosedError:
-                pass  # the end of output is in the queue
             await self._pump(ctx, recv)
+            # The answer to the prompt (if it ends the turn) arrives with the result.
+            with anyio.move_on_after(self.cancel_timeout):
+                await prompt_done.wait()
+            if self._prompt_error is not None:
+                await self._prompt_rejected(ctx, self._prompt_error)
         except anyio.get_cancelled_exc_class():
             ctx.begin_cancel()
             with anyio.CancelScope(shield=True):
@@ -310,15 +339,43 @@ class JsonRpcSession(Session):
             send.close()
             recv.close()
 
+    async def _prompt(self, conn: JsonRpcConnection, ctx: TurnContext, done: anyio.Event) -> None:
+        try:
+            await self._send_prompt(conn, ctx)
+        except JsonRpcError as exc:
+            self._prompt_error = exc  # the translator saw the error answer and ends the turn
+        except ConnectionClosedError:
+            pass  # the end of output is in the queue
+        except Exception as exc:  # the session cannot go on: end the turn with the reason
+            error = (
+                exc
+                if isinstance(exc, AgentrunError)
+                else AgentrunError(
+                    f"{self.engine_name}: sending the prompt failed: {exc!r}",
+                    engine=self.engine_name,
+                )
+            )
+            self._terminated = error.message
+            queue = self._queue
+            if queue is not None:
+                with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await queue.send(_Ended(error))
+        finally:
+            done.set()
+
     async def _pump(
         self, ctx: TurnContext, recv: anyio.abc.ObjectReceiveStream[Message | _Ended]
     ) -> None:
         async for item in recv:
             if isinstance(item, _Ended):
+                if item.error is not None:
+                    raise item.error
                 for message in self.translator.finish():
                     await ctx.emit(message)
-                self._terminated = f"the {self.engine_name} process has exited"
-                raise await self._exit_error(f"turn {ctx.number}")
+                error = await self._exit_error(f"turn {ctx.number}")
+                reason = error.message.splitlines()[0]
+                self._terminated = f"{self.engine_name}: the agent is gone ({reason})"
+                raise error
             await ctx.emit(item)
             if item.type is MessageType.RESULT:
                 return
@@ -347,3 +404,5 @@ class JsonRpcSession(Session):
             )
             if self._proc is not None:
                 self._proc.send_signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
+                with anyio.move_on_after(self.terminate_timeout):
+                    await self._proc.wait()

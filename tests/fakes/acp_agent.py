@@ -8,6 +8,9 @@ Reads JSON-RPC lines on stdin, answers on stdout. What a prompt does depends on 
 ``read PATH`` / ``write PATH``   ``fs/read_text_file`` / ``fs/write_text_file``; the text
                 reports the answer
 ``slow``        text chunks every 50 ms until ``session/cancel``, then ``stopReason: cancelled``
+``stubborn``    like ``slow``, but keeps streaming for 1 s after ``session/cancel`` before it
+                answers ``cancelled``
+``deaf``        text chunks every 50 ms, ``session/cancel`` ignored, never answers
 ``error``       a JSON-RPC error -32603 with ``data.errorName``
 ``plan``        a ``plan`` update, a ``current_mode_update`` and a thought
 ``late``        answers at once, then sends a text chunk after the answer
@@ -172,6 +175,22 @@ def prompt(request_id: Any, params: dict[str, Any]) -> None:
                 break
         update(sid, {"sessionUpdate": "usage_update", "used": 0, "size": 1000})
         stop = "cancelled"
+    elif head == "stubborn":
+        _cancelled.clear()
+        n = 0
+        while not _cancelled.wait(0.05):
+            text(sid, f"{n} ", "stubborn")
+            n += 1
+        until = time.monotonic() + 1.0
+        while time.monotonic() < until:
+            text(sid, f"{n} ", "stubborn")
+            n += 1
+            time.sleep(0.05)
+        stop = "cancelled"
+    elif head == "deaf":
+        while True:
+            text(sid, "still here ", "deaf")
+            time.sleep(0.05)
     elif head == "late":
         # The answer first, then an update nobody asked for any more.
         send({"id": request_id, "result": {"stopReason": "end_turn"}})

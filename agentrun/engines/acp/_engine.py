@@ -25,15 +25,12 @@ start.
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
 import anyio
-import anyio.abc
 from pydantic import BaseModel, ValidationError
 
 from ..._binaries import resolve_binary
@@ -44,22 +41,19 @@ from ..._errors import (
     EngineUnavailableError,
     ProtocolError,
     SessionNotFoundError,
-    SessionTerminatedError,
 )
-from ..._framing import LineTooLong
 from ..._jsonrpc import (
     INVALID_PARAMS,
     ConnectionClosedError,
     JsonRpcConnection,
     JsonRpcError,
-    JsonRpcProblem,
     RequestTimeoutError,
 )
+from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
-from ..._permissions import PermissionDecision, PermissionOption, PermissionRequest
-from ..._session import Engine, Session, TurnContext
-from ..._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
+from ..._permissions import PermissionOption, PermissionRequest, ask_permission
+from ..._session import Engine, TurnContext
 from ..._version import VERSION
 from ._schema import (
     ClientCapabilities,
@@ -75,8 +69,6 @@ from ._schema import (
 from ._translate import AcpTranslator, config_values
 
 __all__ = ["AcpEngine", "AcpSession", "AcpTimeoutError", "opencode_acp"]
-
-_log = logging.getLogger("agentrun.acp")
 
 #: ACP's "resource not found" error code.
 RESOURCE_NOT_FOUND = -32002
@@ -210,216 +202,118 @@ def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     return AcpEngine(command, **options)
 
 
-class _Incoming:
-    """stdout lines for the connection, tapped on the way (the connection decodes them once
-    and shows each to the translator through ``on_message`` before dispatching it)."""
-
-    def __init__(self, process: AcpSession, proc: AgentProcess) -> None:
-        self._process = process
-        self._lines = proc.lines()
-
-    def __aiter__(self) -> _Incoming:
-        return self
-
-    async def __anext__(self) -> bytes | LineTooLong:
-        item = await self._lines.__anext__()
-        self._process._tap_received(item)  # pyright: ignore[reportPrivateUsage]
-        return item
-
-
-class AcpSession(Session):
-    """One ACP session (one agent process)."""
+class AcpSession(JsonRpcSession):
+    """One ACP session (one agent process), on the long-lived JSON-RPC base."""
 
     engine_name: str = "acp"
 
     def __init__(self, engine: AcpEngine, options: SessionOptions | None) -> None:
-        super().__init__(options)
         self.engine = engine
         self.engine_name: str = engine.engine_name
-        s = self.options
-        self.translator: AcpTranslator = AcpTranslator(
-            engine=engine.engine_name,
-            model=s.model,
-            context_window_tokens=s.context_window_tokens,
-            catalog=engine.catalog,
-            deltas=s.partial_messages,
+        super().__init__(
+            options,
+            handshake_timeout=None,  # each start-up request has its own bound
+            cancel_timeout=engine.cancel_timeout,
+            close_stdin_timeout=engine.close_stdin_timeout,
+            terminate_timeout=engine.terminate_timeout,
+            max_line_bytes=engine.max_line_bytes,
         )
-        self.argv: list[str] = []
-        #: Names of the environment variables the agent got (values are never kept).
-        self.env_names: list[str] = []
         #: The ACP session id, once the session is open.
         self.session_id: str | None = None
         #: History the agent replayed on ``session/load`` / ``session/fork``.
         self.replayed: list[Message] = []
-        self._cwd = _session_cwd(s)
-        self._proc: AgentProcess | None = None
-        self._conn: JsonRpcConnection | None = None
-        self._early: list[Message] = []
+        self._cwd = _session_cwd(self.options)
         #: Engine notes for the first turn, delivered right after its ``init``.
         self._notes: list[Message] = []
-        self._ctx: TurnContext | None = None
-        self._prompts = 0
-        self._prompt_done: anyio.Event | None = None
         self._permission_scopes: set[anyio.CancelScope] = set()
-        self._host: ProcessHost | None = None
-        self._reader_done = anyio.Event()
-        self._dead: AgentrunError | None = None
-
-    # -- properties --------------------------------------------------------------------------
 
     @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self._proc is None else self._proc.returncode
-
-    def stderr_tail(self) -> str:
-        return "" if self._proc is None else self._proc.stderr_tail()
+    def acp_translator(self) -> AcpTranslator:
+        translator = self.translator
+        assert isinstance(translator, AcpTranslator)
+        return translator
 
     @property
     def state(self) -> Any:
         """What the agent said about the session (capabilities, modes, config options...)."""
-        return self.translator.state
+        return self.acp_translator.state
 
-    # -- routing -------------------------------------------------------------------------------
+    # -- hooks of the JSON-RPC base ------------------------------------------------------------
 
-    async def _observe(self, direction: str, msg: Any) -> None:
-        """Show one wire message to the translator and deliver what it makes of it."""
-        await self._route(self.translator.feed({"dir": direction, "msg": msg}))
-        if self._notes and direction == "send" and self.translator.prompt_pending:
-            notes, self._notes = self._notes, []
-            await self._route(notes)
-
-    async def _observe_received(self, msg: Any) -> None:
-        await self._observe("recv", msg)
-
-    async def _route(self, messages: list[Message]) -> None:
-        for message in messages:
-            if message.replayed:
-                self.replayed.append(message)
-            ctx = self._ctx
-            if ctx is not None:
-                await ctx.emit(message)
-                if message.type is MessageType.RESULT:
-                    self._ctx = None
-            elif self._prompts == 0:
-                self._early.append(message)
-            else:
-                _log.info(
-                    "%s: dropped a %s message that arrived while no turn was running",
-                    self.engine_name,
-                    message.type,
-                )
-
-    async def _send_line(self, data: bytes) -> None:
-        proc = self._proc
-        if proc is None:
-            raise SessionTerminatedError(
-                f"{self.engine_name} is not running", engine=self.engine_name
-            )
-        line = data.rstrip(b"\n")
-        self._tap("send", line)
-        await self._observe("send", json.loads(line))
-        await proc.write(data)
-
-    async def _on_problem(self, problem: JsonRpcProblem) -> None:
-        code = (
-            problem.code
-            if problem.code in ("line_too_long", "invalid_json", "invalid_utf8")
-            else "protocol"
-        )
-        data: dict[str, Any] = {"problem": problem.code}
-        if problem.raw is not None:
-            data["raw"] = problem.raw[:4096].decode("utf-8", "backslashreplace")
-        await self._route(
-            [Message.error_message(f"{self.engine_name}: {problem.detail}", code=code, data=data)]
+    def _new_translator(self) -> AcpTranslator:
+        options = self.options
+        return AcpTranslator(
+            engine=self.engine.engine_name,
+            model=options.model,
+            context_window_tokens=options.context_window_tokens,
+            catalog=self.engine.catalog,
+            deltas=options.partial_messages,
         )
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    def _extra_env(self) -> dict[str, str]:
+        extra = dict(self.engine.env)
+        if self.engine.session_env is not None:
+            extra.update(self.engine.session_env(self.options))
+        extra.update(self.options.env)
+        return extra
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
-        session = self.options
-        engine = self.engine
-        self.argv = engine.command_for(session)
-        extra = dict(engine.env)
-        if engine.session_env is not None:
-            extra.update(engine.session_env(session))
-        extra.update(session.env)
-        env = merge_env(extra, inherit=session.inherit_env)
-        self.env_names = sorted(env)
-        kwargs: dict[str, Any] = {}
-        if engine.max_line_bytes is not None:
-            kwargs["max_line_bytes"] = engine.max_line_bytes
-        spec = ProcessSpec(
-            argv=tuple(self.argv),
-            cwd=session.cwd,
-            env=env,
-            stdin="pipe",
-            engine=self.engine_name,
-            on_stderr=self._tap_stderr,
-            close_stdin_timeout=engine.close_stdin_timeout,
-            terminate_timeout=engine.terminate_timeout,
-            **kwargs,
-        )
-        # Kept open by a task of its own: _shutdown runs in another task.
-        self._host = ProcessHost(spec)
-        proc = await self._host.start(task_group)
-        self._proc = proc
-        self.translator.state.process = ProcessMeta(pid=proc.pid, binary=self.argv[0])
-        conn = JsonRpcConnection(
-            self._send_line,
-            on_request=self._on_request,
-            on_problem=self._on_problem,
-            engine=self.engine_name,
-            on_message=self._observe_received,
-        )
-        self._conn = conn
-        task_group.start_soon(self._read, conn, proc)
-        await self._handshake()
+    def _argv(self) -> tuple[str, ...]:
+        return tuple(self.engine.command_for(self.options))
+
+    async def _handshake(self, conn: JsonRpcConnection) -> None:
+        if self._proc is not None:
+            self.acp_translator.state.process = ProcessMeta(pid=self._proc.pid, binary=self.argv[0])
+        await self._initialize()
         await self._open_session()
         await self._configure()
 
-    async def _read(self, conn: JsonRpcConnection, proc: AgentProcess) -> None:
-        try:
-            await conn.run(_Incoming(self, proc))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            pass
-        finally:
-            conn.close("the agent's output ended")
-            self._reader_done.set()
+    async def _send_prompt(self, conn: JsonRpcConnection, ctx: TurnContext) -> None:
+        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": ctx.prompt}]}
+        await conn.request(Method.SESSION_PROMPT, params)
 
-    async def _shutdown(self) -> None:
-        proc = self._proc
+    async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
+        if error.code == INVALID_PARAMS and "not found" in error.message.lower():
+            raise SessionNotFoundError(
+                f"{self.engine_name}: {error.message}",
+                session_id=self.session_id,
+                engine=self.engine_name,
+            ) from error
+
+    async def _interrupt(self, conn: JsonRpcConnection) -> None:
+        # Questions still open are answered ``cancelled``; the prompt then answers ``cancelled``.
         for scope in list(self._permission_scopes):
             scope.cancel()
-        if proc is not None and self._host is not None:
-            # End of input asks the agent to exit; the process manager escalates (SIGTERM,
-            # then SIGKILL of the group) within its limits, for agents that stay.
-            await self._host.aclose()
-        if self._conn is not None:
-            self._conn.close("the session was closed")
+        with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError):
+            await conn.notify(Method.SESSION_CANCEL, {"sessionId": self.session_id})
 
-    async def _exit_error(self, doing: str) -> AgentrunError:
-        """The error for an agent that went away while ``doing``."""
-        proc = self._proc
-        if proc is None:
-            return SessionTerminatedError(
-                f"{self.engine_name} is not running", engine=self.engine_name
-            )
-        with anyio.move_on_after(5.0):
-            await proc.wait()
-        if proc.returncode is None:
-            return SessionTerminatedError(
-                f"{self.engine_name}: the connection to the agent ended while {doing}",
-                engine=self.engine_name,
-            )
-        return proc.exit_error(f"{self.engine_name} exited while {doing}")
+    @property
+    def request_handlers(self) -> RequestHandlerTable:
+        handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
+            Method.SESSION_REQUEST_PERMISSION: self._permission
+        }
+        if self.engine.fs_access:
+            handlers[Method.FS_READ_TEXT_FILE] = self._fs_read
+            handlers[Method.FS_WRITE_TEXT_FILE] = self._fs_write
+        return handlers
+
+    async def _observe(self, direction: str, msg: Any) -> None:
+        await super()._observe(direction, msg)
+        if self._notes and direction == "send" and self.acp_translator.prompt_pending:
+            notes, self._notes = self._notes, []
+            await self._route(notes)
+
+    async def _route(self, messages: list[Message]) -> None:
+        self.replayed.extend(m for m in messages if m.replayed)
+        await super()._route(messages)
+
+    async def _shutdown(self) -> None:
+        for scope in list(self._permission_scopes):
+            scope.cancel()
+        await super()._shutdown()
 
     async def _call(self, method: str, params: Any, timeout: float) -> Any:
         """A start-up request: timeouts and a dead agent become typed errors."""
-        conn = self._conn
+        conn = self.conn
         assert conn is not None
         try:
             return await conn.request(method, params, timeout=timeout)
@@ -430,7 +324,7 @@ class AcpSession(Session):
 
     # -- handshake and session ---------------------------------------------------------------
 
-    async def _handshake(self) -> None:
+    async def _initialize(self) -> None:
         fs = self.engine.fs_access
         request = InitializeRequest(
             client_capabilities=ClientCapabilities(
@@ -449,14 +343,14 @@ class AcpSession(Session):
         params: dict[str, Any] = {"cwd": self._cwd, "mcpServers": self.engine.mcp_servers}
         if session_id is not None:
             params = {"sessionId": session_id, **params}
-        caps = self.translator.state.capabilities.session_capabilities
+        caps = self.acp_translator.state.capabilities.session_capabilities
         if self.options.add_dirs and caps.additional_directories is not None:
             params["additionalDirectories"] = list(self.options.add_dirs)
         return params
 
     async def _open_session(self) -> None:
         session = self.options
-        state = self.translator.state
+        state = self.acp_translator.state
         caps = state.capabilities
         resume_id = session.resume_id
         if resume_id is None and session.continue_last:
@@ -513,7 +407,7 @@ class AcpSession(Session):
         self.resume_id: str | None = session_id
 
     async def _latest_session(self) -> str | None:
-        if self.translator.state.capabilities.session_capabilities.list is None:
+        if self.acp_translator.state.capabilities.session_capabilities.list is None:
             return None
         try:
             result = await self._call(
@@ -536,7 +430,7 @@ class AcpSession(Session):
     # -- session options ---------------------------------------------------------------------
 
     def _option(self, category: str) -> SessionConfigOption | None:
-        for option in self.translator.state.config_options:
+        for option in self.acp_translator.state.config_options:
             if option.category == category or option.id == category:
                 return option
         return None
@@ -563,7 +457,7 @@ class AcpSession(Session):
         )
 
     async def _select_model(self, model: str) -> None:
-        state = self.translator.state
+        state = self.acp_translator.state
         option = self._option("model")
         if option is not None:
             values = config_values(option)
@@ -593,14 +487,14 @@ class AcpSession(Session):
         option = self._option("mode")
         if option is not None:
             return option, config_values(option)
-        modes = self.translator.state.modes
+        modes = self.acp_translator.state.modes
         return None, [] if modes is None else [m.id for m in modes.available_modes]
 
     async def _select_mode(self, mode_id: str, option_name: str) -> None:
         option, ids = self._mode_ids()
         if mode_id not in ids:
             raise self._not_offered(option_name, mode_id, ids)
-        if mode_id == self.translator.state.mode:
+        if mode_id == self.acp_translator.state.mode:
             return
         if option is not None:
             await self._set(
@@ -657,9 +551,11 @@ class AcpSession(Session):
             )
 
     async def _set_config(self, config_id: str, value: str, option_name: str) -> None:
-        option = next((o for o in self.translator.state.config_options if o.id == config_id), None)
+        option = next(
+            (o for o in self.acp_translator.state.config_options if o.id == config_id), None
+        )
         if option is None:
-            offered = [o.id for o in self.translator.state.config_options]
+            offered = [o.id for o in self.acp_translator.state.config_options]
             raise self._not_offered(option_name, config_id, offered)
         if option.type == "boolean":
             flag = value.lower() in ("1", "true", "yes", "on")
@@ -678,7 +574,7 @@ class AcpSession(Session):
 
     def _unsupported(self) -> list[tuple[str, str]]:
         s = self.options
-        caps = self.translator.state.capabilities.session_capabilities
+        caps = self.acp_translator.state.capabilities.session_capabilities
         out: list[tuple[str, str]] = []
         if s.system_prompt is not None:
             out.append(("system_prompt", "ACP has no system prompt"))
@@ -703,29 +599,20 @@ class AcpSession(Session):
 
     # -- agent -> client requests ------------------------------------------------------------
 
-    async def _on_request(self, method: str, params: Any) -> Any:
-        if method == Method.SESSION_REQUEST_PERMISSION:
-            return await self._permission(params)
-        if self.engine.fs_access and method == Method.FS_READ_TEXT_FILE:
-            return await self._fs_read(params)
-        if self.engine.fs_access and method == Method.FS_WRITE_TEXT_FILE:
-            return await self._fs_write(params)
-        raise JsonRpcError.method_not_found(method)
-
     async def _permission(self, params: Any) -> dict[str, Any]:
         try:
             request = RequestPermissionRequest.model_validate(params)
         except ValidationError as exc:
             raise JsonRpcError.invalid_params(f"{exc.error_count()} problems") from None
         cancelled: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
-        if self._ctx is None:
+        if self._queue is None:
             return cancelled  # no turn is running: nobody can be asked
         options = tuple(
             PermissionOption(option_id=o.option_id, kind=str(o.kind), name=o.name)
             for o in request.options
         )
         call = request.tool_call
-        known = self.translator.state.tools.get(call.tool_call_id)
+        known = self.acp_translator.state.tools.get(call.tool_call_id)
         tool_input = call.raw_input
         if known is not None and known.input not in (None, {}):
             tool_input = known.input
@@ -759,24 +646,12 @@ class AcpSession(Session):
             allows = [o for o in options if o.kind == "allow_once"]
             allows = allows or [o for o in options if o.kind == "allow_always"]
             return allows[0] if allows else None
-        handler = session.permission_handler
-        if handler is None:
-            decision = PermissionDecision.deny("no permission handler")
-        else:
-            try:
-                decision = await handler(ask)
-            except Exception as exc:
-                await self._route(
-                    [
-                        Message.error_message(
-                            f"{self.engine_name}: the permission callback raised {exc!r}; "
-                            "the tool use was rejected",
-                            code="permission_callback",
-                            data={"tool_name": ask.tool_name, "tool_use_id": ask.tool_use_id},
-                        )
-                    ]
-                )
-                decision = PermissionDecision.deny("the permission callback failed")
+        # Asked with a handler, or denied without one; the translator records a denial from the
+        # answer on the wire, so the shared flow's own denial note is dropped.
+        decision, notes = await ask_permission(
+            session.permission_handler, True, ask, engine=self.engine_name
+        )
+        await self._route([n for n in notes if n.type is not MessageType.SYSTEM])
         chosen = decision.choose(options)
         if chosen is None and not decision.allow:
             chosen = next((o for o in options if o.kind.startswith("reject")), None)
@@ -837,86 +712,3 @@ class AcpSession(Session):
             await anyio.to_thread.run_sync(write)
         except OSError as exc:
             raise JsonRpcError(-32603, f"Internal error: {type(exc).__name__}") from None
-
-    # -- turns -------------------------------------------------------------------------------
-
-    async def _run_turn(self, ctx: TurnContext) -> None:
-        conn = self._conn
-        if self._dead is not None:
-            raise SessionTerminatedError(
-                f"{self.engine_name}: the agent is gone ({self._dead.message.splitlines()[0]})",
-                engine=self.engine_name,
-            )
-        if conn is None or self.session_id is None:
-            raise SessionTerminatedError(
-                f"{self.engine_name} is not running", engine=self.engine_name
-            )
-        previous = self._prompt_done
-        if previous is not None and not previous.is_set():
-            # The last cancelled prompt has not answered yet: give it a moment, so that
-            # nothing it still says is mistaken for this turn.
-            with anyio.move_on_after(self.engine.cancel_timeout):
-                await previous.wait()
-        self._prompts += 1
-        early, self._early = self._early, []
-        self._ctx = ctx
-        try:
-            for message in early:
-                await ctx.emit(message)
-            done = anyio.Event()
-            self._prompt_done = done
-            box: list[BaseException] = []
-            assert self._task_group is not None
-            self._task_group.start_soon(self._prompt, conn, ctx.prompt, done, box)
-            try:
-                await done.wait()
-            except anyio.get_cancelled_exc_class():
-                ctx.begin_cancel()
-                with anyio.CancelScope(shield=True):
-                    await self._cancel(conn, done)
-                raise
-            if box:
-                await self._prompt_failed(ctx, box[0])
-        finally:
-            self._ctx = None
-
-    async def _prompt(
-        self, conn: JsonRpcConnection, text: str, done: anyio.Event, box: list[BaseException]
-    ) -> None:
-        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
-        try:
-            await conn.request(Method.SESSION_PROMPT, params)
-        except Exception as exc:
-            box.append(exc)
-        finally:
-            done.set()
-
-    async def _prompt_failed(self, ctx: TurnContext, exc: BaseException) -> None:
-        if isinstance(exc, JsonRpcError):
-            # The translator has already turned it into a failed result.
-            if exc.code == INVALID_PARAMS and "not found" in exc.message.lower():
-                raise SessionNotFoundError(
-                    f"{self.engine_name}: {exc.message}",
-                    session_id=self.session_id,
-                    engine=self.engine_name,
-                ) from exc
-            return
-        # The agent went away: complete what it said so far, then say why.
-        await self._route(self.translator.finish())
-        if isinstance(exc, (ConnectionClosedError, SessionTerminatedError)):
-            error = await self._exit_error(f"running turn {ctx.number}")
-        elif isinstance(exc, AgentrunError):
-            error = exc
-        else:
-            error = AgentrunError(f"{self.engine_name}: {exc!r}", engine=self.engine_name)
-        self._dead = error if isinstance(error, SessionTerminatedError) else None
-        raise error
-
-    async def _cancel(self, conn: JsonRpcConnection, done: anyio.Event) -> None:
-        """Cancel the running prompt in the agent and wait (bounded) for its answer."""
-        for scope in list(self._permission_scopes):
-            scope.cancel()
-        with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError):
-            await conn.notify(Method.SESSION_CANCEL, {"sessionId": self.session_id})
-        with anyio.move_on_after(self.engine.cancel_timeout):
-            await done.wait()

@@ -273,6 +273,31 @@ async def test_cancel_then_continue(tmp_path: Path) -> None:
     assert summary.ok
 
 
+async def test_an_agent_slow_to_honour_a_cancel_is_fenced_until_it_answers(
+    tmp_path: Path,
+) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        with anyio.move_on_after(0.5):
+            await run_turn(process, "stubborn", on_message=seen)
+        seen.messages.clear()
+        summary = await run_turn(process, "next one", on_message=seen, timeout=10)
+    assert summary.text == "echo: next one"
+    assert all(m.message_id != "stubborn" for m in seen.messages)
+
+
+async def test_an_agent_that_never_answers_a_cancel_ends_the_session(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine(cancel_timeout=0.5).start(session(tmp_path)) as process:
+        with anyio.move_on_after(0.5):
+            await run_turn(process, "deaf", on_message=seen)
+        seen.messages.clear()
+        with pytest.raises(SessionTerminatedError, match="did not end an interrupted turn"):
+            await run_turn(process, "next one", on_message=seen, timeout=10)
+        assert process.returncode is not None
+    assert all(m.message_id != "deaf" for m in seen.messages)
+
+
 async def test_timeout_cancels_and_reports_the_cancelled_result(tmp_path: Path) -> None:
     async with engine().start(session(tmp_path)) as process:
         with pytest.raises(TurnTimeoutError) as caught:
