@@ -182,9 +182,16 @@ class LineStream(AsyncIterator["bytes | LineTooLong"]):
 
     Written as a plain iterator class (not an async generator) so that abandoning it
     half-way leaves nothing to finalize in another task.  One consumer at a time.
+
+    :meth:`end_when_idle` ends it before end of file: what is already readable is still
+    delivered, then the stream ends as soon as a read would wait (for a program that exited while
+    a descendant it detached still holds the pipe open).
     """
 
-    __slots__ = ("_busy", "_chunk", "_done", "_framer", "_pending", "_stream")
+    __slots__ = ("_busy", "_chunk", "_done", "_framer", "_idle_end", "_pending", "_read", "_stream")
+
+    #: After :meth:`end_when_idle`, how long a read may wait for more before the stream ends.
+    IDLE_READ_SECONDS = 0.05
 
     def __init__(
         self,
@@ -199,13 +206,38 @@ class LineStream(AsyncIterator["bytes | LineTooLong"]):
         self._pending: list[bytes | LineTooLong] = []
         self._done = False
         self._busy = False
+        self._idle_end = False
+        self._read: anyio.CancelScope | None = None
 
     @property
     def framer(self) -> LineFramer:
         return self._framer
 
+    def end_when_idle(self) -> None:
+        """Deliver what can be read without waiting, then end (see the class docstring)."""
+        self._idle_end = True
+        if self._read is not None:
+            self._read.cancel()
+
     def __aiter__(self) -> LineStream:
         return self
+
+    async def _receive(self) -> bytes | None:
+        """One chunk; ``None`` when the stream ended or went idle after :meth:`end_when_idle`."""
+        try:
+            if self._idle_end:
+                with anyio.move_on_after(self.IDLE_READ_SECONDS):
+                    return await self._stream.receive(self._chunk)
+                return None
+            with anyio.CancelScope() as scope:
+                self._read = scope
+                return await self._stream.receive(self._chunk)
+            self._read = None
+            return await self._receive()  # end_when_idle() interrupted the read
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return None
+        finally:
+            self._read = None
 
     async def __anext__(self) -> bytes | LineTooLong:
         if self._busy:
@@ -215,9 +247,8 @@ class LineStream(AsyncIterator["bytes | LineTooLong"]):
             while not self._pending:
                 if self._done:
                     raise StopAsyncIteration
-                try:
-                    chunk = await self._stream.receive(self._chunk)
-                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                chunk = await self._receive()
+                if chunk is None:
                     self._done = True
                     self._pending = self._framer.flush()
                 else:

@@ -35,6 +35,7 @@ import errno
 import logging
 import math
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -305,8 +306,62 @@ def _spawn_error(spec: ProcessSpec, exc: OSError) -> AgentrunError:
     )
 
 
-async def _spawn(spec: ProcessSpec) -> anyio.abc.Process:
-    env = None if spec.env is None else validate_env(spec.env)
+#: Every program started here gets this variable with a token of its own. Its descendants
+#: inherit it, so those that leave the process group (``setsid``, ``nohup … &``) are still found
+#: and stopped when the program is closed (where ``/proc`` shows environments: Linux).
+PROCESS_TREE_ENV = "AGENTRUN_PROCESS_TREE"
+
+
+def _tree_members(token: str, leader: int) -> set[int]:
+    """Live processes that carry ``token`` in their environment or descend from ``leader``
+    (Linux; elsewhere nothing is found and the process group is all that is stopped)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    entry = f"{PROCESS_TREE_ENV}={token}".encode()
+    me = os.getpid()
+    children: dict[int, list[int]] = {}
+    found: set[int] = set()
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if fields[0] == b"Z":
+                continue  # a zombie holds nothing; its parent reaps it
+            children.setdefault(int(fields[1]), []).append(pid)
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if entry in fh.read().split(b"\0"):
+                    found.add(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    stack = [leader]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    found.discard(leader)
+    return found
+
+
+def _kill_tree(token: str, leader: int) -> int:
+    """SIGKILL every process of the tree; how many were signalled."""
+    killed = 0
+    for pid in _tree_members(token, leader):
+        with contextlib.suppress(OSError):
+            os.kill(pid, _SIGKILL)
+            killed += 1
+    return killed
+
+
+async def _spawn(spec: ProcessSpec, tree_token: str) -> anyio.abc.Process:
+    env = dict(os.environ) if spec.env is None else validate_env(spec.env)
+    env[PROCESS_TREE_ENV] = tree_token
     stdin = subprocess.PIPE if spec.stdin == "pipe" else subprocess.DEVNULL
     proc: anyio.abc.Process | None = None
     try:
@@ -344,6 +399,8 @@ class AgentProcess:
         self._closing = False
         self._stdin_closed = spec.stdin != "pipe"
         self._callback_failed = False
+        self._exited_alone = False
+        self._tree_token = secrets.token_hex(8)
 
     # -- context manager -------------------------------------------------------------
 
@@ -355,7 +412,7 @@ class AgentProcess:
         self._stderr_done = anyio.Event()
         self._close_done = anyio.Event()
         self._write_lock = anyio.Lock()
-        proc = await _spawn(self._spec)
+        proc = await _spawn(self._spec, self._tree_token)
         self._process = proc
         _register(proc.pid)
         _log.debug("started %s as pid %d", self._spec.program, proc.pid)
@@ -432,6 +489,8 @@ class AgentProcess:
         if self._lines is None:
             assert proc.stdout is not None
             self._lines = LineStream(proc.stdout, max_line_bytes=self._spec.max_line_bytes)
+            if self._exited_alone:
+                self._lines.end_when_idle()
         return self._lines
 
     # -- stdin -----------------------------------------------------------------------
@@ -578,6 +637,12 @@ class AgentProcess:
         await anyio.sleep(self._spec.orphan_grace)
         if not self._closing:
             self.send_signal_group(_SIGKILL)
+        # The exit is seen from the process, not from the end of its output: a descendant that
+        # left the group (setsid, nohup) may hold stdout open for ever. What the program wrote is
+        # still read; then its lines end.
+        self._exited_alone = True
+        if self._lines is not None:
+            self._lines.end_when_idle()
 
     async def wait(self) -> int:
         """Wait for the program to exit and return its status.
@@ -669,6 +734,11 @@ class AgentProcess:
                     _log.warning("pid %d did not exit %.3gs after SIGKILL", pid, spec.kill_timeout)
         # Children that outlived the leader still carry its process group id.
         self.send_signal_group(_SIGKILL)
+        # Descendants that left the group still carry the tree's token.
+        with anyio.move_on_after(spec.kill_timeout):
+            killed = await anyio.to_thread.run_sync(_kill_tree, self._tree_token, pid)
+            if killed:
+                _log.info("pid %d: stopped %d descendants outside its process group", pid, killed)
         assert self._stderr_done is not None
         with anyio.move_on_after(spec.stderr_settle_timeout):
             await self._stderr_done.wait()
@@ -679,9 +749,21 @@ class AgentProcess:
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 if stream is not None:
                     await self._close_stream(stream)
+        _release_pipes(proc)
         if proc.returncode is not None:
             _unregister(pid)
         _log.debug("pid %d closed with status %s", pid, proc.returncode)
+
+
+def _release_pipes(proc: anyio.abc.Process) -> None:
+    """Close the OS pipes now. On asyncio, closing the streams does not release the pipe fds
+    while a detached descendant still holds the other end; closing the transport does."""
+    inner = getattr(proc, "_process", None)
+    transport = getattr(inner, "_transport", None)
+    close = getattr(transport, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
 
 
 def open_process(spec: ProcessSpec) -> AgentProcess:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -10,6 +11,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
+from typing import cast
 
 import anyio
 import pytest
@@ -476,6 +478,30 @@ async def test_leftover_child_holding_stdout_cannot_keep_the_reader_waiting() ->
     assert len(lines) == 1
     assert isinstance(lines[0], bytes)
     assert wait_dead(json.loads(lines[0])["grandchild"])
+
+
+def open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.anyio
+async def test_exit_is_seen_from_the_process_when_a_detached_child_holds_stdout() -> None:
+    # A child that left the process group (setsid) keeps stdout open after the program exits:
+    # the lines must end anyway, and closing must release the pipes.
+    before = open_fds()
+    with anyio.fail_after(10):
+        async with open_process(fake("detached_stdout", orphan_grace=0.2)) as p:
+            lines = [line async for line in p.lines()]
+            assert p.returncode == 0
+    grandchild = json.loads(cast(bytes, lines[0]))["grandchild"]
+    try:
+        assert len(lines) == 1
+        assert open_fds() <= before
+        # It left the process group, yet closing stopped it too.
+        assert wait_dead(grandchild)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(grandchild, signal.SIGKILL)
 
 
 @pytest.mark.anyio

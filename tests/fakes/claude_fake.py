@@ -8,6 +8,8 @@ crash       exits 3 mid-turn (stderr says why)
 hang        goes silent and ignores interrupts
 term        ignores SIGTERM and stdin EOF, and hangs
 grandchild  starts a ``sleep`` grandchild (pid on stderr and in $FAKE_PIDFILE), then crashes
+detached    starts a ``sleep`` in a session of its own that keeps stdout open (pid in
+            $FAKE_PIDFILE), then crashes
 nonewline   a result without a trailing newline, then exits 0
 huge        a 100 MB line, then a result
 garbage     undecodable bytes and a non-JSON line, then a result
@@ -80,6 +82,14 @@ def main() -> None:
                 with open(pidfile, "w") as fh:
                     fh.write(str(child.pid))
             sys.stderr.write(f"fake claude: left grandchild {child.pid}\n")
+            sys.exit(4)
+        elif MODE == "detached":
+            child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+            pidfile = os.environ.get("FAKE_PIDFILE")
+            if pidfile:
+                with open(pidfile, "w") as fh:
+                    fh.write(str(child.pid))
+            sys.stderr.write("fake claude: left a detached child holding stdout\n")
             sys.exit(4)
         elif MODE == "nonewline":
             out(result(turn), end="")

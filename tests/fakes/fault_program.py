@@ -12,6 +12,8 @@ Modes:
                           sleep forever
   orphan                  like grandchild, but exit 0 right away (the grandchild stays)
   orphan_stdout           like orphan, but the grandchild keeps stdout open
+  detached_stdout         like orphan_stdout, but the grandchild leaves the process group
+                          (setsid) first
   no_newline              print two JSON lines, the second without a trailing newline
   big_line SIZE           print {"before": 1}, one line of SIZE bytes, then {"after": 2}
   garbage                 print invalid UTF-8, plain text and broken JSON between good lines
@@ -49,12 +51,13 @@ def sleep_forever() -> None:
         time.sleep(60)
 
 
-def start_grandchild(*, keep_stdout: bool = False) -> int:
+def start_grandchild(*, keep_stdout: bool = False, detach: bool = False) -> int:
     child = subprocess.Popen(
         [sys.executable, "-c", GRANDCHILD],
         stdin=subprocess.DEVNULL,
         stdout=None if keep_stdout else subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=detach,
     )
     return child.pid
 
@@ -78,9 +81,12 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         emit({"ready": True})
         sleep_forever()
-    if mode in ("grandchild", "orphan", "orphan_stdout"):
-        emit({"grandchild": start_grandchild(keep_stdout=mode == "orphan_stdout")})
-        if mode in ("orphan", "orphan_stdout"):
+    if mode in ("grandchild", "orphan", "orphan_stdout", "detached_stdout"):
+        pid = start_grandchild(
+            keep_stdout=mode.endswith("_stdout"), detach=mode == "detached_stdout"
+        )
+        emit({"grandchild": pid})
+        if mode != "grandchild":
             return 0
         sleep_forever()
     if mode == "no_newline":

@@ -114,6 +114,26 @@ async def test_grandchild_is_not_orphaned(tmp_path: Path) -> None:
             await anyio.sleep(0.05)
 
 
+async def test_exit_is_seen_although_a_detached_child_holds_stdout(tmp_path: Path) -> None:
+    # The agent exits mid-turn; a child that called setsid() still holds its stdout. No
+    # timeout is given: the turn must still end, with the exit, and the next one fail fast.
+    pidfile = tmp_path / "detached.pid"
+    session = SessionOptions(env={"FAKE_PIDFILE": str(pidfile)})
+    with anyio.fail_after(15):
+        async with _engine("detached").start(session) as process:
+            with pytest.raises(ProcessExitError) as info:
+                await run_turn(process, "a")
+            t0 = time.monotonic()
+            with pytest.raises((ProcessExitError, SessionTerminatedError)):
+                await run_turn(process, "b")
+            assert time.monotonic() - t0 < 2
+    assert info.value.exit_code == 4
+    detached = int(pidfile.read_text())
+    with anyio.fail_after(5):
+        while _alive(detached):
+            await anyio.sleep(0.05)
+
+
 async def test_no_trailing_newline_still_delivers_the_result() -> None:
     async with _engine("nonewline").start() as process:
         summary = await run_turn(process, "a")
