@@ -21,6 +21,10 @@ and return once the turn's ``result`` message has been emitted. Everything else 
 * ``timeout`` bounds the whole turn and ``idle_timeout`` the silence between messages; both
   cancel the backend turn (the engine's cancellation path interrupts the agent) and raise
   :class:`TurnTimeoutError`;
+* a cancel is bounded too: an engine that has not ended a cancelled turn
+  :attr:`Session.cancel_grace` seconds after its cancellation path began gets its agent stopped
+  by force (:meth:`Session._force_stop`), so ``run_turn(..., timeout=T)`` returns within about
+  ``T + cancel_grace`` whatever the agent or an async ``on_message`` callback does;
 * caller cancellation cancels the backend turn the same way, then propagates;
 * a turn that ends without a result raises :class:`NoResultError`; an engine raises
   :class:`ProcessExitError` when its program dies. Each carries the partial summary.
@@ -81,6 +85,8 @@ WireTap = Callable[[str, bytes], None]
 _BUFFER = 256
 #: Seconds ``Session.aclose()`` lets a running turn interrupt its agent before stopping it.
 CLOSE_TURN_GRACE = 10.0
+#: Default of :attr:`Session.cancel_grace`.
+CANCEL_GRACE = 3.0
 
 
 class Engine(ABC):
@@ -122,6 +128,10 @@ class Session(ABC):
 
     #: The engine name, for messages and errors.
     engine_name: str = "engine"
+    #: Seconds an engine may take to end a cancelled turn (a timeout, the caller's cancel) once
+    #: its cancellation path began; then the agent is stopped by force and the session may be
+    #: over. ``run_turn``'s wall time is at most about ``timeout + cancel_grace``.
+    cancel_grace: float = CANCEL_GRACE
 
     def __init__(self, options: SessionOptions | None = None) -> None:
         #: What this session runs with (model, cwd, permissions, ...), validated and immutable.
@@ -177,6 +187,10 @@ class Session(ABC):
 
     async def _shutdown(self) -> None:
         """Stop the session's program(s). Called shielded; must bound its own waits."""
+
+    def _force_stop(self) -> None:
+        """Stop the agent at once, without waiting: a cancelled turn overran
+        :attr:`cancel_grace`. Its cancellation path must then end promptly (it sees the exit)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -311,8 +325,10 @@ class TurnContext:
 
     def begin_cancel(self) -> None:
         """Call first thing on the engine's cancellation path: from then on :meth:`emit` never
-        blocks (the consumer may be gone), dropping messages nobody waits for."""
+        blocks (the consumer may be gone), dropping messages nobody waits for. The turn then
+        has :attr:`Session.cancel_grace` seconds to end before the agent is stopped by force."""
         self._turn.nonblocking = True
+        self._turn.cancel_begun.set()
 
     @property
     def has_result(self) -> bool:
@@ -355,6 +371,11 @@ class Turn:
         self.nonblocking: bool = False
         #: True when the session was closed while this turn ran.
         self.closed_by_session: bool = False
+        #: Set when the engine's cancellation path began (see :meth:`TurnContext.begin_cancel`).
+        self.cancel_begun: anyio.Event = anyio.Event()
+        #: True when the cancel overran the grace and the agent was stopped by force.
+        self.stopped_by_force: bool = False
+        self._watchdog: anyio.CancelScope | None = None
         self._finished = anyio.Event()
         self._failure: AgentrunError | None = None
         self._done = False
@@ -387,6 +408,8 @@ class Turn:
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
+        self._watchdog = anyio.CancelScope()
+        task_group.start_soon(self._watch_cancel, self._watchdog)
         task_group.start_soon(self._drive)
         return self
 
@@ -470,6 +493,16 @@ class Turn:
             return
         self._refresh_deadline()
 
+    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
+        """Once a cancel began, give the engine ``cancel_grace`` seconds, then stop the agent."""
+        with scope:
+            await self.cancel_begun.wait()
+            with anyio.move_on_after(self.session.cancel_grace):
+                await self._finished.wait()
+            if not self._done:
+                self.stopped_by_force = True
+                self.session._force_stop()  # pyright: ignore[reportPrivateUsage]
+
     async def _drive(self) -> None:
         assert self._scope is not None
         assert self._send is not None
@@ -518,6 +551,13 @@ class Turn:
             self._done = True
             self._finished.set()
             self._send.close()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+
+    def _take_failure(self) -> AgentrunError | None:
+        """The error that ended the turn, if not raised yet (the iterator will not raise it)."""
+        failure, self._failure = self._failure, None
+        return failure
 
     def _timeout_error(self) -> TurnTimeoutError:
         now = anyio.current_time()
@@ -619,9 +659,23 @@ async def run_turn(
     if on_message is not None and not callable(on_message):
         raise ConfigurationError("on_message must be callable", option="on_message")
     async with session.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
-        async for message in turn:
-            if on_message is not None:
-                outcome = on_message(message)
-                if inspect.isawaitable(outcome):
-                    await outcome
+        # A slow async callback cannot stretch the call past ``timeout + cancel_grace`` either.
+        with anyio.CancelScope() as bound:
+            if timeout is not None:
+                bound.deadline = anyio.current_time() + timeout + session.cancel_grace
+            async for message in turn:
+                if on_message is not None:
+                    outcome = on_message(message)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+        if bound.cancelled_caught:
+            turn.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(session.cancel_grace):
+                await turn.wait_done()
+            failure = (
+                turn._take_failure()  # pyright: ignore[reportPrivateUsage]
+                or turn._timeout_error()  # pyright: ignore[reportPrivateUsage]
+            )
+            failure.summary = turn.summary
+            raise failure
         return turn.summary

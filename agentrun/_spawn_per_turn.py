@@ -278,5 +278,11 @@ class SpawnPerTurnSession(Session):
         with anyio.move_on_after(self.interrupt_grace):
             await proc.wait()
 
+    def _force_stop(self) -> None:
+        # The turn's process only: the next turn starts a new one and resumes the thread.
+        current = self.current
+        if current is not None and current.returncode is None:
+            current.send_signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
+
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Nothing runs between turns; subclasses check here that the program exists."""

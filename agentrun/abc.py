@@ -6,9 +6,13 @@ from its wire events to :class:`~agentrun.Message` objects. Everything else come
 * :class:`SpawnPerTurnSession` — one agent process per turn (``opencode run``, ``codex exec``):
   implement ``_command`` and ``_new_translator``; the base spawns, streams, captures the resume
   id and cancels with a signal.
-* :class:`JsonRpcSession` — one long-lived JSON-RPC process (``codex app-server``): implement
-  ``_argv``, ``_new_translator``, ``_handshake``, ``_send_prompt`` and ``_interrupt``; the base
-  owns the connection, the turn fence and bounded cancellation.
+* :class:`LongLivedSession` — one long-lived process for the whole session, prompts written to
+  its stdin (Claude Code): implement ``_argv``, ``_new_translator``, ``_start`` (spawn with
+  ``_spawn`` and read, handing messages to ``_route``), ``_send_prompt`` and ``_interrupt``; the
+  base owns the turn fence, bounded cancellation and the process.
+* :class:`JsonRpcSession` — the same for JSON-RPC agents (ACP agents, ``codex app-server``):
+  implement ``_argv``, ``_new_translator``, ``_handshake``, ``_send_prompt`` and ``_interrupt``;
+  the base also owns the connection and the table of the agent's requests it answers.
 * :class:`Session` — the turn model itself, for anything else: implement ``_run_turn``.
 
 Shared helpers: :func:`ask_permission` (the permission flow every engine uses),
@@ -21,7 +25,8 @@ find it. ``docs/engines/writing-an-engine.md`` walks through a complete one.
 
 from ._cumulative import RunningTotals, TotalsScope
 from ._jsonrpc import JsonRpcConnection, JsonRpcError
-from ._jsonrpc_session import JsonRpcSession, RequestHandlerTable, WireTranslator
+from ._jsonrpc_session import JsonRpcSession, RequestHandlerTable
+from ._long_lived import LongLivedSession, WireTranslator
 from ._permissions import ask_permission
 from ._session import Engine, ProgramEngine, Session, TurnContext
 from ._spawn_per_turn import (
@@ -39,6 +44,7 @@ __all__ = [
     "JsonRpcConnection",
     "JsonRpcError",
     "JsonRpcSession",
+    "LongLivedSession",
     "PerTurnTranslator",
     "ProcessSpec",
     "ProgramEngine",

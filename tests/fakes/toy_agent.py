@@ -6,7 +6,7 @@ It prints ``{"event": "start", "conversation": ID}``, then ``{"event": "say", "t
 (and ``{"event": "tool", ...}`` for prompts starting with ``run ``), then
 ``{"event": "done", "total_tokens": N}`` where N counts every word of the conversation so far
 (a running total, like real agents report). State lives in ``$TOY_HOME/<id>.json``.
-Prompts ``slow`` (sleeps until signalled), ``crash`` (exits 3 mid-turn) and ``garbage`` (a line
+Prompts ``slow`` (sleeps until signalled), ``stubborn`` (ignores SIGINT and SIGTERM), ``crash`` (exits 3 mid-turn) and ``garbage`` (a line
 that is not JSON) exercise the engine's failure paths.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -37,6 +38,11 @@ def main(argv: list[str]) -> int:
     say({"event": "start", "conversation": conversation})
     if prompt == "slow":
         say({"event": "say", "text": "thinking hard"})
+        time.sleep(60)
+    if prompt == "stubborn":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        say({"event": "say", "text": "not listening"})
         time.sleep(60)
     if prompt == "crash":
         say({"event": "say", "text": "about to fall over"})

@@ -267,9 +267,9 @@ class AcpSession(JsonRpcSession):
         await self._open_session()
         await self._configure()
 
-    async def _send_prompt(self, conn: JsonRpcConnection, ctx: TurnContext) -> None:
+    async def _send_prompt(self, ctx: TurnContext) -> None:
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": ctx.prompt}]}
-        await conn.request(Method.SESSION_PROMPT, params)
+        await self.connection.request(Method.SESSION_PROMPT, params)
 
     async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
         if error.code == INVALID_PARAMS and "not found" in error.message.lower():
@@ -279,12 +279,12 @@ class AcpSession(JsonRpcSession):
                 engine=self.engine_name,
             ) from error
 
-    async def _interrupt(self, conn: JsonRpcConnection) -> None:
+    async def _interrupt(self) -> None:
         # Questions still open are answered ``cancelled``; the prompt then answers ``cancelled``.
         for scope in list(self._permission_scopes):
             scope.cancel()
         with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError):
-            await conn.notify(Method.SESSION_CANCEL, {"sessionId": self.session_id})
+            await self.connection.notify(Method.SESSION_CANCEL, {"sessionId": self.session_id})
 
     @property
     def request_handlers(self) -> RequestHandlerTable:
@@ -313,10 +313,8 @@ class AcpSession(JsonRpcSession):
 
     async def _call(self, method: str, params: Any, timeout: float) -> Any:
         """A start-up request: timeouts and a dead agent become typed errors."""
-        conn = self.conn
-        assert conn is not None
         try:
-            return await conn.request(method, params, timeout=timeout)
+            return await self.connection.request(method, params, timeout=timeout)
         except RequestTimeoutError:
             raise AcpTimeoutError(method, timeout, engine=self.engine_name) from None
         except ConnectionClosedError as exc:

@@ -20,13 +20,11 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import signal
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..._binaries import resolve_binary
 from ..._errors import (
@@ -36,11 +34,12 @@ from ..._errors import (
     SessionNotFoundError,
     SessionTerminatedError,
 )
+from ..._long_lived import LongLivedSession
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
 from ..._permissions import PermissionRequest, ask_permission
-from ..._session import Engine, Session, TurnContext
-from ..._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
+from ..._session import Engine, TurnContext
+from ..._subprocess import AgentProcess
 from ..._translate import decode_line
 from ._argv import build_argv, needs_sandbox_env
 from ._translate import ClaudeTranslator
@@ -48,14 +47,6 @@ from ._translate import ClaudeTranslator
 __all__ = ["ClaudeEngine", "ClaudeSession"]
 
 _ENGINE = "claude"
-
-
-class _Eof:
-    """Queued by the reader when stdout ended."""
-
-
-_EOF = _Eof()
-_QueueItem = dict[str, Any] | Message | _Eof
 
 
 class ClaudeEngine(Engine):
@@ -109,131 +100,111 @@ class ClaudeEngine(Engine):
         return build_argv(session, resolve_binary("claude", explicit=explicit, engine=_ENGINE))
 
 
-class ClaudeSession(Session):
-    """One Claude Code session (one CLI process)."""
+class ClaudeSession(LongLivedSession):
+    """One Claude Code session (one CLI process), on the long-lived base."""
 
     engine_name: str = _ENGINE
 
     def __init__(self, engine: ClaudeEngine, options: SessionOptions | None) -> None:
-        super().__init__(options)
         self.engine = engine
-        self.argv: list[str] = []
-        #: Names of the environment variables the child got (values are never kept).
-        self.env_names: list[str] = []
-        self._proc: AgentProcess | None = None
+        super().__init__(
+            options,
+            cancel_timeout=engine.interrupt_timeout,
+            close_stdin_timeout=engine.close_stdin_timeout,
+            terminate_timeout=engine.terminate_timeout,
+            max_line_bytes=engine.max_line_bytes,
+        )
+        self._pending: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._ids = itertools.count(1)
+
+    @property
+    def claude_translator(self) -> ClaudeTranslator:
+        translator = self.translator
+        assert isinstance(translator, ClaudeTranslator)
+        return translator
+
+    # -- hooks of the long-lived base --------------------------------------------------------
+
+    def _new_translator(self) -> ClaudeTranslator:
         s = self.options
-        self.translator: ClaudeTranslator = ClaudeTranslator(
+        return ClaudeTranslator(
             model=s.model,
             context_window_tokens=s.context_window_tokens,
             resumed=s.resume_id is not None or s.continue_last,
         )
-        send, recv = anyio.create_memory_object_stream[_QueueItem](4096)
-        self._queue_send: MemoryObjectSendStream[_QueueItem] = send
-        self._queue_recv: MemoryObjectReceiveStream[_QueueItem] = recv
-        self._pending: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
-        self._ids = itertools.count(1)
-        self._eof = False
-        self._terminated: str | None = None
-        self._host: ProcessHost | None = None
 
-    # -- properties --------------------------------------------------------------------------
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self._proc is None else self._proc.returncode
-
-    def stderr_tail(self) -> str:
-        return "" if self._proc is None else self._proc.stderr_tail()
-
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
-        session = self.options
-        engine = self.engine
-        self.argv = engine.command(session)
-        extra = dict(engine.env or {})
-        extra.update(session.env)
-        if needs_sandbox_env(session):
+    def _extra_env(self) -> dict[str, str]:
+        extra = dict(self.engine.env or {})
+        extra.update(self.options.env)
+        if needs_sandbox_env(self.options):
             # The CLI refuses bypass mode as root unless told it runs in a sandbox.
             extra["IS_SANDBOX"] = "1"
-        env = merge_env(extra, inherit=session.inherit_env)
-        self.env_names = sorted(env)
-        kwargs: dict[str, Any] = {}
-        if engine.max_line_bytes is not None:
-            kwargs["max_line_bytes"] = engine.max_line_bytes
-        spec = ProcessSpec(
-            argv=tuple(self.argv),
-            cwd=session.cwd,
-            env=env,
-            stdin="pipe",
-            engine=_ENGINE,
-            on_stderr=self._tap_stderr,
-            close_stdin_timeout=engine.close_stdin_timeout,
-            terminate_timeout=engine.terminate_timeout,
-            **kwargs,
-        )
-        # The managed process is entered and left by one task of its own (its task group
-        # must be exited where it was entered, not under the caller's shutdown scope).
-        proc = await self._host_for(spec).start(task_group)
-        self._proc = proc
-        binary = self.argv[0]
-        self.translator.process = ProcessMeta(pid=proc.pid, binary=binary)
-        task_group.start_soon(self._read_stdout)
+        return extra
 
-    def _host_for(self, spec: ProcessSpec) -> ProcessHost:
-        self._host = ProcessHost(spec)
-        return self._host
+    def _argv(self) -> tuple[str, ...]:
+        return tuple(self.engine.command(self.options))
 
-    async def _shutdown(self) -> None:
-        proc = self._proc
-        try:
-            if proc is not None and self._host is not None:
-                # stdin first: the CLI ends on end of input; the bounded escalation (SIGTERM,
-                # SIGKILL of the whole group) is the process manager's.
-                await self._host.aclose()
-        finally:
-            self._queue_send.close()
-            self._queue_recv.close()
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        proc = await self._spawn(task_group)
+        self.claude_translator.process = ProcessMeta(pid=proc.pid, binary=self.argv[0])
+        task_group.start_soon(self._read_stdout, proc)
+
+    async def _send_prompt(self, ctx: TurnContext) -> None:
+        user = {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "text", "text": ctx.prompt}]},
+            "parent_tool_use_id": None,
+            "session_id": self.claude_translator.session_id or "",
+        }
+        if not self._ended:
+            # If it already exited, what it printed before is read and its exit reported.
+            with contextlib.suppress(ProcessExitError, SessionTerminatedError):
+                await self._write_json(user)
+
+    async def _turn_ended(self, ctx: TurnContext) -> None:
+        self._raise_session_not_found()
+
+    async def _exit_error(self, doing: str) -> AgentrunError:
+        self._raise_session_not_found()
+        return await super()._exit_error(doing)
+
+    def _raise_session_not_found(self) -> None:
+        missing = self.claude_translator.session_not_found
+        if missing is not None:
+            raise SessionNotFoundError(
+                f"claude: {missing}", session_id=self.options.resume_id, engine=_ENGINE
+            )
+
+    async def _interrupt(self) -> None:
+        await self.interrupt()
 
     # -- the reader --------------------------------------------------------------------------
 
-    async def _read_stdout(self) -> None:
-        proc = self._proc
-        assert proc is not None
+    async def _read_stdout(self, proc: AgentProcess) -> None:
         try:
             async for item in proc.lines():
                 self._tap_received(item)
                 event, problem = decode_line(item, engine=_ENGINE)
                 if problem is not None:
-                    await self._queue_send.send(problem)
-                    continue
-                if isinstance(event, dict):
-                    ev = cast(dict[str, Any], event)
-                    if await self._control(ev):
-                        continue
-                    await self._queue_send.send(ev)
-                else:
-                    await self._queue_send.send(
-                        Message.error_message(
-                            "claude: a stream-json line was not a JSON object",
-                            code="protocol",
-                            data={"value": event},
-                        )
+                    await self._route([problem])
+                elif not isinstance(event, dict):
+                    await self._route(
+                        [
+                            Message.error_message(
+                                "claude: a stream-json line was not a JSON object",
+                                code="protocol",
+                                data={"value": event},
+                            )
+                        ]
                     )
+                elif not await self._control(cast(dict[str, Any], event)):
+                    await self._route(self.translator.feed(event))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
-            self._eof = True
             for done, _ in self._pending.values():
                 done.set()
-            # Blocks while the queue is full (a turn will drain it); when the session is
-            # closing, the cancellation ends this and nobody needs the marker.
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await self._queue_send.send(_EOF)
+            await self._output_ended()
 
     async def _control(self, ev: dict[str, Any]) -> bool:
         """Handle control traffic; True when ``ev`` was consumed here."""
@@ -261,8 +232,8 @@ class ClaudeSession(Session):
             await self._respond(
                 request_id, error=f"agentrun does not handle control request {req.get('subtype')!r}"
             )
-            await self._queue_send.send(
-                Message(type=MessageType.SYSTEM, subtype="control_request", data=req, raw=ev)
+            await self._route(
+                [Message(type=MessageType.SYSTEM, subtype="control_request", data=req, raw=ev)]
             )
             return True
         return False
@@ -308,12 +279,8 @@ class ClaudeSession(Session):
         else:
             reason = decision.reason or "denied by the permission callback"
             response = {"behavior": "deny", "message": reason}
-        # Queue the notes first: the CLI goes on only after it has our answer.
-        for note in notes:
-            try:
-                await self._queue_send.send(note)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                break
+        # The notes first: the CLI goes on only after it has our answer.
+        await self._route(notes)
         await self._respond(request_id, response)
 
     # -- control requests ----------------------------------------------------------------------
@@ -340,7 +307,7 @@ class ClaudeSession(Session):
         finally:
             self._pending.pop(request_id, None)
         if not box:
-            if self._eof and self._proc is not None:
+            if self._ended and self._proc is not None:
                 raise self._proc.exit_error("claude exited before answering a control request")
             raise SessionTerminatedError(
                 f"claude did not answer the {request.get('subtype')!r} control request",
@@ -377,117 +344,3 @@ class ClaudeSession(Session):
                 "request": {"subtype": "interrupt"},
             }
         )
-
-    # -- turns -------------------------------------------------------------------------------
-
-    def _check_alive(self) -> None:
-        if self._terminated is not None:
-            raise SessionTerminatedError(self._terminated, engine=_ENGINE)
-        if self._eof and self._proc is not None:
-            raise self._proc.exit_error("claude is no longer running")
-
-    def _drain_stale(self) -> list[_QueueItem]:
-        """Items that arrived between turns (nothing of an earlier turn may leak)."""
-        stale: list[_QueueItem] = []
-        while True:
-            try:
-                item = self._queue_recv.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                return stale
-            if isinstance(item, _Eof):
-                # Keep the end-of-stream marker for the turn that will meet it.
-                self._queue_send.send_nowait(item)
-                return stale
-            stale.append(item)
-
-    async def _run_turn(self, ctx: TurnContext) -> None:
-        if self._terminated is not None:
-            raise SessionTerminatedError(self._terminated, engine=_ENGINE)
-        self._drain_stale()
-        user = {
-            "type": "user",
-            "message": {"role": "user", "content": [{"type": "text", "text": ctx.prompt}]},
-            "parent_tool_use_id": None,
-            "session_id": self.translator.session_id or "",
-        }
-        if not self._eof:
-            # If it already exited, what it printed before is read below.
-            with contextlib.suppress(ProcessExitError):
-                await self._write_json(user)
-        state = _TurnState()
-        try:
-            await self._pump(ctx, state)
-        except anyio.get_cancelled_exc_class():
-            ctx.begin_cancel()
-            with anyio.CancelScope(shield=True):
-                await self._cancel_turn(ctx, state)
-            raise
-
-    async def _pump(self, ctx: TurnContext, state: _TurnState) -> None:
-        translator = self.translator
-        while True:
-            item = await self._queue_recv.receive()
-            if isinstance(item, _Eof):
-                await self._process_ended(ctx)
-                return
-            if isinstance(item, Message):
-                await ctx.emit(item)
-                continue
-            messages = translator.feed(item)
-            if any(m.type is MessageType.RESULT for m in messages):
-                state.result_seen = True
-            for message in messages:
-                await ctx.emit(message)
-            if state.result_seen:
-                if translator.session_not_found is not None:
-                    raise SessionNotFoundError(
-                        f"claude: {translator.session_not_found}",
-                        session_id=self.options.resume_id,
-                        engine=_ENGINE,
-                    )
-                return
-
-    async def _process_ended(self, ctx: TurnContext) -> None:
-        proc = self._proc
-        assert proc is not None
-        with anyio.move_on_after(5):
-            await proc.wait()
-        for message in self.translator.finish():
-            await ctx.emit(message)
-        self._terminated = "the claude process has exited"
-        if self.translator.session_not_found is not None:
-            raise SessionNotFoundError(
-                f"claude: {self.translator.session_not_found}",
-                session_id=self.options.resume_id,
-                engine=_ENGINE,
-            )
-        raise proc.exit_error(f"claude exited during turn {ctx.number}")
-
-    async def _cancel_turn(self, ctx: TurnContext, state: _TurnState) -> None:
-        """Interrupt the turn in the CLI and consume its result (bounded)."""
-        if state.result_seen:
-            return
-        if self._eof or self._proc is None:
-            return
-        finished = False
-        with anyio.move_on_after(self.engine.interrupt_timeout):
-            try:
-                await self.interrupt()
-                await self._pump(ctx, state)
-                finished = True
-            except AgentrunError:
-                finished = True
-        if not finished:
-            # The CLI did not confirm the interrupt in time: the session cannot be trusted.
-            self._terminated = (
-                f"claude did not answer an interrupt within {self.engine.interrupt_timeout:g}s "
-                "and was killed"
-            )
-            self._proc.send_signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
-
-
-class _TurnState:
-    __slots__ = ("result_seen",)
-
-    def __init__(self) -> None:
-        self.result_seen = False

@@ -139,7 +139,7 @@ class CodexAppServerSession(JsonRpcSession):
         if thread is not None:
             self.resume_id: str | None = thread
 
-    async def _send_prompt(self, conn: JsonRpcConnection, ctx: TurnContext) -> None:
+    async def _send_prompt(self, ctx: TurnContext) -> None:
         translator = self.app_translator
         params: dict[str, Any] = {
             "threadId": translator.thread_id,
@@ -147,14 +147,14 @@ class CodexAppServerSession(JsonRpcSession):
         }
         if self.options.effort is not None:
             params["effort"] = _EFFORT[self.options.effort]
-        await conn.request("turn/start", params)
+        await self.connection.request("turn/start", params)
 
-    async def _interrupt(self, conn: JsonRpcConnection) -> None:
+    async def _interrupt(self) -> None:
         translator = self.app_translator
         if translator.thread_id is None or translator.turn_id is None:
             return
         with contextlib.suppress(JsonRpcError):  # an error: the turn already ended
-            await conn.request(
+            await self.connection.request(
                 "turn/interrupt",
                 {"threadId": translator.thread_id, "turnId": translator.turn_id},
                 timeout=self.cancel_timeout,
