@@ -72,7 +72,7 @@ class JsonRpcSession(LongLivedSession):
             max_line_bytes=max_line_bytes,
         )
         #: Bounds the whole :meth:`_handshake` (``None``: the engine bounds its own requests).
-        self.handshake_timeout = handshake_timeout
+        self.handshake_timeout: float | None = handshake_timeout
         self.conn: JsonRpcConnection | None = None
         self._prompt_failure: JsonRpcError | None = None
 

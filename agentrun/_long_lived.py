@@ -76,10 +76,10 @@ class LongLivedSession(Session):
     ) -> None:
         super().__init__(options)
         #: How long an interrupted turn may take to end before the agent is killed.
-        self.cancel_timeout = cancel_timeout
-        self.close_stdin_timeout = close_stdin_timeout
-        self.terminate_timeout = terminate_timeout
-        self.max_line_bytes = max_line_bytes
+        self.cancel_timeout: float = cancel_timeout
+        self.close_stdin_timeout: float = close_stdin_timeout
+        self.terminate_timeout: float = terminate_timeout
+        self.max_line_bytes: int | None = max_line_bytes
         self.env: dict[str, str] = merge_env(self._extra_env(), inherit=self.options.inherit_env)
         #: Names of the environment variables the agent gets (values are never kept).
         self.env_names: list[str] = sorted(self.env)

@@ -8,12 +8,19 @@ exactly the same code.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
+from ._context import ContextTracker
 from ._framing import JsonProblem, LineTooLong, decode_json_line
-from ._messages import Message
+from ._messages import Message, ProcessMeta
 
-__all__ = ["Translator", "decode_line", "frame_problem_message"]
+__all__ = [
+    "AgentTranslator",
+    "AgentTranslatorOptions",
+    "Translator",
+    "decode_line",
+    "frame_problem_message",
+]
 
 #: How many bytes of an undecodable line are kept in the error message's data.
 _KEEP = 4096
@@ -26,6 +33,78 @@ class Translator(Protocol):
     def feed(self, event: Any) -> list[Message]: ...
 
     def finish(self) -> list[Message]: ...
+
+
+class AgentTranslatorOptions(TypedDict, total=False):
+    """The keyword arguments every :class:`AgentTranslator` takes (subclasses pass them on with
+    ``**options: Unpack[AgentTranslatorOptions]``)."""
+
+    model: str | None
+    tracker: ContextTracker | None
+    agent_version: str | None
+    cwd: str | None
+
+
+class AgentTranslator:
+    """What a translator of one named agent keeps about the session (model, context tracker,
+    agent version, working directory) and the ``init`` message it makes of them."""
+
+    #: The agent's name in ``init`` messages (``"codex"``, ``"opencode"``).
+    agent_name: ClassVar[str] = "agent"
+    #: The model, once known (the caller's choice or what the agent reported).
+    model: str | None
+    tracker: ContextTracker
+    agent_version: str | None
+    cwd: str | None
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        tracker: ContextTracker | None = None,
+        agent_version: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.model = model
+        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
+        self.agent_version = agent_version
+        self.cwd = cwd
+        self._init_sent = False
+
+    def _learn_model(self, model: str) -> None:
+        """The agent named its model: keep it and size the context window for it."""
+        self.model = model
+        self.tracker.set_model(model)
+
+    def start(
+        self,
+        *,
+        process: ProcessMeta | None = None,
+        resume_id: str | None = None,
+        permission_mode: str | None = None,
+    ) -> list[Message]:
+        """The turn's ``init`` message (a live engine, before any event)."""
+        return [self._init(resume_id, process=process, permission_mode=permission_mode)]
+
+    def _init(
+        self,
+        session_id: str | None = None,
+        *,
+        process: ProcessMeta | None = None,
+        permission_mode: str | None = None,
+        raw: Any = None,
+    ) -> Message:
+        self._init_sent = True
+        return Message.init_message(
+            self.agent_name,
+            model=self.model,
+            version=self.agent_version,
+            session_id=session_id,
+            cwd=self.cwd,
+            permission_mode=permission_mode,
+            process=process,
+            raw=raw,
+        )
 
 
 def frame_problem_message(problem: LineTooLong | JsonProblem, *, engine: str) -> Message:

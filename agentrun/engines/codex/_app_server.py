@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._context import ContextTracker
+from typing_extensions import Unpack
+
 from ..._json import as_dict, as_int, as_list, as_str
 from ..._messages import (
     ErrorInfo,
@@ -37,6 +38,7 @@ from ..._messages import (
     PermissionDenial,
     Usage,
 )
+from ..._translate import AgentTranslator, AgentTranslatorOptions
 from ._translate import codex_usage, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
@@ -107,30 +109,19 @@ def _camel_totals(value: object) -> dict[str, int]:
     return out
 
 
-class CodexAppServerTranslator:
+class CodexAppServerTranslator(AgentTranslator):
     """Turns one ``codex app-server`` session's wire messages into messages."""
 
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        tracker: ContextTracker | None = None,
-        agent_version: str | None = None,
-        cwd: str | None = None,
-    ) -> None:
-        self.model = model
-        self.tracker: ContextTracker = (
-            tracker if tracker is not None else ContextTracker(model=model)
-        )
-        self.agent_version = agent_version
-        self.cwd = cwd
+    agent_name = "codex"
+
+    def __init__(self, **options: Unpack[AgentTranslatorOptions]) -> None:
+        super().__init__(**options)
         self.thread_id: str | None = None
         #: The running turn's id (from the ``turn/start`` response or ``turn/started``).
         self.turn_id: str | None = None
         self._finished_turns: set[str] = set()
         self._sent: dict[Any, str] = {}
         self._asked: dict[Any, tuple[str, dict[str, Any]]] = {}
-        self._init_sent = False
         self._in_turn = False
         self._usage: Usage | None = None
         self._errors: list[ErrorInfo] = []
@@ -186,7 +177,7 @@ class CodexAppServerTranslator:
     def _turn_begins(self) -> list[Message]:
         out: list[Message] = []
         if not self._init_sent:
-            out.append(self._init())
+            out.append(self._init(self.thread_id))
         self._in_turn = True
         self.turn_id = None
         self._usage = None
@@ -246,8 +237,7 @@ class CodexAppServerTranslator:
             self.thread_id = as_str(thread.get("id")) or self.thread_id
             model = as_str(result.get("model"))
             if model:
-                self.model = model
-                self.tracker.set_model(model)
+                self._learn_model(model)
             return []
         if method == "turn/start":
             if error is not None:
@@ -303,16 +293,6 @@ class CodexAppServerTranslator:
         if method == "error":
             return self._error(params, msg)
         return self._completed(_dict(params.get("turn")))
-
-    def _init(self) -> Message:
-        self._init_sent = True
-        return Message.init_message(
-            "codex",
-            model=self.model,
-            version=self.agent_version,
-            session_id=self.thread_id,
-            cwd=self.cwd,
-        )
 
     def _item(self, item: dict[str, Any], completed: bool, msg: dict[str, Any]) -> list[Message]:
         kind = as_str(item.get("type"))

@@ -49,7 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from ..._context import ContextTracker
+from typing_extensions import Unpack
+
 from ..._cumulative import RunningTotals
 from ..._json import as_dict, as_int, as_list, as_str
 from ..._messages import (
@@ -57,10 +58,10 @@ from ..._messages import (
     ErrorInfo,
     Message,
     MessageType,
-    ProcessMeta,
     ToolCall,
     Usage,
 )
+from ..._translate import AgentTranslator, AgentTranslatorOptions
 
 __all__ = [
     "AGENT_NAME",
@@ -321,7 +322,7 @@ def rollout_from_records(records: Iterable[dict[str, Any]]) -> Rollout | None:
 # -- the translator --------------------------------------------------------------------------------
 
 
-class CodexExecTranslator:
+class CodexExecTranslator(AgentTranslator):
     """Turns the events of one ``codex exec --json`` process into messages.
 
     Live, the engine makes one per turn, sharing the session's :class:`ContextTracker` and
@@ -331,22 +332,13 @@ class CodexExecTranslator:
     transcript when there is one.
     """
 
+    agent_name = AGENT_NAME
+
     def __init__(
-        self,
-        *,
-        model: str | None = None,
-        tracker: ContextTracker | None = None,
-        totals: RunningTotals | None = None,
-        agent_version: str | None = None,
-        cwd: str | None = None,
+        self, *, totals: RunningTotals | None = None, **options: Unpack[AgentTranslatorOptions]
     ) -> None:
-        self.model = model
-        self.tracker: ContextTracker = (
-            tracker if tracker is not None else ContextTracker(model=model)
-        )
+        super().__init__(**options)
         self.totals: RunningTotals = totals if totals is not None else RunningTotals()
-        self.agent_version = agent_version
-        self.cwd = cwd
         #: The thread id from ``thread.started``.
         self.thread_id: str | None = None
         #: The running total from ``turn.completed`` (``None`` until it arrives).
@@ -385,38 +377,6 @@ class CodexExecTranslator:
         """``turn.completed`` or ``turn.failed`` arrived."""
         return self.completed is not None or self.failure is not None
 
-    # -- frame -----------------------------------------------------------------------------
-
-    def start(
-        self,
-        *,
-        process: ProcessMeta | None = None,
-        resume_id: str | None = None,
-        permission_mode: str | None = None,
-    ) -> list[Message]:
-        """The turn's ``init`` message (live engine, before any event)."""
-        self._init_sent = True
-        return [self._init(resume_id, process=process, permission_mode=permission_mode)]
-
-    def _init(
-        self,
-        session_id: str | None,
-        *,
-        process: ProcessMeta | None = None,
-        permission_mode: str | None = None,
-        raw: Any = None,
-    ) -> Message:
-        return Message.init_message(
-            AGENT_NAME,
-            model=self.model,
-            version=self.agent_version,
-            session_id=session_id,
-            cwd=self.cwd,
-            permission_mode=permission_mode,
-            process=process,
-            raw=raw,
-        )
-
     def load_sidecars(self, transcript: str | Path) -> None:
         """Replay: use ``<name>.rollout.jsonl`` beside ``<name>.jsonl`` when it exists. The
         transcript's turns are the rollout's last ones (a resumed thread's rollout also holds
@@ -440,8 +400,7 @@ class CodexExecTranslator:
         """The thread's rollout, read after the process exited (before :meth:`finish`)."""
         self.rollout = rollout
         if rollout is not None and rollout.model and not self.model:
-            self.model = rollout.model
-            self.tracker.set_model(rollout.model)
+            self._learn_model(rollout.model)
 
     # -- events ----------------------------------------------------------------------------
 
@@ -483,7 +442,6 @@ class CodexExecTranslator:
         if thread_id:
             self.thread_id = thread_id
         if not self._init_sent:
-            self._init_sent = True
             out.append(self._init(self.thread_id, raw=ev))
         return out
 
@@ -610,7 +568,6 @@ class CodexExecTranslator:
         self._finished = True
         out: list[Message] = []
         if not self._init_sent:
-            self._init_sent = True
             out.append(self._init(self.thread_id))
         out.extend(
             Message.error_message(e.message, code=e.code, raw=None) for e in self._pending_errors

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from ..._context import ContextTracker
+from typing_extensions import Unpack
+
 from ..._json import as_dict, as_str
 from ..._json import as_float as _float
 from ..._json import as_int as _int
@@ -26,10 +27,10 @@ from ..._messages import (
     Message,
     MessageType,
     PermissionDenial,
-    ProcessMeta,
     ToolCall,
     Usage,
 )
+from ..._translate import AgentTranslator, AgentTranslatorOptions
 
 __all__ = ["AGENT_NAME", "REJECTED_PERMISSION", "STOP_REASONS", "OpenCodeTranslator"]
 
@@ -75,7 +76,7 @@ def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
     )
 
 
-class OpenCodeTranslator:
+class OpenCodeTranslator(AgentTranslator):
     """Turns the events of one ``opencode run`` process into messages.
 
     Live, the engine makes one translator per turn (they share the session's
@@ -85,20 +86,10 @@ class OpenCodeTranslator:
     error event arrived, so a stream without either ends without a result.
     """
 
-    def __init__(
-        self,
-        *,
-        model: str | None = None,
-        tracker: ContextTracker | None = None,
-        agent_version: str | None = None,
-        cwd: str | None = None,
-    ) -> None:
-        self.model = model
-        self.tracker: ContextTracker = (
-            tracker if tracker is not None else ContextTracker(model=model)
-        )
-        self.agent_version = agent_version
-        self.cwd = cwd
+    agent_name = AGENT_NAME
+
+    def __init__(self, **options: Unpack[AgentTranslatorOptions]) -> None:
+        super().__init__(**options)
         #: The session id seen in the events (``ses_...``).
         self.session_id: str | None = None
         self.steps: int = 0
@@ -106,41 +97,10 @@ class OpenCodeTranslator:
         self.last_reason: str | None = None
         self.errors: list[ErrorInfo] = []
         self.denials: list[PermissionDenial] = []
-        self._init_sent = False
         self._finished = False
         self._message_id: str | None = None
 
     # -- the turn's frame ------------------------------------------------------------------
-
-    def start(
-        self,
-        *,
-        process: ProcessMeta | None = None,
-        resume_id: str | None = None,
-        permission_mode: str | None = None,
-    ) -> list[Message]:
-        """The turn's ``init`` message (live engine, before any event)."""
-        self._init_sent = True
-        return [self._init(process=process, resume_id=resume_id, permission_mode=permission_mode)]
-
-    def _init(
-        self,
-        *,
-        process: ProcessMeta | None = None,
-        resume_id: str | None = None,
-        permission_mode: str | None = None,
-        raw: Any = None,
-    ) -> Message:
-        return Message.init_message(
-            AGENT_NAME,
-            model=self.model,
-            version=self.agent_version,
-            session_id=resume_id,
-            cwd=self.cwd,
-            permission_mode=permission_mode,
-            process=process,
-            raw=raw,
-        )
 
     # -- events ----------------------------------------------------------------------------
 
@@ -155,8 +115,7 @@ class OpenCodeTranslator:
         if session_id is not None and self.session_id is None:
             self.session_id = session_id
         if not self._init_sent:
-            self._init_sent = True
-            out.append(self._init(resume_id=self.session_id, raw=ev))
+            out.append(self._init(self.session_id, raw=ev))
         kind = ev.get("type")
         part = _dict(ev.get("part"))
         if kind == "step_start":
@@ -305,7 +264,6 @@ class OpenCodeTranslator:
         self._finished = True
         out: list[Message] = []
         if not self._init_sent:
-            self._init_sent = True
             out.append(self._init())
         if not cancelled and not self.has_outcome:
             return out
