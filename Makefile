@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 ENGINES_STAMP := engines/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install engines lint typecheck pytest bench record compat clean
+.PHONY: demo test install engines lint typecheck pytest compliance bench record compat clean
 
 demo: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/agentrun run
@@ -41,6 +41,12 @@ typecheck: $(STAMP)
 # machine allows it (see docs/testing-offline.md).
 pytest: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/python -m agentrun.testing netns -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The engine compliance suite alone, for the engines named in ENGINES (default: all):
+#   make compliance ENGINES=claude,codex
+compliance: $(STAMP) $(ENGINES_STAMP)
+	AGENTRUN_COMPLIANCE_ENGINES=$(ENGINES) $(BIN)/python -m agentrun.testing netns -- \
+		$(BIN)/python -m pytest tests/compliance $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/normalize.py

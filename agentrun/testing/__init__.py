@@ -1,11 +1,13 @@
 """Offline testing kit: the embedded scripted model server, offline agent configuration,
-network isolation, and a scripted in-process engine.
+network isolation, a fault shim that makes a real agent misbehave on cue, and a scripted
+in-process engine.
 
 Script building blocks are exported under unambiguous names (``ModelTurn``, ``TextBlock``,
 ``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
 """
 
 from ._embedded import EMBEDDED_ENGINES, embedded_engine
+from ._faults import FAULTS, fault_prompt, fault_shim
 from ._modelserver import ApiKind, ModelServer, RecordedRequest, map_tool_call
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
 from ._offline import (
@@ -37,6 +39,7 @@ __all__ = [
     "DEFAULT_SHELL_COMMAND",
     "EMBEDDED_ENGINES",
     "EXHAUSTED_TEXT",
+    "FAULTS",
     "OPENCODE_PLUGIN_VERSION",
     "ApiKind",
     "Fail",
@@ -62,6 +65,8 @@ __all__ = [
     "codex_offline",
     "default_script",
     "embedded_engine",
+    "fault_prompt",
+    "fault_shim",
     "isolated_argv",
     "map_tool_call",
     "network_is_loopback_only",

@@ -81,7 +81,8 @@ class ToySession(SpawnPerTurnSession):
         self.totals = RunningTotals({} if fresh else None)
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
-        argv = [sys.executable, str(FAKES / "toy_agent.py")]
+        # SessionOptions.binary: the Python that runs the agent (or a wrapper around it).
+        argv = [self.options.binary or sys.executable, str(FAKES / "toy_agent.py")]
         if self.resume_id is not None:
             argv += ["--resume", self.resume_id]
         return TurnCommand(argv=(*argv, "--", ctx.prompt))
