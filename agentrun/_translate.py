@@ -8,11 +8,11 @@ exactly the same code.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, cast, runtime_checkable
 
 from ._context import ContextTracker
 from ._framing import JsonProblem, LineTooLong, decode_json_line
-from ._messages import Message, ProcessMeta
+from ._messages import Message, MessageType, ProcessMeta
 
 __all__ = [
     "AgentTranslator",
@@ -70,6 +70,19 @@ class AgentTranslator:
         self.agent_version = agent_version
         self.cwd = cwd
         self._init_sent = False
+
+    def feed(self, event: Any) -> list[Message]:
+        """Messages of one decoded event: a problem the framer reported passes through, a value
+        that is not a JSON object is a ``protocol`` error, an object goes to :meth:`_feed_event`."""
+        if isinstance(event, Message):
+            return [event]
+        if not isinstance(event, dict):
+            return [Message.not_an_object(self.agent_name, event)]
+        return self._feed_event(cast("dict[str, Any]", event))
+
+    def _feed_event(self, ev: dict[str, Any]) -> list[Message]:
+        """Messages of one event object (subclasses translate here; this passes it through)."""
+        return [Message(type=MessageType.SYSTEM, subtype=str(ev.get("type", "event")), raw=ev)]
 
     def _learn_model(self, model: str) -> None:
         """The agent named its model: keep it and size the context window for it."""

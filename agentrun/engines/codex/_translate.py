@@ -404,12 +404,7 @@ class CodexExecTranslator(AgentTranslator):
 
     # -- events ----------------------------------------------------------------------------
 
-    def feed(self, event: Any) -> list[Message]:
-        if isinstance(event, Message):
-            return [event]
-        if not isinstance(event, dict):
-            return [Message.not_an_object(AGENT_NAME, event)]
-        ev = cast("dict[str, Any]", event)
+    def _feed_event(self, ev: dict[str, Any]) -> list[Message]:
         kind = ev.get("type")
         if kind == "thread.started":
             return self._thread_started(ev)

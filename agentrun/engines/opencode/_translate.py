@@ -15,7 +15,7 @@ The translator is pure and serves both the live engine and ``agentrun replay --e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from typing_extensions import Unpack
 
@@ -100,16 +100,9 @@ class OpenCodeTranslator(AgentTranslator):
         self._finished = False
         self._message_id: str | None = None
 
-    # -- the turn's frame ------------------------------------------------------------------
-
     # -- events ----------------------------------------------------------------------------
 
-    def feed(self, event: Any) -> list[Message]:
-        if isinstance(event, Message):
-            return [event]
-        if not isinstance(event, dict):
-            return [Message.not_an_object(AGENT_NAME, event)]
-        ev = cast("dict[str, Any]", event)
+    def _feed_event(self, ev: dict[str, Any]) -> list[Message]:
         out: list[Message] = []
         session_id = _str(ev.get("sessionID"))
         if session_id is not None and self.session_id is None:
