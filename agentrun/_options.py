@@ -12,6 +12,7 @@ message (subtype ``unsupported_option``) at the start of the turn.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -149,6 +150,15 @@ class SessionOptions(BaseModel):
             super().__init__(**options)
         except ValidationError as exc:
             raise _configuration_error(exc) from None
+
+    def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
+        # Environment values are secrets more often than not: a repr, a log line or an error
+        # message shows their names only.
+        for name, value in super().__repr_args__():
+            if name == "env":
+                yield name, dict.fromkeys(self.env, "***")
+            else:
+                yield name, value
 
     def option(self, engine: str, name: str, default: str | None = None) -> str | None:
         """An engine-specific option (``options["<engine>.<name>"]``)."""
