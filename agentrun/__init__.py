@@ -1,9 +1,11 @@
 """agentrun: drive Claude Code, Codex, OpenCode and any ACP agent through one vocabulary.
 
-The public API is exactly what ``__all__`` lists; every other module is private.
+The public API is exactly what ``__all__`` lists; every other module is private. Fleets,
+``compare`` and the Ray backend are loaded on first use, so ``import agentrun`` stays light.
 """
 
-from ._compare import CompareRun, FilesChanged, compare
+from typing import TYPE_CHECKING, Any
+
 from ._context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._errors import (
     ERROR_CODES,
@@ -22,17 +24,6 @@ from ._errors import (
     TurnError,
     TurnInProgressError,
     TurnTimeoutError,
-)
-from ._fleet import (
-    EngineFactory,
-    Fleet,
-    FleetEvent,
-    FleetEventKind,
-    FleetResult,
-    FleetRun,
-    FleetSessionRecord,
-    FleetTask,
-    FleetTurnRecord,
 )
 from ._messages import (
     ContextSource,
@@ -55,12 +46,60 @@ from ._permissions import (
     approve_all,
     deny_all,
 )
-from ._ray import RayEngine, RaySession
 from ._registry import engine_names, get_engine, get_translator
 from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
 from ._translate import Translator
 from ._version import VERSION as __version__
+
+if TYPE_CHECKING:
+    from ._compare import CompareRun, FilesChanged, compare
+    from ._fleet import (
+        EngineFactory,
+        Fleet,
+        FleetEvent,
+        FleetEventKind,
+        FleetResult,
+        FleetRun,
+        FleetSessionRecord,
+        FleetTask,
+        FleetTurnRecord,
+    )
+    from ._ray import RayEngine, RaySession
+
+#: Public names defined in modules loaded on first use.
+_LAZY: dict[str, str] = {
+    "CompareRun": "._compare",
+    "FilesChanged": "._compare",
+    "compare": "._compare",
+    "EngineFactory": "._fleet",
+    "Fleet": "._fleet",
+    "FleetEvent": "._fleet",
+    "FleetEventKind": "._fleet",
+    "FleetResult": "._fleet",
+    "FleetRun": "._fleet",
+    "FleetSessionRecord": "._fleet",
+    "FleetTask": "._fleet",
+    "FleetTurnRecord": "._fleet",
+    "RayEngine": "._ray",
+    "RaySession": "._ray",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentrun' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ERROR_CODES",

@@ -17,7 +17,6 @@ import json
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal, cast
 
 from ._messages import ContextSource, ContextWindow, Message, Usage
@@ -111,6 +110,8 @@ def _int(value: object) -> int | None:
 
 @lru_cache(maxsize=1)
 def _builtin_data() -> dict[str, Any]:
+    from importlib import resources
+
     text = resources.files("agentrun").joinpath("catalog.json").read_text(encoding="utf-8")
     return cast("dict[str, Any]", json.loads(text))
 

@@ -17,9 +17,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ._env import validate_env
 from ._errors import ConfigurationError
 from ._permissions import PermissionHandler
-from ._subprocess import validate_env
 
 __all__ = ["Effort", "Mode", "SessionOptions"]
 

@@ -161,6 +161,7 @@ async def _soak(sessions: int, turns: int, limit: int, tmp_path: Path) -> Tally:
     grown = _rss_mb() - rss_before
     assert grown < MEMORY_BOUND_MB, f"the test process grew by {grown:.0f} MB"
     assert tally.turns == sessions * turns
+    print(f"soak: {tally}, the test process grew by {grown:.1f} MB")
     return tally
 
 
@@ -173,13 +174,11 @@ async def test_soak_small(tmp_path: Path) -> None:
 @pytest.mark.timeout(3600)
 async def test_soak_many_turns(tmp_path: Path) -> None:
     turns = int(os.environ.get("SOAK_TURNS", "1000"))
-    tally = await _soak(sessions=6, turns=max(2, turns // 6), limit=6, tmp_path=tmp_path)
-    print(f"soak: {tally}")
+    await _soak(sessions=6, turns=max(2, turns // 6), limit=6, tmp_path=tmp_path)
 
 
 @pytest.mark.soak
 @pytest.mark.timeout(3600)
 async def test_soak_many_sessions(tmp_path: Path) -> None:
     sessions = int(os.environ.get("SOAK_SESSIONS", "200"))
-    tally = await _soak(sessions=sessions, turns=3, limit=sessions, tmp_path=tmp_path)
-    print(f"soak: {tally}")
+    await _soak(sessions=sessions, turns=3, limit=sessions, tmp_path=tmp_path)
