@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 from ._messages import (
     ContextSource,
@@ -82,8 +82,6 @@ class TurnSummary(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
 
     turn: int | None = None
-    text: str = ""
-    thinking: str = ""
     tool_calls: list[ToolCallSummary] = []
     usage: Usage | None = None
     context: ContextSummary | None = None
@@ -98,10 +96,33 @@ class TurnSummary(BaseModel):
     messages: int = 0
     duration_s: float | None = None
 
+    # Blocks are kept and joined once, when read: folding a message costs the same at the
+    # 100,000th message as at the first.
     _tail_text: list[str] = PrivateAttr(default_factory=list[str])
     _thinking: list[str] = PrivateAttr(default_factory=list[str])
+    _joined_text: str | None = PrivateAttr(default=None)
+    _joined_thinking: str | None = PrivateAttr(default=None)
     _tools: dict[str, ToolCallSummary] = PrivateAttr(default_factory=dict[str, ToolCallSummary])
     _result_text: str | None = PrivateAttr(default=None)
+
+    @computed_field
+    @property
+    def text(self) -> str:
+        """The final answer: the result's text, else the main thread's text blocks after its last
+        tool activity, joined by blank lines."""
+        if self._result_text is not None:
+            return self._result_text
+        if self._joined_text is None:
+            self._joined_text = "\n\n".join(self._tail_text)
+        return self._joined_text
+
+    @computed_field
+    @property
+    def thinking(self) -> str:
+        """Every main-thread thinking block, joined by blank lines."""
+        if self._joined_thinking is None:
+            self._joined_thinking = "\n\n".join(self._thinking)
+        return self._joined_thinking
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
@@ -122,17 +143,17 @@ class TurnSummary(BaseModel):
         if kind is MessageType.TEXT:
             if main and message.text:
                 self._tail_text.append(message.text)
-                self._refresh_text()
+                self._joined_text = None
         elif kind is MessageType.THINKING:
             if main and message.text:
                 self._thinking.append(message.text)
-                self.thinking = "\n\n".join(self._thinking)
+                self._joined_thinking = None
         elif kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
             if message.tool is not None:
                 self._tool(message, is_result=kind is MessageType.TOOL_RESULT)
-            if main:
+            if main and self._tail_text:
                 self._tail_text.clear()
-                self._refresh_text()
+                self._joined_text = None
         elif kind is MessageType.CONTEXT_WINDOW:
             if message.context is not None and main:
                 self.context = ContextSummary.from_reading(message.context)
@@ -153,12 +174,6 @@ class TurnSummary(BaseModel):
             self.resume_id = message.resume_id
 
     # -- parts -------------------------------------------------------------------------------
-
-    def _refresh_text(self) -> None:
-        if self._result_text is not None:
-            self.text = self._result_text
-        else:
-            self.text = "\n\n".join(self._tail_text)
 
     def _tool(self, message: Message, *, is_result: bool) -> None:
         tool = message.tool
@@ -196,7 +211,6 @@ class TurnSummary(BaseModel):
             self.stop_reason = message.stop_reason
         if message.text:
             self._result_text = message.text
-            self._refresh_text()
         if message.error is not None:
             # The agent often reports an error as an event and again on its result: keep one
             # record, the result's (which says whether it ended the turn).
