@@ -126,6 +126,19 @@ def default_catalog() -> Catalog:
     return catalog
 
 
+_shared_default: tuple[str | None, Catalog] | None = None
+
+
+def _tracker_catalog() -> Catalog:
+    """The default catalog trackers read (never modify): built once per process, again only when
+    ``$AGENTRUN_MODEL_CATALOG`` changes. ``default_catalog()`` returns a fresh copy to callers."""
+    global _shared_default
+    extra = os.environ.get(CATALOG_ENV)
+    if _shared_default is None or _shared_default[0] != extra:
+        _shared_default = (extra, default_catalog())
+    return _shared_default[1]
+
+
 class ContextTracker:
     """Turns per-call usage (or an agent's own figures) into ``context_window`` messages.
 
@@ -140,7 +153,7 @@ class ContextTracker:
         override: int | None = None,
         catalog: Catalog | None = None,
     ) -> None:
-        self._catalog = catalog if catalog is not None else default_catalog()
+        self._catalog = catalog if catalog is not None else _tracker_catalog()
         self._override = override
         self._reported: int | None = None
         self._reported_source: ContextSource = "agent"
