@@ -226,8 +226,29 @@ def read_rollout_turns(path: str | Path, *, max_bytes: int = 256 * 1024 * 1024) 
     return rollout_turns(_records(data.splitlines()))
 
 
+#: Rollout records nothing here reads (model inputs and outputs, world snapshots): often most of
+#: the file, so they are recognised by their leading ``"type"`` and never decoded.
+_SKIPPED_RECORDS = (b"response_item", b"world_state", b"compacted")
+_TYPE_KEY = b'"type":"'
+#: A session's metadata carries the whole instructions; only its id is needed.
+_SESSION_META_ID = re.compile(rb'"payload":\{.*?"id":"([^"\\]*)"')
+
+
 def _records(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
     for line in lines:
+        at = line.find(_TYPE_KEY, 0, 256)
+        if at >= 0:
+            # The top-level "type" comes before the payload in every record Codex writes.
+            start = at + len(_TYPE_KEY)
+            kind = line[start : line.find(b'"', start)]
+            if kind in _SKIPPED_RECORDS:
+                continue
+            if kind == b"session_meta":
+                found = _SESSION_META_ID.search(line, 0, 4096)
+                if found is not None:
+                    thread = found.group(1).decode("utf-8", "replace")
+                    yield {"type": "session_meta", "payload": {"id": thread}}
+                    continue
         try:
             value = json.loads(line)
         except ValueError:

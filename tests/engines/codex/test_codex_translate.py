@@ -323,3 +323,17 @@ def test_recorded_fixtures(path: Path, snapshot: SnapshotAssertion) -> None:
 
 def test_fixtures_exist() -> None:
     assert len(RECORDED) >= 15 and len(SAMPLES) >= 7
+
+
+def test_reading_a_rollout_skips_records_without_changing_what_it_finds() -> None:
+    # The reader never decodes model inputs and outputs, and takes a session's id without
+    # decoding its instructions: the facts must be those of decoding every record.
+    import json as _json
+
+    from agentrun.engines.codex._translate import read_rollout_turns, rollout_turns
+
+    rollouts = sorted(FIXTURES.glob("*.rollout.jsonl"))
+    assert rollouts
+    for path in rollouts:
+        every = [_json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        assert read_rollout_turns(path) == rollout_turns(every), path.name
