@@ -29,10 +29,11 @@ import contextlib
 import logging
 import signal
 from abc import abstractmethod
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import AgentrunError, SessionTerminatedError
 from ._messages import Message, MessageType
@@ -65,6 +66,11 @@ class _Ended:
 class LongLivedSession(Session):
     """A session with one long-lived agent process. See the module docstring."""
 
+    #: Whether sending the prompt may wait while the agent answers (a JSON-RPC request whose
+    #: response comes after the turn's notifications): then it runs in a task of its own, so the
+    #: turn's messages keep flowing. ``False`` for a prompt that is only written (Claude Code).
+    prompt_waits: ClassVar[bool] = True
+
     def __init__(
         self,
         options: SessionOptions | None,
@@ -87,7 +93,7 @@ class LongLivedSession(Session):
         self.translator: WireTranslator = self._new_translator()
         self._proc: AgentProcess | None = None
         self._host: ProcessHost | None = None
-        self._queue: anyio.abc.ObjectSendStream[Message | _Ended] | None = None
+        self._queue: MemoryObjectSendStream[Message | _Ended] | None = None
         self._early: list[Message] = []
         self._turn_started = False
         self._ended = False
@@ -215,7 +221,10 @@ class LongLivedSession(Session):
         for message in messages:
             if queue is not None:
                 try:
-                    await queue.send(message)
+                    try:
+                        queue.send_nowait(message)
+                    except anyio.WouldBlock:
+                        await queue.send(message)  # the turn is behind: wait for room
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     self._queue = queue = None  # the turn is over; the late tail is dropped
                     continue
@@ -244,9 +253,12 @@ class LongLivedSession(Session):
             await ctx.emit(message)
         self._queue = send
         prompt_done = anyio.Event()
-        assert self._task_group is not None
-        self._task_group.start_soon(self._prompt, ctx, prompt_done)
         try:
+            if self.prompt_waits:
+                assert self._task_group is not None
+                self._task_group.start_soon(self._prompt, ctx, prompt_done)
+            else:
+                await self._prompt(ctx, prompt_done)
             await self._pump(ctx, recv)
             # What answers the prompt (when it is what ends the turn) arrives with the result.
             with anyio.move_on_after(self.cancel_timeout):
@@ -285,9 +297,16 @@ class LongLivedSession(Session):
             done.set()
 
     async def _pump(
-        self, ctx: TurnContext, recv: anyio.abc.ObjectReceiveStream[Message | _Ended]
+        self, ctx: TurnContext, recv: MemoryObjectReceiveStream[Message | _Ended]
     ) -> None:
-        async for item in recv:
+        while True:
+            try:
+                try:
+                    item = recv.receive_nowait()
+                except anyio.WouldBlock:
+                    item = await recv.receive()
+            except anyio.EndOfStream:
+                return
             if isinstance(item, _Ended):
                 if item.error is not None:
                     raise item.error
@@ -302,7 +321,7 @@ class LongLivedSession(Session):
                 return
 
     async def _cancel(
-        self, ctx: TurnContext, recv: anyio.abc.ObjectReceiveStream[Message | _Ended]
+        self, ctx: TurnContext, recv: MemoryObjectReceiveStream[Message | _Ended]
     ) -> None:
         """Interrupt the turn in the agent and consume its end, bounded; kill if it never ends."""
         if self._queue is None or self._ended:

@@ -274,6 +274,23 @@ class Message(_Model):
     def is_delta(self) -> bool:
         return str(self.type).endswith("_delta")
 
+    def in_turn(self, turn: int) -> Message:
+        """This message tagged with its turn number (a copy; the message itself is immutable).
+        A shallow copy of the fields, cheaper than ``model_copy``: the library tags every
+        message it delivers."""
+        if self.turn == turn:
+            return self
+        tagged = object.__new__(type(self))
+        fields = self.__dict__.copy()
+        fields["turn"] = turn
+        object.__setattr__(tagged, "__dict__", fields)
+        object.__setattr__(
+            tagged, "__pydantic_fields_set__", {*self.__pydantic_fields_set__, "turn"}
+        )
+        object.__setattr__(tagged, "__pydantic_extra__", None)
+        object.__setattr__(tagged, "__pydantic_private__", None)
+        return tagged
+
     # -- constructors used by engines ------------------------------------------------------
 
     @classmethod

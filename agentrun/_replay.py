@@ -61,7 +61,7 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
     turns: list[list[Message]] = []
     current: list[Message] = []
     for message in translate_events(read_events(path, engine=engine), translator):
-        current.append(message.model_copy(update={"turn": len(turns) + 1}))
+        current.append(message.in_turn(len(turns) + 1))
         if message.type is MessageType.RESULT:
             turns.append(current)
             current = []

@@ -328,7 +328,7 @@ class TurnContext:
         blocks (the consumer may be gone), dropping messages nobody waits for. The turn then
         has :attr:`Session.cancel_grace` seconds to end before the agent is stopped by force."""
         self._turn.nonblocking = True
-        self._turn.cancel_begun.set()
+        self._turn.watch_cancel()
 
     @property
     def has_result(self) -> bool:
@@ -408,8 +408,6 @@ class Turn:
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
-        self._watchdog = anyio.CancelScope()
-        task_group.start_soon(self._watch_cancel, self._watchdog)
         task_group.start_soon(self._drive)
         return self
 
@@ -450,7 +448,11 @@ class Turn:
         if self._recv is None:
             raise RuntimeError("use 'async with session.turn(...)' before iterating")
         try:
-            message = await self._recv.receive()
+            try:
+                # What is already buffered is taken without a trip through the event loop.
+                message = self._recv.receive_nowait()
+            except anyio.WouldBlock:
+                message = await self._recv.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             caller_error = self.session._caller_error  # pyright: ignore[reportPrivateUsage]
             if caller_error is not None:
@@ -476,7 +478,7 @@ class Turn:
         self._scope.deadline = deadline
 
     async def deliver(self, message: Message) -> None:
-        message = message.model_copy(update={"turn": self.number})
+        message = message.in_turn(self.number)
         self.summary.add(message)
         send = self._send
         if send is None:
@@ -487,11 +489,23 @@ class Turn:
                 send.send_nowait(message)
             return
         try:
-            await send.send(message)
+            try:
+                send.send_nowait(message)
+            except anyio.WouldBlock:
+                await send.send(message)  # the consumer is behind: wait for room
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.nonblocking = True  # the consumer is gone
             return
         self._refresh_deadline()
+
+    def watch_cancel(self) -> None:
+        """The engine's cancellation path began: start the watchdog that bounds it (once)."""
+        if self.cancel_begun.is_set():
+            return
+        self.cancel_begun.set()
+        if self._task_group is not None and not self._done:
+            self._watchdog = anyio.CancelScope()
+            self._task_group.start_soon(self._watch_cancel, self._watchdog)
 
     async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
         """Once a cancel began, give the engine ``cancel_grace`` seconds, then stop the agent."""

@@ -104,6 +104,8 @@ class ClaudeSession(LongLivedSession):
     """One Claude Code session (one CLI process), on the long-lived base."""
 
     engine_name: str = _ENGINE
+    #: The user line is only written; the CLI answers on stdout.
+    prompt_waits = False
 
     def __init__(self, engine: ClaudeEngine, options: SessionOptions | None) -> None:
         self.engine = engine
