@@ -48,8 +48,9 @@ compliance: $(STAMP) $(ENGINES_STAMP)
 	AGENTRUN_COMPLIANCE_ENGINES=$(ENGINES) $(BIN)/python -m agentrun.testing netns -- \
 		$(BIN)/python -m pytest tests/compliance $(PYTEST_ARGS)
 
+# Every benchmark, one table of ratios (docs/performance.md); BENCH_ARGS=--quick for a short run.
 bench: $(STAMP)
-	$(BIN)/python bench/normalize.py
+	cd bench && ../$(BIN)/python run.py $(BENCH_ARGS)
 
 # Opt-in: the latest published agents beside the pinned ones; writes docs/compatibility.md.
 compat: $(STAMP) $(ENGINES_STAMP)

@@ -1,83 +1,160 @@
-"""Normalization throughput: a recorded agent stream through the whole pipeline (framer, JSON
-decoding, the engine's translator, message models) against plain ``json.loads`` of the same
-lines. Reported as a ratio measured in one run, never asserted in tests.
+"""Normalization throughput per engine: exactly what ``agentrun replay --engine E FILE --summary``
+does for every transcript of a corpus built from recorded ones — framing, decoding, a fresh
+translator with its context tracker (and Codex's rollout beside the file), turn numbering, one
+``TurnSummary`` per turn and its JSON — minus the write to stdout.
 
-    python bench/normalize.py [--engine claude] [--file TRANSCRIPT] [--megabytes 20]
+Baselines on the same files in the same process: ``json.loads`` of every line (the target is
+1.2x of it), and the limit: ``pydantic_core.from_json`` plus one ``Message.model_construct`` per
+line. Peers, when installed: ``claude_agent_sdk``'s message parser on the Claude corpus.
+
+    python bench/normalize.py [--engine claude] [--megabytes 10] [--runs 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import time
-import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
-from agentrun import get_translator
-from agentrun._framing import LineFramer
-from agentrun._translate import decode_line
+import pydantic_core
+from _common import CORPUS_DIRS, Row, build_corpus, interleaved, print_table, scratch
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULTS = {
-    "claude": ROOT / "fixtures/claude/wire-samples/c4_tool_use_bash_partial.jsonl",
-    "opencode": ROOT / "fixtures/opencode/wire-samples/run_tool_then_text.jsonl",
-}
+from agentrun import Message, MessageType, TurnSummary
+from agentrun._replay import replay_turns
 
 
-def _corpus(path: Path, megabytes: float) -> bytes:
-    one = path.read_bytes()
-    if not one.endswith(b"\n"):
-        one += b"\n"
-    copies = max(1, int(megabytes * 1024 * 1024 / len(one)))
-    return one * copies
+def _inputs(files: list[Path]) -> list[Path]:
+    """The transcripts and the files replay reads beside them (Codex's rollouts)."""
+    out: list[Path] = []
+    for path in files:
+        out.append(path)
+        sidecar = path.with_name(path.stem + ".rollout.jsonl")
+        if sidecar.exists():
+            out.append(sidecar)
+    return out
 
 
-def _baseline(data: bytes) -> tuple[float, int]:
-    start = time.perf_counter()
-    count = 0
-    for line in data.splitlines():
-        if line:
-            json.loads(line)
-            count += 1
-    return time.perf_counter() - start, count
+def baseline_json(files: list[Path]) -> Callable[[], object]:
+    inputs = _inputs(files)
+
+    def run() -> int:
+        count = 0
+        for path in inputs:
+            for line in path.read_bytes().splitlines():
+                if line:
+                    json.loads(line)
+                    count += 1
+        return count
+
+    return run
 
 
-def _pipeline(data: bytes, engine: str) -> tuple[float, int]:
-    start = time.perf_counter()
-    framer = LineFramer()
-    translator = get_translator(engine)
-    messages = 0
-    chunk = 64 * 1024
-    for offset in range(0, len(data), chunk):
-        for item in framer.feed(data[offset : offset + chunk]):
-            event, problem = decode_line(item, engine=engine)
-            messages += 1 if problem is not None else len(translator.feed(event))
-    messages += len(translator.finish())
-    return time.perf_counter() - start, messages
+def limit_construct(files: list[Path]) -> Callable[[], object]:
+    inputs = _inputs(files)
+
+    def run() -> int:
+        count = 0
+        for path in inputs:
+            for line in path.read_bytes().splitlines():
+                if line:
+                    value = pydantic_core.from_json(line)
+                    Message.model_construct(type=MessageType.SYSTEM, raw=value)
+                    count += 1
+        return count
+
+    return run
+
+
+def agentrun_summary(files: list[Path], engine: str) -> Callable[[], object]:
+    def run() -> int:
+        out = 0
+        for path in files:
+            for turn in replay_turns(path, engine=engine):
+                out += len(TurnSummary.from_messages(turn).model_dump_json())
+        return out
+
+    return run
+
+
+def claude_sdk_parse(files: list[Path]) -> Callable[[], object] | None:
+    try:
+        from claude_agent_sdk._internal.message_parser import (  # type: ignore[import-not-found]
+            parse_message,  # pyright: ignore
+        )
+    except ImportError:
+        return None
+
+    def run() -> int:
+        count = 0
+        for path in files:
+            for line in path.read_bytes().splitlines():
+                # The peer rejects events it does not know; that is its cost too.
+                with contextlib.suppress(Exception):
+                    parse_message(json.loads(line))  # pyright: ignore
+                count += 1
+        return count
+
+    return run
+
+
+def measure(engine: str, megabytes: float, runs: int) -> list[Row]:
+    files = build_corpus(engine, megabytes, scratch())
+    candidates: dict[str, Callable[[], object]] = {
+        "json.loads": baseline_json(files),
+        "limit": limit_construct(files),
+        "agentrun": agentrun_summary(files, engine),
+    }
+    peer = claude_sdk_parse(files) if engine == "claude" else None
+    if peer is not None:
+        candidates["claude_agent_sdk"] = peer
+    result = interleaved(runs, candidates)
+    base = result["json.loads"][0]
+    size = sum(f.stat().st_size for f in _inputs(files)) / 1024 / 1024
+    rows = [
+        Row(
+            f"normalize {engine}",
+            f"replay --summary, {size:.0f} MB, {len(files)} transcripts",
+            "json.loads",
+            result["agentrun"][0] / base,
+            result["agentrun"][0],
+            result["agentrun"][1],
+            "<= 1.2x",
+        ),
+        Row(
+            f"  limit {engine}",
+            "from_json + model_construct",
+            "json.loads",
+            result["limit"][0] / base,
+            result["limit"][0],
+            result["limit"][1],
+        ),
+    ]
+    if peer is not None:
+        rows.append(
+            Row(
+                "  claude_agent_sdk",
+                "parse_message per line",
+                "json.loads",
+                result["claude_agent_sdk"][0] / base,
+                result["claude_agent_sdk"][0],
+                result["claude_agent_sdk"][1],
+            )
+        )
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--engine", default="claude", choices=sorted(DEFAULTS))
-    parser.add_argument("--file", type=Path)
-    parser.add_argument("--megabytes", type=float, default=20.0)
+    parser.add_argument("--engine", action="append", choices=sorted(CORPUS_DIRS))
+    parser.add_argument("--megabytes", type=float, default=10.0)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    path = args.file or DEFAULTS[args.engine]
-    data = _corpus(path, args.megabytes)
-    size_mb = len(data) / 1024 / 1024
-    base_s, lines = _baseline(data)
-    tracemalloc.start()
-    pipe_s, messages = _pipeline(data, args.engine)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    # Time the pipeline again without tracemalloc's overhead.
-    pipe_s, messages = _pipeline(data, args.engine)
-    copies = len(data) // max(1, path.stat().st_size)
-    print(f"input: {path.name} x{copies}, {size_mb:.1f} MiB, {lines} lines")
-    print(f"json.loads only : {base_s:.3f}s  ({size_mb / base_s:.1f} MiB/s)")
-    print(f"agentrun        : {pipe_s:.3f}s  ({size_mb / pipe_s:.1f} MiB/s), {messages} messages")
-    print(f"ratio (agentrun / json.loads time): {pipe_s / base_s:.2f}x")
-    print(f"peak traced memory during normalization: {peak / 1024 / 1024:.1f} MiB")
+    rows: list[Row] = []
+    for engine in args.engine or sorted(CORPUS_DIRS):
+        rows.extend(measure(engine, args.megabytes, args.runs))
+    print_table(rows)
 
 
 if __name__ == "__main__":

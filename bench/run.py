@@ -1,0 +1,35 @@
+"""Every benchmark, one table: ``make bench`` (``--quick`` for small corpora and few runs).
+
+Ratios only, each against a baseline measured in the same process on the same data; see
+docs/performance.md for what each row measures and the latest results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+
+import normalize
+import reducers
+import startup
+from _common import Row, print_table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="small corpora, 3 runs")
+    args = parser.parse_args()
+    runs = 3 if args.quick else 5
+    megabytes = 2.0 if args.quick else 10.0
+    rows: list[Row] = []
+    for engine in sorted(normalize.CORPUS_DIRS):
+        rows.extend(normalize.measure(engine, megabytes, runs))
+    rows.extend(reducers.measure(runs))
+    rows.extend(startup.measure(5 if args.quick else 15))
+    print(f"# {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
