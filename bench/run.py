@@ -10,10 +10,15 @@ import argparse
 import os
 import platform
 
+import latency
 import normalize
 import reducers
+import sessions
 import startup
+import turn_overhead
 from _common import Row, print_table
+
+from agentrun import EngineUnavailableError
 
 
 def main() -> None:
@@ -26,7 +31,13 @@ def main() -> None:
     for engine in sorted(normalize.CORPUS_DIRS):
         rows.extend(normalize.measure(engine, megabytes, runs))
     rows.extend(reducers.measure(runs))
+    rows.extend(latency.measure(1.0 if args.quick else 2.0))
+    rows.extend(sessions.measure(20 if args.quick else 200))
     rows.extend(startup.measure(5 if args.quick else 15))
+    try:
+        rows.extend(turn_overhead.measure(6 if args.quick else 15))
+    except EngineUnavailableError as exc:  # the pinned claude is not installed
+        print(f"# turn overhead skipped: {exc}")
     print(f"# {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     print_table(rows)
 

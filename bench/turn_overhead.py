@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 from _common import Row, print_table
 
-from agentrun import SessionOptions, run_turn
+from agentrun import run_turn
 from agentrun.engines.claude import ClaudeEngine, ClaudeSession
 from agentrun.testing import ModelServer, Script, embedded_engine
 
@@ -41,7 +41,8 @@ class RawClaude:
         )
 
     async def turn(self, prompt: str) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
+        assert self.proc is not None
+        assert self.proc.stdin is not None
         assert self.proc.stdout is not None
         user = {
             "type": "user",

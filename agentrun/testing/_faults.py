@@ -9,6 +9,7 @@ take the prompt as an argument). From then on, for that prompt:
 ``crash``    one more line of output, then the agent and the shim die (exit 3, a line on stderr)
 ``garbage``  three lines no agent writes (invalid UTF-8, text that is not JSON, an event of an
              unknown kind) before the next line of output
+``huge``     a line of 65 MiB (beyond the default 64 MiB limit) before the next line of output
 ``detach``   a ``sleep`` in a session of its own (it left the process group) holding stdout;
              its pid goes to ``$AGENTRUN_FAULT_PIDFILE``
 ``hang``     nothing more reaches the engine, and the shim ignores SIGINT and SIGTERM
@@ -26,7 +27,7 @@ from pathlib import Path
 __all__ = ["FAULTS", "fault_prompt", "fault_shim"]
 
 #: The faults the shim knows.
-FAULTS = ("crash", "garbage", "detach", "hang")
+FAULTS = ("crash", "garbage", "huge", "detach", "hang")
 
 #: The environment variable naming the real program.
 TARGET_ENV = "AGENTRUN_FAULT_TARGET"
@@ -106,6 +107,15 @@ for line in agent.stdout:
         write(b"this line is not json\n")
         write(b'{"type": "x_agentrun_unknown", "jsonrpc": "2.0", "method": "x_agentrun/unknown",'
               b' "params": {"n": 1}}\n')
+    if fault == "huge":
+        state["fault"] = None
+        with lock:
+            block = b"x" * (1 << 20)
+            out.write(b'{"type": "x_agentrun_huge", "blob": "')
+            for _ in range(65):
+                out.write(block)
+            out.write(b'"}\n')
+            out.flush()
     write(line)
     if fault == "crash":
         sys.stderr.write("fault shim: simulated crash\n")

@@ -7,8 +7,9 @@ the engine-writing guide). The agent runs behind the fault shim of the testing k
 (:func:`agentrun.testing.fault_shim`), which passes everything through until a prompt carries a
 fault marker. Per engine, on asyncio and trio:
 
-* a clean turn, then ``garbage`` (undecodable and unknown lines): the turn still ends with its
-  result, the junk arrives as ``error`` messages, the next turn is clean;
+* a clean turn, then ``garbage`` (undecodable and unknown lines) and ``huge`` (a line beyond the
+  64 MiB limit): the turn still ends with its result, the junk arrives as ``error`` messages, the
+  next turn is clean;
 * ``detach`` (a descendant that left the process group holds stdout): the turn ends, and the
   descendant is gone once the session is closed;
 * ``hang`` (the agent goes silent and ignores SIGINT/SIGTERM): ``timeout`` raises
@@ -174,6 +175,23 @@ async def test_garbage_in_a_turn_is_reported_and_the_session_goes_on(
     assert {"invalid_utf8", "invalid_json"} <= codes
     assert last.has_result and last.ok and last.text == expected("last")
     assert all(m.turn == 2 for m in seen)
+
+
+async def test_a_line_beyond_the_limit_is_skipped_and_reported(
+    engine_name: str, tmp_path: Path
+) -> None:
+    expected = _expected(engine_name)
+    async with _session(engine_name, tmp_path) as (session, _):
+        async with session:
+            await run_turn(session, "first", timeout=120)
+            seen: list[Message] = []
+            prompt = fault_prompt("huge")
+            summary = await run_turn(session, prompt, on_message=seen.append, timeout=120)
+            after = await run_turn(session, "after", timeout=120)
+    assert summary.has_result and summary.text == expected(prompt)
+    codes = [m.error.code for m in seen if m.type is MessageType.ERROR and m.error is not None]
+    assert codes == ["line_too_long"]
+    assert after.has_result and after.text == expected("after")
 
 
 async def test_a_detached_descendant_neither_wedges_the_turn_nor_outlives_the_session(
