@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-__all__ = ["as_dict", "as_float", "as_int", "as_list", "as_str"]
+__all__ = ["as_dict", "as_float", "as_int", "as_list", "as_object", "as_str"]
 
 
 def as_dict(value: object) -> dict[str, Any] | None:
@@ -38,3 +38,10 @@ def as_float(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def as_object(value: object) -> dict[str, Any] | None:
+    """An object as it is; any other value (not ``None``) wrapped as ``{"value": value}``."""
+    if value is None:
+        return None
+    return as_dict(value) or {"value": value}

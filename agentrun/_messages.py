@@ -218,6 +218,9 @@ class ErrorInfo(_Model):
     status: int | None = None
     #: True when the failure ended the turn (the turn's result is an error).
     fatal: bool = False
+    #: What the agent sent with the error beyond its message (a JSON-RPC error's ``data``: the
+    #: model provider's own message, an error name ...), when it sent anything.
+    data: dict[str, Any] | None = None
 
 
 class Message(_Model):

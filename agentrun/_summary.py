@@ -72,7 +72,8 @@ class TurnSummary(BaseModel):
 
     * ``text`` is the turn's final answer: the agent's own final text when its result carries
       one, else the main-thread text blocks after the last tool activity, joined by blank lines.
-    * ``thinking`` joins every main-thread thinking block.
+    * ``all_text`` joins every main-thread text block of the turn, in order (what the agent said
+      before its tools ran included); ``thinking`` joins every main-thread thinking block.
     * ``usage`` and ``usage.cost_usd`` are **this turn's** (from the engine's result); the context
       fields of ``usage`` repeat the last reading.
     * ``ok`` is true when the turn reached a result that is neither an error nor a
@@ -99,8 +100,10 @@ class TurnSummary(BaseModel):
     # Blocks are kept and joined once, when read: folding a message costs the same at the
     # 100,000th message as at the first.
     _tail_text: list[str] = PrivateAttr(default_factory=list[str])
+    _all_text: list[str] = PrivateAttr(default_factory=list[str])
     _thinking: list[str] = PrivateAttr(default_factory=list[str])
     _joined_text: str | None = PrivateAttr(default=None)
+    _joined_all_text: str | None = PrivateAttr(default=None)
     _joined_thinking: str | None = PrivateAttr(default=None)
     _tools: dict[str, ToolCallSummary] = PrivateAttr(default_factory=dict[str, ToolCallSummary])
     _result_text: str | None = PrivateAttr(default=None)
@@ -115,6 +118,15 @@ class TurnSummary(BaseModel):
         if self._joined_text is None:
             self._joined_text = "\n\n".join(self._tail_text)
         return self._joined_text
+
+    @computed_field
+    @property
+    def all_text(self) -> str:
+        """Every main-thread text block of the turn, in order, joined by blank lines (what the
+        agent said before its tools ran included)."""
+        if self._joined_all_text is None:
+            self._joined_all_text = "\n\n".join(self._all_text)
+        return self._joined_all_text
 
     @computed_field
     @property
@@ -143,7 +155,8 @@ class TurnSummary(BaseModel):
         if kind is MessageType.TEXT:
             if main and message.text:
                 self._tail_text.append(message.text)
-                self._joined_text = None
+                self._all_text.append(message.text)
+                self._joined_text = self._joined_all_text = None
         elif kind is MessageType.THINKING:
             if main and message.text:
                 self._thinking.append(message.text)

@@ -56,6 +56,7 @@ from pydantic import ValidationError
 
 from ..._context import Catalog, ContextTracker
 from ..._json import as_dict as _dict
+from ..._json import as_object
 from ..._messages import (
     ErrorInfo,
     InitMeta,
@@ -759,7 +760,12 @@ class AcpState:
             Message(
                 type=MessageType.RESULT,
                 usage=None if cost is None else Usage(cost_usd=cost),
-                error=ErrorInfo(message=message, code=error_code, fatal=True),
+                error=ErrorInfo(
+                    message=message,
+                    code=error_code,
+                    fatal=True,
+                    data=as_object(data),
+                ),
                 resume_id=self.session_id,
                 data=turn_data,
             )

@@ -30,7 +30,7 @@ from typing import Any
 
 from typing_extensions import Unpack
 
-from ..._json import as_dict, as_int, as_list, as_str
+from ..._json import as_dict, as_int, as_list, as_object, as_str
 from ..._messages import (
     ErrorInfo,
     Message,
@@ -242,8 +242,8 @@ class CodexAppServerTranslator(AgentTranslator):
         if method == "turn/start":
             if error is not None:
                 text = as_str(error.get("message")) or "turn/start failed"
-                info = ErrorInfo(message=text, code="agent_error", fatal=True)
                 data = error.get("data")
+                info = ErrorInfo(message=text, code="agent_error", fatal=True, data=as_object(data))
                 out = [Message.error_message(text, code="agent_error", fatal=True,
                                              data={"data": data} if data is not None else None,
                                              raw=msg)]  # fmt: skip
