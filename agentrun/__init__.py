@@ -10,6 +10,7 @@ from ._context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._errors import (
     ERROR_CODES,
     AgentrunError,
+    BudgetExceededError,
     ConfigurationError,
     EngineUnavailableError,
     LineTooLongError,
@@ -46,6 +47,7 @@ from ._permissions import (
     approve_all,
     deny_all,
 )
+from ._policy import Budget, BudgetLimit, ContextPolicy
 from ._registry import engine_names, get_engine, get_translator
 from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
@@ -104,9 +106,13 @@ def __dir__() -> list[str]:
 __all__ = [
     "ERROR_CODES",
     "AgentrunError",
+    "Budget",
+    "BudgetExceededError",
+    "BudgetLimit",
     "Catalog",
     "CompareRun",
     "ConfigurationError",
+    "ContextPolicy",
     "ContextSource",
     "ContextSummary",
     "ContextTracker",

@@ -16,6 +16,7 @@ Every exception the library raises on purpose derives from :class:`AgentrunError
     │   ├── SessionClosedError        the session was closed while a turn was running
     │   └── SessionLostError          the worker running the session (a Ray actor, its node) died
     └── TurnError                     a turn could not complete (partial summary attached)
+        ├── BudgetExceededError       a Budget limit (cost, tokens, turns, wall time) was reached
         ├── NoResultError             the stream ended without the turn's result
         └── TurnTimeoutError          the turn's total or idle timeout fired
 
@@ -34,11 +35,14 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from pydantic import ValidationError
+
     from ._summary import TurnSummary
 
 __all__ = [
     "ERROR_CODES",
     "AgentrunError",
+    "BudgetExceededError",
     "ConfigurationError",
     "EngineUnavailableError",
     "LineTooLongError",
@@ -124,6 +128,16 @@ class ConfigurationError(AgentrunError, ValueError):
         super().__init__(message, engine=engine)
         #: The option that was rejected (``"model"``, ``"env"``, ...).
         self.option = option
+
+
+def configuration_error(exc: ValidationError, what: str) -> ConfigurationError:
+    """The :class:`ConfigurationError` for a model that rejected its arguments (``what``: "session
+    option", "budget" ...), naming the first field at fault."""
+    first = exc.errors()[0]
+    location = ".".join(str(p) for p in first["loc"]) or None
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = f"{location}: " if location else ""
+    return ConfigurationError(f"invalid {what} {where}{message}", option=location)
 
 
 class EngineUnavailableError(AgentrunError):
@@ -229,6 +243,25 @@ class TurnError(AgentrunError):
     ) -> None:
         super().__init__(message, engine=engine)
         self.summary = summary
+
+
+class BudgetExceededError(TurnError):
+    """A :class:`~agentrun.Budget` limit was reached: the turn was refused before it started, or
+    interrupted when it crossed the limit (its summary's ``stop_reason`` is ``"budget"``).
+    ``limit`` is ``"cost"``, ``"tokens"``, ``"turns"`` or ``"wall"``."""
+
+    error_code: ClassVar[str] = "budget"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        summary: TurnSummary | None = None,
+        engine: str | None = None,
+    ) -> None:
+        super().__init__(message, summary=summary, engine=engine)
+        self.limit = limit
 
 
 class NoResultError(TurnError):

@@ -48,6 +48,8 @@ class MessageType(str, enum.Enum):
     TOOL_USE_DELTA = "tool_use_delta"
     TOOL_RESULT = "tool_result"
     CONTEXT_WINDOW = "context_window"
+    #: The session's context fill crossed a threshold of its :class:`~agentrun.ContextPolicy`.
+    CONTEXT_THRESHOLD = "context_threshold"
     RESULT = "result"
     ERROR = "error"
     SYSTEM = "system"

@@ -18,8 +18,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ._env import validate_env
-from ._errors import ConfigurationError
+from ._errors import configuration_error
 from ._permissions import PermissionHandler
+from ._policy import Budget, ContextPolicy
 
 __all__ = ["Effort", "Mode", "SessionOptions"]
 
@@ -88,6 +89,10 @@ class SessionOptions(BaseModel):
     options: dict[str, str] = Field(default_factory=dict[str, str])
     #: Extra command-line arguments appended verbatim (escape hatch; validated for NUL only).
     extra_args: tuple[str, ...] = ()
+    #: Context thresholds announced as ``context_threshold`` messages (``None``: none).
+    context_policy: ContextPolicy | None = ContextPolicy()
+    #: Limits on cost, tokens, turns and wall time; share one object to limit several sessions.
+    budget: Budget | None = Field(default=None, exclude=True)
 
     @field_validator("model", "agent_id", "resume_id")
     @classmethod
@@ -149,7 +154,7 @@ class SessionOptions(BaseModel):
         try:
             super().__init__(**options)
         except ValidationError as exc:
-            raise _configuration_error(exc) from None
+            raise configuration_error(exc, "session option") from None
 
     def __repr_args__(self) -> Iterable[tuple[str | None, Any]]:
         # Environment values are secrets more often than not: a repr, a log line or an error
@@ -163,11 +168,3 @@ class SessionOptions(BaseModel):
     def option(self, engine: str, name: str, default: str | None = None) -> str | None:
         """An engine-specific option (``options["<engine>.<name>"]``)."""
         return self.options.get(f"{engine}.{name}", default)
-
-
-def _configuration_error(exc: ValidationError) -> ConfigurationError:
-    first = exc.errors()[0]
-    location = ".".join(str(p) for p in first["loc"]) or None
-    message = str(first["msg"]).removeprefix("Value error, ")
-    where = f"{location}: " if location else ""
-    return ConfigurationError(f"invalid session option {where}{message}", option=location)

@@ -126,6 +126,8 @@ class Renderer:
                 self._line(
                     self.style("dim", "context ") + gauge(message.context, colour=self.colour)
                 )
+        elif kind is MessageType.CONTEXT_THRESHOLD and message.text:
+            self._line(self.style("yellow", "▲ " + clean(message.text)))
         elif kind is MessageType.INIT and message.init is not None:
             init = message.init
             parts = [p for p in (init.agent_name, init.agent_version) if p]

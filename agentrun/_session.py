@@ -51,6 +51,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._errors import (
     AgentrunError,
+    BudgetExceededError,
     ConfigurationError,
     NoResultError,
     SessionClosedError,
@@ -60,8 +61,9 @@ from ._errors import (
     TurnTimeoutError,
 )
 from ._framing import LineTooLong
-from ._messages import Message
+from ._messages import Message, MessageType
 from ._options import SessionOptions
+from ._policy import BudgetLimit, ContextGauge, tokens_of
 from ._summary import TurnSummary
 
 __all__ = [
@@ -147,6 +149,8 @@ class Session(ABC):
         #: Set before entering to see every raw line (the recorder uses this).
         self.wire_tap: WireTap | None = None
         self._caller_error: Exception | None = None
+        policy = self.options.context_policy
+        self._context_gauge: ContextGauge | None = None if policy is None else ContextGauge(policy)
 
     def _tap(self, direction: str, line: bytes) -> None:
         """Engines call this for every raw line they read or write.
@@ -291,6 +295,15 @@ class Session(ABC):
                 f"turn {self._active.number} of this {self.engine_name} session is still running",
                 engine=self.engine_name,
             )
+        budget = self.options.budget
+        if budget is not None:
+            limit = budget.start_turn()
+            if limit is not None:
+                raise BudgetExceededError(
+                    f"the session's budget allows no more turns ({limit} limit reached)",
+                    limit=limit,
+                    engine=self.engine_name,
+                )
         self._turns += 1
         self._active = turn
         return self._turns
@@ -376,6 +389,11 @@ class Turn:
         #: True when the cancel overran the grace and the agent was stopped by force.
         self.stopped_by_force: bool = False
         self._watchdog: anyio.CancelScope | None = None
+        #: The budget limit that stopped this turn, if one did.
+        self.stopped_by_budget: BudgetLimit | None = None
+        self._deadline_from_budget = False
+        self._spent_cost = 0.0
+        self._spent_tokens = 0
         self._finished = anyio.Event()
         self._failure: AgentrunError | None = None
         self._done = False
@@ -402,6 +420,11 @@ class Turn:
         self._started_at = anyio.current_time()
         if self.timeout is not None:
             self._deadline = self._started_at + self.timeout
+        budget = self.session.options.budget
+        remaining = None if budget is None else budget.remaining_wall_s()
+        if remaining is not None and self._started_at + remaining < self._deadline:
+            self._deadline = self._started_at + remaining
+            self._deadline_from_budget = True
         self._send, self._recv = anyio.create_memory_object_stream[Message](_BUFFER)
         self._scope = anyio.CancelScope()
         self._refresh_deadline()
@@ -497,6 +520,31 @@ class Turn:
             self.nonblocking = True  # the consumer is gone
             return
         self._refresh_deadline()
+        if message.type is MessageType.CONTEXT_WINDOW or message.usage is not None:
+            await self._apply_policies(message)
+
+    async def _apply_policies(self, message: Message) -> None:
+        """Context thresholds and the budget, on a message that carries usage or a reading."""
+        session = self.session
+        main = message.parent_tool_use_id is None
+        if message.type is MessageType.CONTEXT_WINDOW:
+            gauge = session._context_gauge  # pyright: ignore[reportPrivateUsage]
+            if gauge is not None and main and message.context is not None:
+                for note in gauge.observe(message.context):
+                    await self.deliver(note)
+            return
+        budget = session.options.budget
+        usage = message.usage
+        if budget is None or usage is None or message.type is MessageType.RESULT:
+            return
+        # Per-call usage reported during the turn: the turn's spending so far.
+        self._spent_cost += usage.cost_usd or 0.0
+        self._spent_tokens += tokens_of(usage)
+        limit = budget.limit_reached(self._spent_cost, self._spent_tokens)
+        if limit in ("cost", "tokens") and self.stopped_by_budget is None and not self._done:
+            self.stopped_by_budget = limit
+            if self._scope is not None:
+                self._scope.cancel()  # the engine interrupts the agent
 
     def watch_cancel(self) -> None:
         """The engine's cancellation path began: start the watchdog that bounds it (once)."""
@@ -539,7 +587,29 @@ class Turn:
                     )
                     failure.__cause__ = exc
             timed_out = self._scope.cancel_called and not self.cancelling and not completed
-            if self.closed_by_session:
+            budget = session.options.budget
+            if budget is not None:
+                usage = self.summary.usage
+                if usage is not None and self.summary.has_result:
+                    budget.spend(usage)
+                else:
+                    budget.spend_partial(self._spent_cost, self._spent_tokens)
+                wall_spent = anyio.current_time() >= self._deadline - 1e-3
+                if timed_out and self._deadline_from_budget and wall_spent:
+                    self.stopped_by_budget = self.stopped_by_budget or "wall"
+            if self.stopped_by_budget is not None and not self.closed_by_session:
+                self.summary.stop_reason = "budget"
+                self.summary.ok = False
+                failure = None
+                assert budget is not None
+                if budget.raise_on_exceed:
+                    failure = BudgetExceededError(
+                        f"{session.engine_name} turn {self.number} reached the session budget's "
+                        f"{self.stopped_by_budget} limit and was stopped",
+                        limit=self.stopped_by_budget,
+                        engine=session.engine_name,
+                    )
+            elif self.closed_by_session:
                 failure = SessionClosedError(
                     f"the {session.engine_name} session was closed during turn {self.number}",
                     engine=session.engine_name,

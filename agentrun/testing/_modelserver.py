@@ -38,6 +38,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from .._session import single_error
 from ._script import (
     HttpError,
     Script,
@@ -430,11 +431,17 @@ class ModelServer:
         if tg is None:
             return None
         tg.cancel_scope.cancel()
-        result = await tg.__aexit__(exc_type, exc, tb)
-        if self._listener is not None:
-            with anyio.CancelScope(shield=True):
-                await self._listener.aclose()
-        return result
+        try:
+            # The server's tasks are cancelled: the group sees nothing of the caller's exception,
+            # so that propagates as itself, never wrapped in an exception group.
+            await tg.__aexit__(None, None, None)
+        except BaseException as group:
+            raise single_error(group) from None
+        finally:
+            if self._listener is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._listener.aclose()
+        return None
 
     async def serve_forever(self) -> None:
         """Serve until cancelled."""

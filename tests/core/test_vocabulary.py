@@ -31,6 +31,7 @@ PUBLIC = {
     "SendNotSupportedError", "SessionOptions", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
     "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "WireTap",
+    "Budget", "BudgetExceededError", "BudgetLimit", "ContextPolicy",
     "__version__", "approve_all", "default_catalog", "deny_all", "engine_names", "get_engine",
     "get_translator", "run_turn",
 }  # fmt: skip

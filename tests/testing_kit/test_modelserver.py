@@ -909,3 +909,11 @@ async def test_real_opencode_acp_uses_the_same_offline_config(tmp_path: Path) ->
     assert usage["size"] == config.context_window == 64_000
     assert usage["used"] == 1200
     assert [r.turn_index for r in server.model_requests] == [0]
+
+
+@pytest.mark.anyio
+async def test_an_error_in_the_block_leaves_the_server_as_itself() -> None:
+    # A public context manager raises the caller's own exception, never a group of one.
+    with pytest.raises(KeyError):
+        async with ModelServer():
+            raise KeyError("mine")

@@ -1,0 +1,91 @@
+"""Context thresholds and the budget on the real pinned agents, offline (embedded model server).
+
+The scripted model server reports whatever usage a test needs: a context fill past a threshold,
+a model call whose output spends the token budget while its tool still runs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from agents_support import require_engine
+
+from agentrun import (
+    Budget,
+    BudgetExceededError,
+    ContextPolicy,
+    Message,
+    MessageType,
+    SessionOptions,
+    run_turn,
+)
+from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+
+pytestmark = [pytest.mark.anyio, pytest.mark.agent]
+
+
+def _filled(cached: int) -> ScriptUsage:
+    return ScriptUsage(input_tokens=10, cache_read_tokens=cached, output_tokens=5)
+
+
+@pytest.mark.parametrize("name", ["claude", "opencode", "codex-app-server"])
+async def test_context_thresholds_through_a_real_agent(name: str, tmp_path: Path) -> None:
+    require_engine({"codex-app-server": "codex"}.get(name, name))
+    # Every model call reports a context three quarters full (agents make side calls too, such
+    # as titles: each gets the same answer). Fuller contexts make some agents compact on their
+    # own, which is a different story.
+    most = ModelTurn.text("Most.", usage=_filled(750_000)).model_copy(update={"repeat": 50})
+    script = Script(turns=[most])
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+        # Every agent's window is 1,000,000 here, whatever it would report or look up.
+        options = options.model_copy(
+            update={
+                "context_window_tokens": 1_000_000,
+                "context_policy": ContextPolicy(thresholds=(0.25, 0.5, 0.7)),
+            }
+        )
+        seen: list[Message] = []
+        async with engine.start(options) as session:
+            await run_turn(session, "one", on_message=seen.append, timeout=120)
+            await run_turn(session, "two", on_message=seen.append, timeout=120)
+    notes = [m for m in seen if m.type is MessageType.CONTEXT_THRESHOLD]
+    # Each threshold once, in the first turn; the second turn stays as full: nothing new.
+    assert [(m.turn, m.data and m.data["threshold"]) for m in notes] == [
+        (1, 0.25), (1, 0.5), (1, 0.7),
+    ]  # fmt: skip
+    for note in notes:
+        # The size is the agent's own where it reports one (Codex), else the session's.
+        assert note.context is not None and note.context.size_tokens
+        assert note.context.used_tokens is not None and note.context.used_tokens >= 750_000
+        assert note.data is not None and note.data["fraction"] >= note.data["threshold"]
+
+
+async def test_claude_is_interrupted_when_a_call_spends_the_token_budget(tmp_path: Path) -> None:
+    require_engine("claude")
+    budget = Budget(max_tokens=40_000)
+    script = Script(
+        turns=[
+            # The first call's output spends the budget; its tool would then run for 20 s.
+            ModelTurn.shell("sleep 20", say="Working.", usage=ScriptUsage(
+                input_tokens=10, cache_read_tokens=1_000, output_tokens=50_000)),
+            ModelTurn.text("Done."),
+        ]
+    )  # fmt: skip
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine("claude", server.url, tmp_path / "agent", hitl=False)
+        options = options.model_copy(update={"budget": budget})
+        assert isinstance(options, SessionOptions)
+        async with engine.start(options) as session:
+            t0 = time.monotonic()
+            with pytest.raises(BudgetExceededError) as caught:
+                await run_turn(session, "work", timeout=120)
+            assert time.monotonic() - t0 < 15  # interrupted, not after the 20 s tool
+            with pytest.raises(BudgetExceededError):
+                await run_turn(session, "more", timeout=60)
+    assert caught.value.limit == "tokens"
+    summary = caught.value.summary
+    assert summary is not None and summary.stop_reason == "budget"
+    assert budget.spent_tokens >= 40_000
