@@ -36,7 +36,7 @@ def _inputs(files: list[Path]) -> list[Path]:
     return out
 
 
-def baseline_json(files: list[Path]) -> Callable[[], object]:
+def _per_line(files: list[Path], decode: Callable[[bytes], object]) -> Callable[[], object]:
     inputs = _inputs(files)
 
     def run() -> int:
@@ -44,27 +44,22 @@ def baseline_json(files: list[Path]) -> Callable[[], object]:
         for path in inputs:
             for line in path.read_bytes().splitlines():
                 if line:
-                    json.loads(line)
+                    decode(line)
                     count += 1
         return count
 
     return run
+
+
+def baseline_json(files: list[Path]) -> Callable[[], object]:
+    return _per_line(files, json.loads)
 
 
 def limit_construct(files: list[Path]) -> Callable[[], object]:
-    inputs = _inputs(files)
+    def construct(line: bytes) -> object:
+        return Message.model_construct(type=MessageType.SYSTEM, raw=pydantic_core.from_json(line))
 
-    def run() -> int:
-        count = 0
-        for path in inputs:
-            for line in path.read_bytes().splitlines():
-                if line:
-                    value = pydantic_core.from_json(line)
-                    Message.model_construct(type=MessageType.SYSTEM, raw=value)
-                    count += 1
-        return count
-
-    return run
+    return _per_line(files, construct)
 
 
 def agentrun_summary(files: list[Path], engine: str) -> Callable[[], object]:

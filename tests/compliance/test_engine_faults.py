@@ -158,40 +158,39 @@ def engine_name(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-async def test_garbage_in_a_turn_is_reported_and_the_session_goes_on(
-    engine_name: str, tmp_path: Path
-) -> None:
+async def _junk_turn(
+    engine_name: str, tmp_path: Path, fault: str
+) -> tuple[list[str], list[Message]]:
+    """A clean turn, a turn with the ``fault``'s junk lines, a clean turn: the junk's error codes
+    and the faulty turn's messages."""
     expected = _expected(engine_name)
     async with _session(engine_name, tmp_path) as (session, _):
         async with session:
             first = await run_turn(session, "first", timeout=120)
             seen: list[Message] = []
-            prompt = fault_prompt("garbage")
+            prompt = fault_prompt(fault)
             noisy = await run_turn(session, prompt, on_message=seen.append, timeout=120)
             last = await run_turn(session, "last", timeout=120)
     assert first.has_result and first.text == expected("first")
     assert noisy.has_result and noisy.text == expected(prompt)
-    codes = {m.error.code for m in seen if m.type is MessageType.ERROR and m.error is not None}
-    assert {"invalid_utf8", "invalid_json"} <= codes
     assert last.has_result and last.ok and last.text == expected("last")
     assert all(m.turn == 2 for m in seen)
+    codes = [m.error.code for m in seen if m.type is MessageType.ERROR and m.error is not None]
+    return [c for c in codes if c is not None], seen
+
+
+async def test_garbage_in_a_turn_is_reported_and_the_session_goes_on(
+    engine_name: str, tmp_path: Path
+) -> None:
+    codes, _ = await _junk_turn(engine_name, tmp_path, "garbage")
+    assert {"invalid_utf8", "invalid_json"} <= set(codes)
 
 
 async def test_a_line_beyond_the_limit_is_skipped_and_reported(
     engine_name: str, tmp_path: Path
 ) -> None:
-    expected = _expected(engine_name)
-    async with _session(engine_name, tmp_path) as (session, _):
-        async with session:
-            await run_turn(session, "first", timeout=120)
-            seen: list[Message] = []
-            prompt = fault_prompt("huge")
-            summary = await run_turn(session, prompt, on_message=seen.append, timeout=120)
-            after = await run_turn(session, "after", timeout=120)
-    assert summary.has_result and summary.text == expected(prompt)
-    codes = [m.error.code for m in seen if m.type is MessageType.ERROR and m.error is not None]
+    codes, _ = await _junk_turn(engine_name, tmp_path, "huge")
     assert codes == ["line_too_long"]
-    assert after.has_result and after.text == expected("after")
 
 
 async def test_a_detached_descendant_neither_wedges_the_turn_nor_outlives_the_session(
