@@ -341,7 +341,7 @@ class TurnContext:
         blocks (the consumer may be gone), dropping messages nobody waits for. The turn then
         has :attr:`Session.cancel_grace` seconds to end before the agent is stopped by force."""
         self._turn.nonblocking = True
-        self._turn.watch_cancel()
+        self._turn._start_watchdog()  # pyright: ignore[reportPrivateUsage]
 
     @property
     def has_result(self) -> bool:
@@ -384,8 +384,8 @@ class Turn:
         self.nonblocking: bool = False
         #: True when the session was closed while this turn ran.
         self.closed_by_session: bool = False
-        #: Set when the engine's cancellation path began (see :meth:`TurnContext.begin_cancel`).
-        self.cancel_begun: anyio.Event = anyio.Event()
+        # Set when the engine's cancellation path began (see TurnContext.begin_cancel).
+        self._cancel_begun = anyio.Event()
         #: True when the cancel overran the grace and the agent was stopped by force.
         self.stopped_by_force: bool = False
         self._watchdog: anyio.CancelScope | None = None
@@ -546,11 +546,11 @@ class Turn:
             if self._scope is not None:
                 self._scope.cancel()  # the engine interrupts the agent
 
-    def watch_cancel(self) -> None:
+    def _start_watchdog(self) -> None:
         """The engine's cancellation path began: start the watchdog that bounds it (once)."""
-        if self.cancel_begun.is_set():
+        if self._cancel_begun.is_set():
             return
-        self.cancel_begun.set()
+        self._cancel_begun.set()
         if self._task_group is not None and not self._done:
             self._watchdog = anyio.CancelScope()
             self._task_group.start_soon(self._watch_cancel, self._watchdog)
@@ -558,7 +558,7 @@ class Turn:
     async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
         """Once a cancel began, give the engine ``cancel_grace`` seconds, then stop the agent."""
         with scope:
-            await self.cancel_begun.wait()
+            await self._cancel_begun.wait()
             with anyio.move_on_after(self.session.cancel_grace):
                 await self._finished.wait()
             if not self._done:

@@ -80,7 +80,7 @@ MANY = textwrap.dedent(
 
 BIG = textwrap.dedent(
     """
-    import json, resource, sys, anyio
+    import json, sys, anyio
     from agentrun._subprocess import ProcessSpec, open_process
     from agentrun._translate import decode_line
 
@@ -89,7 +89,12 @@ BIG = textwrap.dedent(
     PRINTER = sys.argv[3]
 
     def peak_mb():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # VmHWM, not ru_maxrss: the latter can carry the parent's peak across fork and exec.
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
 
     async def main():
         before = peak_mb()
