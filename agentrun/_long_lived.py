@@ -249,6 +249,8 @@ class LongLivedSession(Session):
         send, recv = anyio.create_memory_object_stream[Message | _Ended](1024)
         early, self._early = self._early, []
         self._turn_started = True
+        # The stream starts with the init, whatever the agent said before its session was ready.
+        early.sort(key=lambda m: m.type is not MessageType.INIT)
         for message in early:
             await ctx.emit(message)
         self._queue = send

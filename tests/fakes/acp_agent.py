@@ -17,7 +17,8 @@ Reads JSON-RPC lines on stdin, answers on stdout. What a prompt does depends on 
 anything else   echoes the prompt, one ``usage_update``, ``end_turn`` with usage
 
 Options (argv): ``--hang-new`` never answers ``session/new``; ``--no-modes`` advertises no modes
-or models; ``--stay`` ignores end of input (must be killed).
+or models; ``--stay`` ignores end of input (must be killed); ``--close`` advertises and honours
+``session/close`` (exits at once).
 """
 
 from __future__ import annotations
@@ -273,7 +274,11 @@ def handle(msg: dict[str, Any]) -> None:
                     "protocolVersion": 1,
                     "agentCapabilities": {
                         "loadSession": True,
-                        "sessionCapabilities": {"resume": {}, "fork": {}},
+                        "sessionCapabilities": {
+                            "resume": {},
+                            "fork": {},
+                            **({"close": {}} if "--close" in ARGS else {}),
+                        },
                     },
                     "agentInfo": {"name": "FakeAgent", "version": "0.0.1"},
                     "authMethods": [],
@@ -332,6 +337,11 @@ def handle(msg: dict[str, Any]) -> None:
         threading.Thread(target=prompt, args=(request_id, params), daemon=True).start()
     elif method == "session/cancel":
         _cancelled.set()
+    elif method == "session/close" and "--close" in ARGS:
+        send({"id": request_id, "result": {}})
+        import os
+
+        os._exit(0)
     elif request_id is not None:
         send(
             {"id": request_id, "error": {"code": -32601, "message": f"Method not found: {method}"}}

@@ -309,6 +309,13 @@ class AcpSession(JsonRpcSession):
     async def _shutdown(self) -> None:
         for scope in list(self._permission_scopes):
             scope.cancel()
+        caps = self.acp_translator.state.capabilities.session_capabilities
+        conn = self.conn
+        if caps.close is not None and self.session_id is not None and conn is not None:
+            # Agents that ignore the end of their input (codex-acp) would otherwise take the whole
+            # close_stdin_timeout; session/close lets them end at once.
+            with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError, OSError):
+                await conn.request(Method.SESSION_CLOSE, {"sessionId": self.session_id})
         await super()._shutdown()
 
     async def _call(self, method: str, params: Any, timeout: float) -> Any:

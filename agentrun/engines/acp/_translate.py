@@ -142,6 +142,10 @@ class ToolState:
     announced: bool = False
     finished: bool = False
     replayed: bool = False
+    #: Output an agent streams in ``_meta.terminal_output_delta`` (codex-acp), and the exit code
+    #: from ``_meta.terminal_exit``.
+    terminal_output: list[str] = field(default_factory=list[str])
+    exit_code: int | None = None
 
 
 def _placeholder_input(value: Any) -> bool:
@@ -429,6 +433,20 @@ class AcpState:
                 )
             )
             return out
+        notice = _dict((chunk.meta or {}).get("claudeCode"))
+        if kind == "text" and notice is not None and notice.get("kind") == "informational":
+            # A notice from the adapter (a billing or mode warning), not the model's answer.
+            out = self._announce_pending()
+            out.append(
+                self._msg(
+                    type=MessageType.SYSTEM,
+                    subtype="notice",
+                    text=content.text,
+                    data={"level": notice.get("level")},
+                    raw=raw,
+                )
+            )
+            return out
         out: list[Message] = []
         block = self._block
         if block is None or block.kind != kind or block.message_id != chunk.message_id:
@@ -486,9 +504,19 @@ class AcpState:
             tool.content = [to_wire(c) for c in fields.content]
         if fields.locations is not None:
             tool.locations = [to_wire(loc) for loc in fields.locations]
-        meta = _dict((fields.meta or {}).get("claudeCode"))
-        if meta is not None and isinstance(meta.get("toolName"), str):
-            tool.name = meta["toolName"]
+        named = (fields.model_extra or {}).get("name")
+        if isinstance(named, str) and named:
+            tool.name = named  # the tool's own name beats its human title
+        meta = fields.meta or {}
+        claude = _dict(meta.get("claudeCode"))
+        if claude is not None and isinstance(claude.get("toolName"), str):
+            tool.name = claude["toolName"]
+        delta = _dict(meta.get("terminal_output_delta"))
+        if delta is not None and isinstance(delta.get("data"), str):
+            tool.terminal_output.append(delta["data"])
+        exited = _dict(meta.get("terminal_exit"))
+        if exited is not None and isinstance(exited.get("exit_code"), int):
+            tool.exit_code = exited["exit_code"]
 
     def _ready(self, tool: ToolState) -> bool:
         return tool.status not in (None, "pending") or not _placeholder_input(tool.input)
@@ -587,9 +615,14 @@ class AcpState:
             output: Any = text
         elif tool.raw_output is not None:
             output = tool.raw_output
+        elif tool.terminal_output or tool.exit_code is not None:
+            # The content only points at a terminal; the agent streamed its output in _meta.
+            output = "".join(tool.terminal_output)
         else:
             output = tool.content
         data: dict[str, Any] = {}
+        if tool.exit_code is not None:
+            data["exit_code"] = tool.exit_code
         if tool.raw_output is not None:
             data["raw_output"] = tool.raw_output
         if tool.content:
@@ -597,7 +630,9 @@ class AcpState:
         return self._msg(
             tool.replayed,
             type=MessageType.TOOL_RESULT,
-            tool=self._tool_model(tool, output=output, error=tool.status == "failed"),
+            tool=self._tool_model(
+                tool, output=output, error=tool.status == "failed" or bool(tool.exit_code)
+            ),
             data=data or None,
             raw=raw,
         )

@@ -298,6 +298,27 @@ async def test_an_agent_that_never_answers_a_cancel_ends_the_session(tmp_path: P
     assert all(m.message_id != "deaf" for m in seen.messages)
 
 
+async def test_session_close_ends_an_agent_that_ignores_end_of_input(tmp_path: Path) -> None:
+    # codex-acp ignores stdin EOF but advertises session/close: closing must not wait out the
+    # whole close_stdin_timeout.
+    async with engine("--stay", "--close", close_stdin_timeout=10.0).start(
+        session(tmp_path)
+    ) as process:
+        await run_turn(process, "hello", timeout=10)
+        t0 = time.monotonic()
+        await process.aclose()
+        took = time.monotonic() - t0
+    assert took < 5
+    assert process.returncode == 0
+
+
+async def test_the_stream_starts_with_init(tmp_path: Path) -> None:
+    seen = Collect()
+    async with engine().start(session(tmp_path)) as process:
+        await run_turn(process, "hello", on_message=seen)
+    assert seen.messages[0].type is MessageType.INIT
+
+
 async def test_timeout_cancels_and_reports_the_cancelled_result(tmp_path: Path) -> None:
     async with engine().start(session(tmp_path)) as process:
         with pytest.raises(TurnTimeoutError) as caught:

@@ -259,6 +259,94 @@ def test_text_blocks_end_at_a_new_message_a_tool_call_and_the_turn_end() -> None
     assert summary.tool_calls[0].completed is False
 
 
+def test_codex_acp_terminal_output_in_meta_and_the_tools_own_name() -> None:
+    # codex-acp 2.x: the tool's name in the (unstable) "name" field, the command's output only
+    # in _meta.terminal_output_delta and its exit code only in _meta.terminal_exit.
+    t = AcpTranslator()
+    _session(t)
+    start = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "call_1",
+        "name": "exec_command",
+        "title": "echo hi",
+        "kind": "execute",
+        "status": "in_progress",
+        "rawInput": {"command": "echo hi", "cwd": "/w"},
+        "content": [{"type": "terminal", "terminalId": "call_1"}],
+    }
+    (use,) = t.feed(_update(start))
+    assert use.tool is not None and use.tool.name == "exec_command"
+    assert use.tool.title == "echo hi"
+    out = t.feed(_update({"sessionUpdate": "tool_call_update", "toolCallId": "call_1",
+                          "_meta": {"terminal_output_delta": {"data": "hi\n"}}}))  # fmt: skip
+    out += t.feed(
+        _update(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "call_1",
+                "status": "completed",
+                "_meta": {"terminal_exit": {"exit_code": 0}},
+            }
+        )
+    )
+    result = out[-1]
+    assert result.type is MessageType.TOOL_RESULT and result.tool is not None
+    assert (result.tool.output, result.tool.is_error) == ("hi\n", False)
+    assert result.data is not None and result.data["exit_code"] == 0
+    summary = TurnSummary.from_messages([use, *out])
+    assert summary.tool_calls[0].name == "exec_command"
+    assert summary.tool_calls[0].output == "hi\n"
+
+
+def test_a_failing_terminal_command_is_an_error_result() -> None:
+    t = AcpTranslator()
+    _session(t)
+    t.feed(_update({"sessionUpdate": "tool_call", "toolCallId": "c", "kind": "execute",
+                    "status": "in_progress", "rawInput": {"command": "false"}}))  # fmt: skip
+    (result,) = t.feed(
+        _update(
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "c",
+                "status": "completed",
+                "_meta": {"terminal_exit": {"exit_code": 1}},
+            }
+        )
+    )
+    assert result.tool is not None and result.tool.is_error is True
+    assert result.tool.output == ""
+
+
+def test_an_adapters_informational_notice_is_not_answer_text() -> None:
+    # claude-agent-acp in mode "auto" sends a billing warning as an agent_message_chunk.
+    t = AcpTranslator()
+    _session(t)
+    out = t.feed(
+        _update(
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "messageId": "m1",
+                "content": {"type": "text", "text": "Hello from the fake model."},
+            }
+        )
+    )
+    out += t.feed(
+        _update(
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "**Warning:** We're changing auto mode."},
+                "_meta": {"claudeCode": {"kind": "informational", "level": "warning"}},
+            }
+        )
+    )
+    out += t.feed(_recv({"id": 3, "result": {"stopReason": "end_turn"}}))
+    notices = [m for m in out if m.subtype == "notice"]
+    assert [n.text for n in notices] == ["**Warning:** We're changing auto mode."]
+    assert notices[0].data == {"level": "warning"}
+    summary = TurnSummary.from_messages(out)
+    assert summary.text == "Hello from the fake model."
+
+
 def test_cost_is_the_difference_from_before_the_prompt() -> None:
     t = AcpTranslator()
     _session(t)
