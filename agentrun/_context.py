@@ -189,9 +189,10 @@ class ContextTracker:
 
     def observe_call(self, usage: Usage, *, raw: Any = None) -> Message | None:
         """A main-thread model call finished (or started) with this usage; ``None`` when the
-        usage has no prompt-side numbers at all."""
+        usage has no prompt-side numbers, or only zeros (every real call has a prompt: zeros
+        are an agent's placeholder before its first call, such as Codex's at a turn's start)."""
         used = usage.prompt_tokens
-        if used is None:
+        if not used:
             return None
         return self._reading(used, "call_usage", raw=raw)
 

@@ -83,3 +83,14 @@ def test_custom_catalog() -> None:
     message = tracker.observe_call(Usage(input_tokens=5))
     assert message is not None and message.context is not None
     assert message.context.fraction == 0.5
+
+
+def test_a_call_with_no_prompt_tokens_is_not_a_reading() -> None:
+    # Agents send all-zero usage before their first call (Codex app-server as a turn starts):
+    # a zero fill would re-arm every context threshold.
+    tracker = ContextTracker(model="m", override=1000)
+    assert tracker.observe_call(Usage(input_tokens=0, cache_read_tokens=0, output_tokens=0)) is None
+    assert tracker.observe_call(Usage(output_tokens=5)) is None
+    reading = tracker.observe_call(Usage(input_tokens=10))
+    assert reading is not None and reading.context is not None
+    assert reading.context.used_tokens == 10

@@ -366,8 +366,6 @@ class CodexAppServerTranslator(AgentTranslator):
         if last is None:
             return []
         call = codex_usage(_camel_totals(last))
-        if not call.prompt_tokens:
-            return []  # no model call yet (Codex sends zeros as a turn starts): not a reading
         self._usage = call if self._usage is None else self._usage + call
         reading = self.tracker.observe_call(call, raw=msg)
         return [] if reading is None else [reading]
