@@ -39,6 +39,7 @@ from ._errors import AgentrunError, SessionTerminatedError
 from ._messages import Message, MessageType
 from ._options import SessionOptions
 from ._session import Session, TurnContext
+from ._streams import receive_soon, send_soon
 from ._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
 
 __all__ = ["LongLivedSession", "WireTranslator"]
@@ -221,10 +222,7 @@ class LongLivedSession(Session):
         for message in messages:
             if queue is not None:
                 try:
-                    try:
-                        queue.send_nowait(message)
-                    except anyio.WouldBlock:
-                        await queue.send(message)  # the turn is behind: wait for room
+                    await send_soon(queue, message)
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                     self._queue = queue = None  # the turn is over; the late tail is dropped
                     continue
@@ -303,10 +301,7 @@ class LongLivedSession(Session):
     ) -> None:
         while True:
             try:
-                try:
-                    item = recv.receive_nowait()
-                except anyio.WouldBlock:
-                    item = await recv.receive()
+                item = await receive_soon(recv)
             except anyio.EndOfStream:
                 return
             if isinstance(item, _Ended):

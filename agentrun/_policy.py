@@ -160,10 +160,4 @@ class Budget(BaseModel):
 
 def tokens_of(usage: Usage) -> int:
     """Every token of a usage figure: input, cache reads and writes, output."""
-    parts = (
-        usage.input_tokens,
-        usage.cache_read_tokens,
-        usage.cache_write_tokens,
-        usage.output_tokens,
-    )
-    return sum(p or 0 for p in parts)
+    return (usage.prompt_tokens or 0) + (usage.output_tokens or 0)

@@ -64,6 +64,7 @@ from ._framing import LineTooLong
 from ._messages import Message, MessageType
 from ._options import SessionOptions
 from ._policy import BudgetLimit, ContextGauge, tokens_of
+from ._streams import receive_soon, send_soon
 from ._summary import TurnSummary
 
 __all__ = [
@@ -384,8 +385,6 @@ class Turn:
         self.nonblocking: bool = False
         #: True when the session was closed while this turn ran.
         self.closed_by_session: bool = False
-        # Set when the engine's cancellation path began (see TurnContext.begin_cancel).
-        self._cancel_begun = anyio.Event()
         #: True when the cancel overran the grace and the agent was stopped by force.
         self.stopped_by_force: bool = False
         self._watchdog: anyio.CancelScope | None = None
@@ -471,11 +470,7 @@ class Turn:
         if self._recv is None:
             raise RuntimeError("use 'async with session.turn(...)' before iterating")
         try:
-            try:
-                # What is already buffered is taken without a trip through the event loop.
-                message = self._recv.receive_nowait()
-            except anyio.WouldBlock:
-                message = await self._recv.receive()
+            message = await receive_soon(self._recv)
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             caller_error = self.session._caller_error  # pyright: ignore[reportPrivateUsage]
             if caller_error is not None:
@@ -512,10 +507,7 @@ class Turn:
                 send.send_nowait(message)
             return
         try:
-            try:
-                send.send_nowait(message)
-            except anyio.WouldBlock:
-                await send.send(message)  # the consumer is behind: wait for room
+            await send_soon(send, message)  # waits only when the consumer is behind
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.nonblocking = True  # the consumer is gone
             return
@@ -548,17 +540,14 @@ class Turn:
 
     def _start_watchdog(self) -> None:
         """The engine's cancellation path began: start the watchdog that bounds it (once)."""
-        if self._cancel_begun.is_set():
-            return
-        self._cancel_begun.set()
-        if self._task_group is not None and not self._done:
+        if self._watchdog is None and self._task_group is not None and not self._done:
             self._watchdog = anyio.CancelScope()
             self._task_group.start_soon(self._watch_cancel, self._watchdog)
 
     async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
-        """Once a cancel began, give the engine ``cancel_grace`` seconds, then stop the agent."""
+        """Give the engine ``cancel_grace`` seconds to end the cancelled turn, then stop the
+        agent."""
         with scope:
-            await self._cancel_begun.wait()
             with anyio.move_on_after(self.session.cancel_grace):
                 await self._finished.wait()
             if not self._done:
