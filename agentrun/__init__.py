@@ -37,6 +37,7 @@ from ._messages import (
     ProcessMeta,
     ToolCall,
     Usage,
+    UsageSource,
 )
 from ._options import Effort, Mode, SessionOptions
 from ._permissions import (
@@ -48,6 +49,7 @@ from ._permissions import (
     deny_all,
 )
 from ._policy import Budget, BudgetLimit, ContextPolicy
+from ._prices import ModelPrice, PriceCatalog, default_prices
 from ._registry import engine_names, get_engine, get_translator
 from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
@@ -138,12 +140,14 @@ __all__ = [
     "MessageType",
     "Mode",
     "ModelInfo",
+    "ModelPrice",
     "NoResultError",
     "PermissionDecision",
     "PermissionDenial",
     "PermissionHandler",
     "PermissionOption",
     "PermissionRequest",
+    "PriceCatalog",
     "ProcessExitError",
     "ProcessMeta",
     "ProtocolError",
@@ -166,11 +170,13 @@ __all__ = [
     "TurnSummary",
     "TurnTimeoutError",
     "Usage",
+    "UsageSource",
     "WireTap",
     "__version__",
     "approve_all",
     "compare",
     "default_catalog",
+    "default_prices",
     "deny_all",
     "engine_names",
     "get_engine",

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from ._messages import ContextSource, ContextWindow, Message, Usage
 
@@ -85,10 +86,7 @@ class Catalog:
     def lookup(self, model: str | None) -> ModelInfo | None:
         if not model:
             return None
-        key = model.strip().lower()
-        candidates = [key]
-        if "/" in key:
-            candidates.append(key.rsplit("/", 1)[1])
+        candidates = model_keys(model)
         for candidate in candidates:
             if candidate in self._models:
                 return self._models[candidate]
@@ -102,6 +100,13 @@ class Catalog:
                 if candidate.startswith(prefix):
                     return info
         return None
+
+
+def model_keys(model: str) -> list[str]:
+    """The keys a model id is looked up by, best first: the id in lower case, then without its
+    ``provider/`` prefix."""
+    key = model.strip().lower()
+    return [key, key.rsplit("/", 1)[1]] if "/" in key else [key]
 
 
 def _int(value: object) -> int | None:
@@ -126,17 +131,27 @@ def default_catalog() -> Catalog:
     return catalog
 
 
-_shared_default: tuple[str | None, Catalog] | None = None
+_T = TypeVar("_T")
 
 
-def _tracker_catalog() -> Catalog:
-    """The default catalog trackers read (never modify): built once per process, again only when
-    ``$AGENTRUN_MODEL_CATALOG`` changes. ``default_catalog()`` returns a fresh copy to callers."""
-    global _shared_default
-    extra = os.environ.get(CATALOG_ENV)
-    if _shared_default is None or _shared_default[0] != extra:
-        _shared_default = (extra, default_catalog())
-    return _shared_default[1]
+class SharedDefault(Generic[_T]):
+    """A default table the library reads (never modifies): built once per process, again only
+    when the environment variable naming the user's additions changes. The public
+    ``default_*()`` functions return fresh copies to callers."""
+
+    def __init__(self, env: str, build: Callable[[], _T]) -> None:
+        self._env = env
+        self._build = build
+        self._built: tuple[str | None, _T] | None = None
+
+    def get(self) -> _T:
+        extra = os.environ.get(self._env)
+        if self._built is None or self._built[0] != extra:
+            self._built = (extra, self._build())
+        return self._built[1]
+
+
+_tracker_catalog = SharedDefault(CATALOG_ENV, default_catalog).get
 
 
 class ContextTracker:

@@ -13,6 +13,8 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
   thinking (engines add reasoning tokens where the agent reports them separately).
 * ``cost_usd`` on a ``result`` is the cost of **that turn**, never a session total.
 * ``None`` means "not reported"; ``0`` means "reported as zero".
+* On a ``result``, ``usage_source`` and ``cost_source`` say where the turn's token figures and its
+  cost came from (:data:`UsageSource`); elsewhere they are ``None``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "ProcessMeta",
     "ToolCall",
     "Usage",
+    "UsageSource",
 ]
 
 
@@ -76,6 +79,15 @@ class _Model(BaseModel):
     )
 
 
+#: Where a turn's token figures or cost came from.
+#: ``reported``: the agent reported them for this turn (or for each of its calls or steps).
+#: ``derived``: the library computed them from what the agent reported, e.g. the difference of
+#: two running totals of the session.
+#: ``estimated``: the agent reported none; computed from the tokens and the price catalog.
+#: ``unavailable``: nobody knows them (the figure is ``None``).
+UsageSource = Literal["reported", "derived", "estimated", "unavailable"]
+
+
 class Usage(_Model):
     """Token and cost figures. ``None`` = not reported. See the module docstring."""
 
@@ -87,6 +99,10 @@ class Usage(_Model):
     cost_usd: float | None = None
     context_used_tokens: int | None = None
     context_size_tokens: int | None = None
+    #: Where the token figures came from (set on a turn's ``result``).
+    usage_source: UsageSource | None = None
+    #: Where ``cost_usd`` came from (set on a turn's ``result``).
+    cost_source: UsageSource | None = None
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -125,6 +141,8 @@ class Usage(_Model):
             cost_usd=_addf(self.cost_usd, other.cost_usd),
             context_used_tokens=_pick(other.context_used_tokens, self.context_used_tokens),
             context_size_tokens=_pick(other.context_size_tokens, self.context_size_tokens),
+            usage_source=_pick_source(self.usage_source, other.usage_source),
+            cost_source=_pick_source(self.cost_source, other.cost_source),
         )
 
 
@@ -146,6 +164,17 @@ def _addf(a: float | None, b: float | None) -> float | None:
 
 def _pick(a: int | None, b: int | None) -> int | None:
     return b if a is None else a
+
+
+#: Weakest first: a sum of known figures is only as good as its weakest part; a part nobody
+#: knows adds nothing and says nothing about the rest.
+_SOURCE_RANK: dict[str, int] = {"estimated": 0, "derived": 1, "reported": 2, "unavailable": 3}
+
+
+def _pick_source(a: UsageSource | None, b: UsageSource | None) -> UsageSource | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return a if _SOURCE_RANK[a] <= _SOURCE_RANK[b] else b
 
 
 class ContextWindow(_Model):

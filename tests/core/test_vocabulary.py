@@ -32,6 +32,7 @@ PUBLIC = {
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
     "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "WireTap",
     "Budget", "BudgetExceededError", "BudgetLimit", "ContextPolicy",
+    "ModelPrice", "PriceCatalog", "UsageSource", "default_prices",
     "__version__", "approve_all", "default_catalog", "deny_all", "engine_names", "get_engine",
     "get_translator", "run_turn",
 }  # fmt: skip

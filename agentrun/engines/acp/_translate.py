@@ -66,7 +66,9 @@ from ..._messages import (
     ProcessMeta,
     ToolCall,
     Usage,
+    UsageSource,
 )
+from ..._prices import account_usage
 from ._schema import (
     AgentCapabilities,
     AgentMessageChunk,
@@ -242,6 +244,10 @@ class AcpState:
     @property
     def usage_scope(self) -> str:
         return "last_call" if self.agent_name in _LAST_CALL_USAGE else "prompt"
+
+    @property
+    def _estimable(self) -> UsageSource:
+        return "unavailable" if self.usage_scope == "last_call" else "reported"
 
     def _msg(self, replayed: bool | None = None, **fields: Any) -> Message:
         return Message(replayed=self.replaying if replayed is None else replayed, **fields)
@@ -760,7 +766,13 @@ class AcpState:
             stop_reason = stop if isinstance(stop, str) else None
             reported = None
         cost, data = self._turn_data()
-        usage = _usage_of(reported, cost)
+        usage = account_usage(
+            _usage_of(reported, cost),
+            model=self.model,
+            # A session's running cost differenced; with no cost, an estimate only from the
+            # whole prompt's tokens (not from an agent's last call alone).
+            cost="derived" if cost is not None else self._estimable,
+        )
         if reported is not None:
             data["usage_scope"] = self.usage_scope
             if reported.total_tokens is not None:
@@ -794,7 +806,9 @@ class AcpState:
         out.append(
             Message(
                 type=MessageType.RESULT,
-                usage=None if cost is None else Usage(cost_usd=cost),
+                usage=None
+                if cost is None
+                else account_usage(Usage(cost_usd=cost), model=self.model, cost="derived"),
                 error=ErrorInfo(
                     message=message,
                     code=error_code,

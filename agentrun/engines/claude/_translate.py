@@ -35,7 +35,9 @@ from ..._messages import (
     ProcessMeta,
     ToolCall,
     Usage,
+    UsageSource,
 )
+from ..._prices import account_usage
 
 __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
 
@@ -608,15 +610,19 @@ class ClaudeTranslator:
         previous = self._last_total_cost
         if total_cost is not None:
             self._last_total_cost = total_cost
+        model = self.model or next(iter(since_last or {}), None)
         if since_last:
             # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
             # counts the interrupted call, which was paid for.
-            return _model_usage_sum(since_last)
+            return account_usage(_model_usage_sum(since_last), model=model)
         usage = call_usage(_obj(ev.get("usage")))
         cost: float | None = None
+        cost_source: UsageSource = "reported"
         if total_cost is not None:
             if previous is not None:
                 cost = round(max(total_cost - previous, 0.0), 12)
+                cost_source = "derived"
             elif not self.resumed:
                 cost = total_cost
-        return usage.model_copy(update={"cost_usd": cost})
+        usage = usage.model_copy(update={"cost_usd": cost})
+        return account_usage(usage, model=model, cost=cost_source)

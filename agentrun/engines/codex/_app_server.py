@@ -38,6 +38,7 @@ from ..._messages import (
     PermissionDenial,
     Usage,
 )
+from ..._prices import account_usage
 from ..._translate import AgentTranslator, AgentTranslatorOptions
 from ._translate import codex_usage, tool_messages
 
@@ -405,7 +406,7 @@ class CodexAppServerTranslator(AgentTranslator):
             Message(
                 type=MessageType.RESULT,
                 subtype=subtype,
-                usage=self._usage,
+                usage=account_usage(self._usage, model=self.model),
                 stop_reason=stop,
                 error=error,
                 denials=tuple(self._denials) if self._denials else None,

@@ -61,6 +61,7 @@ from ..._messages import (
     ToolCall,
     Usage,
 )
+from ..._prices import account_usage
 from ..._translate import AgentTranslator, AgentTranslatorOptions
 
 __all__ = [
@@ -644,11 +645,14 @@ class CodexExecTranslator(AgentTranslator):
             recorded_thread = None
         if rollout is not None and rollout.turn is not None:
             self.totals.prime(recorded_thread or self.completed or rollout.turn)
-            return codex_usage(rollout.turn), None
+            return account_usage(codex_usage(rollout.turn), model=self.model), None
         if self.completed is None:
             if recorded_thread is not None:
                 self.totals.prime(recorded_thread)
             return None, None
         figures, scope = self.totals.advance(self.completed)
-        usage = codex_usage(figures)
-        return usage, ("thread_cumulative" if scope == "cumulative" else None)
+        if scope == "cumulative":
+            # The thread's running total, not this turn's: no cost is estimated from it.
+            usage = account_usage(codex_usage(figures), model=self.model, cost="unavailable")
+            return usage, "thread_cumulative"
+        return account_usage(codex_usage(figures), model=self.model, tokens="derived"), None

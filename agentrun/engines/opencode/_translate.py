@@ -30,6 +30,7 @@ from ..._messages import (
     ToolCall,
     Usage,
 )
+from ..._prices import account_usage
 from ..._translate import AgentTranslator, AgentTranslatorOptions
 
 __all__ = ["AGENT_NAME", "REJECTED_PERMISSION", "STOP_REASONS", "OpenCodeTranslator"]
@@ -280,7 +281,7 @@ class OpenCodeTranslator(AgentTranslator):
             Message(
                 type=MessageType.RESULT,
                 subtype="cancelled" if cancelled else ("error" if error else "success"),
-                usage=self.usage,
+                usage=account_usage(self.usage, model=self.model),
                 stop_reason=stop_reason,
                 error=error,
                 denials=tuple(self.denials) if self.denials else None,

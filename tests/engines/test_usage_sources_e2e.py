@@ -1,0 +1,68 @@
+"""Where a turn's tokens and cost came from, on the real pinned agents, offline.
+
+Claude Code and OpenCode report a cost; Codex reports tokens only, so the library estimates the
+cost from the price catalog (here a file in ``$AGENTRUN_PRICE_CATALOG`` that prices the offline
+model); an ACP agent's session cost is differenced per turn.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agents_support import require_engine
+
+from agentrun import TurnSummary, Usage, run_turn
+from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+
+pytestmark = [pytest.mark.anyio, pytest.mark.agent]
+
+#: US dollars per million tokens of the offline model, for this test only.
+PRICES = {"input": 2.0, "cached_input": 0.5, "cache_write": 2.5, "output": 8.0}
+
+EXPECTED = {
+    "claude": ("reported", "reported"),
+    "opencode": ("reported", "reported"),
+    "opencode-acp": ("reported", "derived"),
+    "codex": ("reported", "estimated"),
+    "codex-app-server": ("reported", "estimated"),
+}
+
+
+def _priced(usage: Usage) -> float:
+    return (
+        (usage.input_tokens or 0) * PRICES["input"]
+        + (usage.cache_read_tokens or 0) * PRICES["cached_input"]
+        + (usage.cache_write_tokens or 0) * PRICES["cache_write"]
+        + (usage.output_tokens or 0) * PRICES["output"]
+    ) / 1_000_000
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+async def test_every_result_says_where_its_tokens_and_cost_came_from(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_engine({"codex-app-server": "codex", "opencode-acp": "opencode"}.get(name, name))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"fake-model": PRICES}}))
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
+    usage = ScriptUsage(input_tokens=1_200, cache_read_tokens=30_000, output_tokens=400)
+    # Agents make side calls too (titles): each gets the same answer.
+    answer = ModelTurn.text("Priced.", usage=usage).model_copy(update={"repeat": 20})
+    async with ModelServer(Script(turns=[answer])) as server:
+        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+        summaries: list[TurnSummary] = []
+        async with engine.start(options) as session:
+            summaries.append(await run_turn(session, "one", timeout=120))
+            summaries.append(await run_turn(session, "two", timeout=120))
+    for summary in summaries:
+        got = summary.usage
+        assert got is not None, summary
+        assert (got.usage_source, got.cost_source) == EXPECTED[name], got
+        assert got.output_tokens and got.output_tokens >= 400
+        assert got.cost_usd is not None
+        if got.cost_source == "estimated":
+            # Exactly the turn's tokens at the catalog's prices.
+            assert got.cost_usd == pytest.approx(_priced(got), rel=1e-9)
+            assert got.cost_usd > 0
