@@ -56,6 +56,10 @@ class MessageType(str, enum.Enum):
     RESULT = "result"
     ERROR = "error"
     SYSTEM = "system"
+    #: The agent will retry a failed model call (``data``: attempt, max_attempts, delay_s).
+    RETRY = "retry"
+    #: The agent has been quiet for a while (``data``: what was last seen, what it waits for).
+    STALL = "stall"
 
     def __str__(self) -> str:
         return self.value
@@ -271,6 +275,10 @@ class Message(_Model):
                               ``resume_id``
     ``error``                 ``error``
     ``system``                ``subtype`` and ``data``; ``denials`` for permission denials
+    ``retry``                 ``error`` (what failed: message, code, HTTP status), ``data``
+                              (``attempt``, ``max_attempts``, ``delay_s`` where known)
+    ``stall``                 ``data`` (``quiet_s``, ``waiting_for``, ``open_tools``,
+                              ``last_seen``, ``acts_in_s``); made by the library, not the agent
     ========================  ==============================================================
 
     ``turn`` is set by the library to the number of the turn the message belongs to (1, 2, ...).
@@ -341,6 +349,34 @@ class Message(_Model):
         return cls(
             type=MessageType.ERROR,
             error=ErrorInfo(message=message, code=code, status=status, fatal=fatal),
+            data=data,
+            raw=raw,
+        )
+
+    @classmethod
+    def retry_notice(
+        cls,
+        message: str,
+        *,
+        attempt: int | None = None,
+        max_attempts: int | None = None,
+        delay_s: float | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        raw: Any = None,
+    ) -> Message:
+        """A ``retry`` message: the agent will call the model again after a failure."""
+        data: dict[str, Any] = {}
+        if attempt is not None:
+            data["attempt"] = attempt
+        if max_attempts is not None:
+            data["max_attempts"] = max_attempts
+        if delay_s is not None and delay_s >= 0:
+            data["delay_s"] = delay_s
+        return cls(
+            type=MessageType.RETRY,
+            text=message,
+            error=ErrorInfo(message=message, code=code, status=status),
             data=data,
             raw=raw,
         )

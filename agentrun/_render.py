@@ -128,6 +128,10 @@ class Renderer:
                 )
         elif kind is MessageType.CONTEXT_THRESHOLD and message.text:
             self._line(self.style("yellow", "▲ " + clean(message.text)))
+        elif kind is MessageType.RETRY:
+            self._line(self.style("yellow", "↻ " + clean(_retry_line(message))))
+        elif kind is MessageType.STALL and message.text:
+            self._line(self.style("yellow", "… " + clean(message.text)))
         elif kind is MessageType.INIT and message.init is not None:
             init = message.init
             parts = [p for p in (init.agent_name, init.agent_version) if p]
@@ -186,3 +190,19 @@ class Renderer:
             lines.append(f"   wall time: {summary.duration_s:.2f}s")
         for line in lines:
             self._line(self.style("bold", line) if line is lines[0] else line)
+
+
+def _retry_line(message: Message) -> str:
+    data = message.data or {}
+    error = message.error
+    parts = ["retry"]
+    if "attempt" in data:
+        most = data.get("max_attempts")
+        parts.append(f"{data['attempt']}/{most}" if most is not None else str(data["attempt"]))
+    if error is not None and error.status is not None:
+        parts.append(f"after HTTP {error.status}")
+    elif error is not None and error.code:
+        parts.append(f"after {error.code}")
+    if "delay_s" in data:
+        parts.append(f"in {data['delay_s']:g}s")
+    return " ".join(parts)

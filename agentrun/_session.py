@@ -40,10 +40,10 @@ from __future__ import annotations
 import inspect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack, suppress
+from collections.abc import Awaitable, Callable, Generator
+from contextlib import AsyncExitStack, contextmanager, suppress
 from types import TracebackType
-from typing import ClassVar, cast, final
+from typing import Any, ClassVar, cast, final
 
 import anyio
 import anyio.abc
@@ -63,6 +63,7 @@ from ._errors import (
 from ._framing import LineTooLong
 from ._messages import Message, MessageType
 from ._options import SessionOptions
+from ._permissions import PermissionDecision, PermissionRequest, ask_permission
 from ._policy import BudgetLimit, ContextGauge, tokens_of
 from ._streams import receive_soon, send_soon
 from ._summary import TurnSummary
@@ -86,6 +87,8 @@ WireTap = Callable[[str, bytes], None]
 
 #: Messages buffered between an engine and a slow consumer before the engine waits.
 _BUFFER = 256
+#: How often the stall reporter looks again while no report can be due.
+_QUIET_POLL = 0.5
 #: Seconds ``Session.aclose()`` lets a running turn interrupt its agent before stopping it.
 CLOSE_TURN_GRACE = 10.0
 #: Default of :attr:`Session.cancel_grace`.
@@ -281,9 +284,46 @@ class Session(ABC):
         *,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        tool_timeout: float | None = None,
+        stall_after: float | None = None,
     ) -> Turn:
-        """A turn for ``prompt``: ``async with session.turn(p) as t: async for m in t: ...``."""
-        return Turn(self, prompt, timeout=timeout, idle_timeout=idle_timeout)
+        """A turn for ``prompt``: ``async with session.turn(p) as t: async for m in t: ...``.
+        See :func:`run_turn` for the arguments."""
+        return Turn(
+            self,
+            prompt,
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            tool_timeout=tool_timeout,
+            stall_after=stall_after,
+        )
+
+    @contextmanager
+    def _waiting_on_caller(self) -> Generator[None, None, None]:
+        """While the running turn waits for the caller (a permission callback), no clock of the
+        agent's quiet runs: the idle timeout and stall reports pause."""
+        turn = self._active
+        if turn is None:
+            yield
+            return
+        turn._caller_waits += 1  # pyright: ignore[reportPrivateUsage]
+        turn._refresh_deadline()  # pyright: ignore[reportPrivateUsage]
+        try:
+            yield
+        finally:
+            turn._caller_waits -= 1  # pyright: ignore[reportPrivateUsage]
+            turn._quiet_since = anyio.current_time()  # pyright: ignore[reportPrivateUsage]
+            turn._refresh_deadline()  # pyright: ignore[reportPrivateUsage]
+
+    async def _ask_permission(
+        self, request: PermissionRequest, *, hitl: bool | None
+    ) -> tuple[PermissionDecision, list[Message]]:
+        """The shared permission flow (:func:`ask_permission`) with the turn's quiet clocks
+        paused while the caller decides."""
+        with self._waiting_on_caller():
+            return await ask_permission(
+                self.options.permission_handler, hitl, request, engine=self.engine_name
+            )
 
     def _begin_turn(self, turn: Turn) -> int:
         if self._closed or not self._entered:
@@ -369,12 +409,31 @@ class Turn:
         *,
         timeout: float | None = None,
         idle_timeout: float | None = None,
+        tool_timeout: float | None = None,
+        stall_after: float | None = None,
     ) -> None:
-        check_turn_arguments(prompt, timeout=timeout, idle_timeout=idle_timeout)
+        check_turn_arguments(
+            prompt,
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            tool_timeout=tool_timeout,
+            stall_after=stall_after,
+        )
         self.session: Session = session
         self.prompt: str = prompt
         self.timeout: float | None = timeout
         self.idle_timeout: float | None = idle_timeout
+        self.tool_timeout: float | None = tool_timeout
+        self.stall_after: float | None = stall_after
+        # What the agent's quiet means: the tool calls it has open, the caller's pending
+        # answers, a retry delay it announced, what it said last and when.
+        self._open_tools: dict[str, str | None] = {}
+        self._caller_waits = 0
+        self._quiet_since = 0.0
+        self._quiet_extra = 0.0
+        self._last_seen: Message | None = None
+        self._stall_reported = False
+        self._quiet_watch: anyio.CancelScope | None = None
         #: The turn's number in its session (1, 2, ...), set when the turn starts.
         self.number: int = 0
         #: What the turn produced so far; complete once the iteration ended.
@@ -416,7 +475,7 @@ class Turn:
     async def __aenter__(self) -> Turn:
         self.number = self.session._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
         self.summary.turn = self.number
-        self._started_at = anyio.current_time()
+        self._started_at = self._quiet_since = anyio.current_time()
         if self.timeout is not None:
             self._deadline = self._started_at + self.timeout
         budget = self.session.options.budget
@@ -431,6 +490,13 @@ class Turn:
         await task_group.__aenter__()
         self._task_group = task_group
         task_group.start_soon(self._drive)
+        if (
+            self.stall_after is not None
+            or self.idle_timeout is not None
+            or (self.tool_timeout is not None)
+        ):
+            self._quiet_watch = anyio.CancelScope()
+            task_group.start_soon(self._watch_quiet, self._quiet_watch)
         return self
 
     async def __aexit__(
@@ -487,13 +553,99 @@ class Turn:
 
     # -- the driver --------------------------------------------------------------------------
 
+    def _idle_limit(self) -> float | None:
+        """How long the agent may now be quiet: no limit while the caller is deciding,
+        ``tool_timeout`` while a tool call is open (when set), else ``idle_timeout``."""
+        if self._caller_waits:
+            return None
+        if self._open_tools and self.tool_timeout is not None:
+            return self.tool_timeout
+        return self.idle_timeout
+
     def _refresh_deadline(self) -> None:
         if self._scope is None:
             return
         deadline = self._deadline
-        if self.idle_timeout is not None:
-            deadline = min(deadline, anyio.current_time() + self.idle_timeout)
+        limit = self._idle_limit()
+        if limit is not None:
+            deadline = min(deadline, self._quiet_since + self._quiet_extra + limit)
         self._scope.deadline = deadline
+
+    def _heard(self, message: Message) -> None:
+        """The agent said something: the quiet clocks restart, and what it said is noted."""
+        kind = message.type
+        if kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
+            tool = message.tool
+            if tool is not None and tool.id is not None:
+                if kind is MessageType.TOOL_USE:
+                    self._open_tools[tool.id] = tool.name
+                else:
+                    self._open_tools.pop(tool.id, None)
+        self._last_seen = message
+        self._quiet_since = anyio.current_time()
+        self._stall_reported = False
+        delay = (message.data or {}).get("delay_s") if kind is MessageType.RETRY else None
+        # The agent announced how long it will wait before retrying: quiet that long is no stall.
+        self._quiet_extra = float(delay) if isinstance(delay, (int, float)) else 0.0
+        self._refresh_deadline()
+
+    def _stall_delay(self) -> float | None:
+        if self._caller_waits:
+            return None
+        if self.stall_after is not None:
+            return self.stall_after
+        limit = self._idle_limit()
+        return None if limit is None else limit / 2
+
+    async def _watch_quiet(self, scope: anyio.CancelScope) -> None:
+        """Report a ``stall`` once per quiet spell, before the idle timeout acts."""
+        with scope:
+            while not self._done:
+                delay = self._stall_delay()
+                if delay is None or self._stall_reported:
+                    await anyio.sleep(_QUIET_POLL)
+                    continue
+                due = self._quiet_since + self._quiet_extra + delay
+                now = anyio.current_time()
+                if now < due:
+                    await anyio.sleep(due - now)
+                    continue
+                self._stall_reported = True
+                await self.deliver(self._stall_message(now))
+
+    def _stall_message(self, now: float) -> Message:
+        limit = self._idle_limit()
+        open_tools = [{"id": k, "name": v} for k, v in self._open_tools.items()]
+        if open_tools:
+            waiting_for = "tool"
+        elif self._quiet_extra:
+            waiting_for = "retry"
+        else:
+            waiting_for = "agent"
+        data: dict[str, Any] = {
+            "quiet_s": round(now - self._quiet_since, 3),
+            "waiting_for": waiting_for,
+            "open_tools": open_tools,
+        }
+        if limit is not None:
+            acts_at = min(self._deadline, self._quiet_since + self._quiet_extra + limit)
+            data["acts_in_s"] = round(max(acts_at - now, 0.0), 3)
+        last = self._last_seen
+        if last is not None:
+            seen: dict[str, Any] = {"type": str(last.type)}
+            if last.subtype:
+                seen["subtype"] = last.subtype
+            if last.tool is not None and last.tool.name:
+                seen["tool"] = last.tool.name
+            data["last_seen"] = seen
+        quiet = f"{data['quiet_s']:g}s"
+        names = ", ".join(str(t["name"] or t["id"]) for t in open_tools)
+        what = f"while {names} runs" if open_tools else f"waiting for the {waiting_for}"
+        return Message(
+            type=MessageType.STALL,
+            text=f"{self.session.engine_name} has been quiet for {quiet} ({what})",
+            data=data,
+        )
 
     async def deliver(self, message: Message) -> None:
         message = message.in_turn(self.number)
@@ -511,7 +663,8 @@ class Turn:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.nonblocking = True  # the consumer is gone
             return
-        self._refresh_deadline()
+        if message.type is not MessageType.STALL:
+            self._heard(message)
         if message.type is MessageType.CONTEXT_WINDOW or message.usage is not None:
             await self._apply_policies(message)
 
@@ -626,6 +779,8 @@ class Turn:
             self._send.close()
             if self._watchdog is not None:
                 self._watchdog.cancel()
+            if self._quiet_watch is not None:
+                self._quiet_watch.cancel()
 
     def _take_failure(self) -> AgentrunError | None:
         """The error that ended the turn, if not raised yet (the iterator will not raise it)."""
@@ -643,10 +798,15 @@ class Turn:
                 seconds=self.timeout,
                 engine=engine,
             )
-        seconds = self.idle_timeout if self.idle_timeout is not None else math.nan
+        limit = self._idle_limit()
+        seconds = limit if limit is not None else math.nan
+        if self._open_tools and self.tool_timeout is not None:
+            names = ", ".join(str(n or i) for i, n in self._open_tools.items())
+            why = f"tool timeout, while {names} ran"
+        else:
+            why = "idle timeout"
         return TurnTimeoutError(
-            f"{engine} turn {self.number} was silent for {seconds:g}s (idle timeout) "
-            "and was cancelled",
+            f"{engine} turn {self.number} was silent for {seconds:g}s ({why}) and was cancelled",
             kind="idle",
             seconds=seconds,
             engine=engine,
@@ -654,7 +814,12 @@ class Turn:
 
 
 def check_turn_arguments(
-    prompt: object, *, timeout: object = None, idle_timeout: object = None
+    prompt: object,
+    *,
+    timeout: object = None,
+    idle_timeout: object = None,
+    tool_timeout: object = None,
+    stall_after: object = None,
 ) -> None:
     """Validate a turn's arguments at the API boundary: a clear :class:`ConfigurationError`
     naming the argument, never an internal ``TypeError`` from deep inside an engine."""
@@ -666,7 +831,12 @@ def check_turn_arguments(
         raise ConfigurationError("prompt is empty", option="prompt")
     if "\0" in prompt:
         raise ConfigurationError("prompt contains a NUL character", option="prompt")
-    for name, value in (("timeout", timeout), ("idle_timeout", idle_timeout)):
+    for name, value in (
+        ("timeout", timeout),
+        ("idle_timeout", idle_timeout),
+        ("tool_timeout", tool_timeout),
+        ("stall_after", stall_after),
+    ):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -714,11 +884,19 @@ async def run_turn(
     on_message: MessageCallback | None = None,
     timeout: float | None = None,
     idle_timeout: float | None = None,
+    tool_timeout: float | None = None,
+    stall_after: float | None = None,
 ) -> TurnSummary:
     """Run one turn to its end and return its :class:`TurnSummary`.
 
     Works the same for every engine and for the first and every later turn. Bad arguments raise
-    :class:`ConfigurationError` before anything is sent. ``on_message``
+    :class:`ConfigurationError` before anything is sent.
+
+    ``timeout`` bounds the whole turn. ``idle_timeout`` bounds how long the agent may be quiet;
+    while one of its tool calls is open ``tool_timeout`` applies instead (when given), while the
+    permission callback decides no quiet clock runs, and a retry delay the agent announces is
+    added. A ``stall`` message reports a quiet spell (once) after ``stall_after`` seconds,
+    by default halfway to the idle limit in force. ``on_message``
     (sync or async) sees every message as it arrives; if it raises, the turn is cancelled in the
     agent and the exception propagates. Failures that end the turn raise (see
     :class:`TurnError`, :class:`ProcessExitError`) with the partial summary attached.
@@ -728,10 +906,23 @@ async def run_turn(
             f"session must be a Session (from engine.start(...)), got {type(session).__name__}",
             option="session",
         )
-    check_turn_arguments(prompt, timeout=timeout, idle_timeout=idle_timeout)
+    check_turn_arguments(
+        prompt,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        tool_timeout=tool_timeout,
+        stall_after=stall_after,
+    )
     if on_message is not None and not callable(on_message):
         raise ConfigurationError("on_message must be callable", option="on_message")
-    async with session.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
+    turn = session.turn(
+        prompt,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        tool_timeout=tool_timeout,
+        stall_after=stall_after,
+    )
+    async with turn:
         # A slow async callback cannot stretch the call past ``timeout + cancel_grace`` either.
         with anyio.CancelScope() as bound:
             if timeout is not None:

@@ -62,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--script", metavar="FILE", help="model server script (JSON)")
     run.add_argument("--timeout", type=float, help="seconds for each turn")
     run.add_argument("--idle-timeout", type=float, help="seconds of silence allowed")
+    run.add_argument(
+        "--tool-timeout", type=float, help="seconds of silence allowed while a tool runs"
+    )
+    run.add_argument(
+        "--stall-after", type=float, help="report a stall after this many quiet seconds"
+    )
     run.add_argument("--binary", help="path of the agent program")
 
     compare = sub.add_parser("compare", help="run one prompt on several engines side by side")
@@ -209,6 +215,8 @@ async def _turns(
                     on_message=show,
                     timeout=args.timeout,
                     idle_timeout=args.idle_timeout,
+                    tool_timeout=args.tool_timeout,
+                    stall_after=args.stall_after,
                 )
             except AgentrunError as exc:
                 if exc.summary is not None and renderer is not None:

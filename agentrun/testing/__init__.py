@@ -33,7 +33,7 @@ from ._script import Thinking as ThinkingBlock
 from ._script import ToolCall as ToolCallBlock
 from ._script import Turn as ModelTurn
 from ._script import Usage as ScriptUsage
-from ._scripted import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep, TurnRecord
+from ._scripted import Ask, Fail, Hang, ScriptedEngine, ScriptedSession, Sleep, TurnRecord
 
 __all__ = [
     "DEFAULT_SHELL_COMMAND",
@@ -42,6 +42,7 @@ __all__ = [
     "FAULTS",
     "OPENCODE_PLUGIN_VERSION",
     "ApiKind",
+    "Ask",
     "Fail",
     "Hang",
     "HttpError",

@@ -23,9 +23,11 @@ import anyio
 from .._errors import AgentrunError
 from .._messages import Message, MessageType, ToolCall, Usage
 from .._options import SessionOptions
+from .._permissions import PermissionDecision, PermissionRequest
 from .._session import Engine, Session, TurnContext
 
 __all__ = [
+    "Ask",
     "Fail",
     "Hang",
     "ScriptedEngine",
@@ -59,7 +61,15 @@ class Fail:
     error: AgentrunError
 
 
-Step = Message | Sleep | Hang | Fail
+@dataclass(frozen=True)
+class Ask:
+    """Ask the session's permission callback, as an agent asks before a tool runs; the
+    decision is recorded in the turn's ``decisions``."""
+
+    request: PermissionRequest
+
+
+Step = Message | Sleep | Hang | Fail | Ask
 Script = Sequence[Sequence[Step]] | Callable[[str, int], Sequence[Step]]
 
 
@@ -73,6 +83,7 @@ class TurnRecord:
     cancelled: bool = False
     finished: bool = False
     late: list[Message] = field(default_factory=list[Message])
+    decisions: list[PermissionDecision] = field(default_factory=list[PermissionDecision])
 
 
 def text(value: str, **extra: Any) -> Message:
@@ -150,6 +161,13 @@ class ScriptedSession(Session):
                     await anyio.sleep_forever()
                 elif isinstance(step, Fail):
                     raise step.error
+                elif isinstance(step, Ask):
+                    decision, notes = await self._ask_permission(
+                        step.request, hitl=ctx.options.hitl
+                    )
+                    record.decisions.append(decision)
+                    for note in notes:
+                        await ctx.emit(note)
                 else:
                     await ctx.emit(step)
                     record.emitted += 1

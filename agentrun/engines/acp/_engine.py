@@ -52,7 +52,7 @@ from ..._jsonrpc import (
 from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
-from ..._permissions import PermissionOption, PermissionRequest, ask_permission
+from ..._permissions import PermissionOption, PermissionRequest
 from ..._session import Engine, TurnContext
 from ..._version import VERSION
 from ._schema import (
@@ -653,9 +653,7 @@ class AcpSession(JsonRpcSession):
             return allows[0] if allows else None
         # Asked with a handler, or denied without one; the translator records a denial from the
         # answer on the wire, so the shared flow's own denial note is dropped.
-        decision, notes = await ask_permission(
-            session.permission_handler, True, ask, engine=self.engine_name
-        )
+        decision, notes = await self._ask_permission(ask, hitl=True)
         await self._route([n for n in notes if n.type is not MessageType.SYSTEM])
         chosen = decision.choose(options)
         if chosen is None and not decision.allow:

@@ -37,7 +37,7 @@ from ..._errors import (
 from ..._long_lived import LongLivedSession
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
-from ..._permissions import PermissionRequest, ask_permission
+from ..._permissions import PermissionRequest
 from ..._session import Engine, TurnContext
 from ..._subprocess import AgentProcess
 from ..._translate import decode_line
@@ -270,9 +270,7 @@ class ClaudeSession(LongLivedSession):
             engine=_ENGINE,
             raw=req,
         )
-        decision, notes = await ask_permission(
-            session.permission_handler, session.hitl, request, engine=_ENGINE
-        )
+        decision, notes = await self._ask_permission(request, hitl=session.hitl)
         if decision.allow:
             updated = decision.updated_input
             if updated is None:

@@ -174,6 +174,8 @@ class ClaudeTranslator:
         subtype = _str(ev.get("subtype")) or ""
         if subtype == "init":
             return [self._init(ev)]
+        if subtype == "api_retry":
+            return [self._retry(ev)]
         data = _without(ev, "type", "subtype")
         if subtype == "permission_denied":
             denial = PermissionDenial(
@@ -188,6 +190,23 @@ class ClaudeTranslator:
                 )
             ]
         return [Message(type=MessageType.SYSTEM, subtype=subtype or None, data=data, raw=ev)]
+
+    def _retry(self, ev: Json) -> Message:
+        status = _int(ev.get("error_status"))
+        reason = _str(ev.get("error")) or "api_error"
+        delay_ms = _float(ev.get("retry_delay_ms"))
+        attempt, most = _int(ev.get("attempt")), _int(ev.get("max_retries"))
+        progress = f" {attempt}/{most}" if attempt is not None and most is not None else ""
+        return Message.retry_notice(
+            f"claude: model call failed ({reason}{f', HTTP {status}' if status else ''}); "
+            f"retry{progress}",
+            attempt=attempt,
+            max_attempts=most,
+            delay_s=None if delay_ms is None else round(delay_ms / 1000, 3),
+            code=reason,
+            status=status,
+            raw=ev,
+        )
 
     def _init(self, ev: Json) -> Message:
         self.saw_init = True

@@ -26,7 +26,7 @@ from ..._json import as_dict
 from ..._jsonrpc import JsonRpcConnection, JsonRpcError
 from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._options import SessionOptions
-from ..._permissions import PermissionRequest, ask_permission
+from ..._permissions import PermissionRequest
 from ..._session import ProgramEngine, TurnContext
 from ..._version import VERSION
 from ._app_server import CodexAppServerTranslator
@@ -183,9 +183,7 @@ class CodexAppServerSession(JsonRpcSession):
             engine=self.engine_name,
             raw=data,
         )
-        decision, notes = await ask_permission(
-            self.options.permission_handler, self.options.hitl, request, engine=self.engine_name
-        )
+        decision, notes = await self._ask_permission(request, hitl=self.options.hitl)
         await self._route([n for n in notes if n.type != "system"])
         return decision.allow
 

@@ -40,7 +40,7 @@ from ..._messages import (
 )
 from ..._prices import account_usage
 from ..._translate import AgentTranslator, AgentTranslatorOptions
-from ._translate import codex_usage, tool_messages
+from ._translate import codex_usage, retry_notice, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
 
@@ -376,8 +376,8 @@ class CodexAppServerTranslator(AgentTranslator):
         text = as_str(error.get("message")) or "unknown error"
         info = as_str(error.get("codexErrorInfo"))
         if params.get("willRetry") is True:
-            return [Message(type=MessageType.SYSTEM, subtype="retry", text=text,
-                            data={"reason": text, "codex_error_info": info}, raw=msg)]  # fmt: skip
+            details = as_str(error.get("additionalDetails"))
+            return [retry_notice(text, details=details, status=_http_status(error), raw=msg)]
         entry = ErrorInfo(message=text, code=_code(info))
         self._errors.append(entry)
         return [Message.error_message(text, code=entry.code, data={"codex_error_info": info},
@@ -414,6 +414,15 @@ class CodexAppServerTranslator(AgentTranslator):
                 data={"turn_id": self.turn_id, **({"model": self.model} if self.model else {})},
             )
         ]
+
+
+def _http_status(error: dict[str, Any]) -> int | None:
+    """The HTTP status in ``codexErrorInfo: {<kind>: {httpStatusCode: n}}``, if any."""
+    for detail in _dict(error.get("codexErrorInfo")).values():
+        status = as_int(_dict(detail).get("httpStatusCode"))
+        if status is not None:
+            return status
+    return None
 
 
 def _code(info: str | None) -> str:

@@ -100,6 +100,30 @@ _ERROR_CODES = (
 )
 
 
+_STATUS = re.compile(r"(?:\bstatus:?\s*|^)([45]\d{2})\b")
+
+
+def retry_notice(
+    text: str, *, details: str | None = None, status: int | None = None, raw: Any = None
+) -> Message:
+    """The ``retry`` message of an error Codex will retry: ``Reconnecting... n/m (reason)``
+    gives the attempt and the maximum; the reason (or ``details``) the HTTP status."""
+    match = _RETRY.match(text)
+    reason = (match.group(3) if match is not None else None) or details or text
+    if status is None:
+        found = _STATUS.search(reason)
+        status = int(found.group(1)) if found is not None else None
+    code = _error_code(reason)
+    return Message.retry_notice(
+        text if details is None else f"{text} ({details})",
+        attempt=int(match.group(1)) if match is not None else None,
+        max_attempts=int(match.group(2)) if match is not None else None,
+        code="api_error" if code == "agent_error" else code,
+        status=status,
+        raw=raw,
+    )
+
+
 def _dict(value: object) -> dict[str, Any]:
     return as_dict(value) or {}
 
@@ -557,13 +581,8 @@ class CodexExecTranslator(AgentTranslator):
 
     def _error(self, ev: dict[str, Any]) -> list[Message]:
         text = as_str(ev.get("message")) or "unknown error"
-        retry = _RETRY.match(text)
-        if retry is not None:
-            data: dict[str, Any] = {"attempt": int(retry.group(1)), "max": int(retry.group(2))}
-            if retry.group(3):
-                data["reason"] = retry.group(3)
-            return [Message(type=MessageType.SYSTEM, subtype="retry", text=text, data=data,
-                            raw=ev)]  # fmt: skip
+        if _RETRY.match(text):
+            return [retry_notice(text, raw=ev)]
         # Fatal only if turn.failed repeats it; decided there or at the end.
         self._pending_errors.append(ErrorInfo(message=text, code=_error_code(text)))
         return []

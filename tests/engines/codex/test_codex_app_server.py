@@ -95,8 +95,11 @@ def test_token_usage_gives_a_gauge_per_call_and_the_turns_own_usage() -> None:
 def test_retry_notices_are_typed_and_a_failed_turn_carries_its_error() -> None:
     translator = CodexAppServerTranslator()
     _feed(translator, {"dir": "send", "msg": {"method": "turn/start", "id": 2, "params": {}}})
-    (retry,) = _feed(translator, _recv("error", error={"message": "Reconnecting"}, willRetry=True))
-    assert retry.subtype == "retry"
+    (retry,) = _feed(translator, _recv("error", error={"message": "Reconnecting... 1/5 (429)"},
+                                        willRetry=True))  # fmt: skip
+    assert retry.type is MessageType.RETRY
+    assert retry.data == {"attempt": 1, "max_attempts": 5}
+    assert retry.error is not None and retry.error.status == 429
     (result,) = _feed(
         translator,
         _recv("turn/completed", turn={"id": "t", "status": "failed",

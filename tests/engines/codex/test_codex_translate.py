@@ -155,8 +155,12 @@ def test_retry_notices_are_not_errors_and_a_failed_turn_reports_its_error_once()
     translator = CodexExecTranslator()
     retry = _feed(translator, STARTED, {"type": "error", "message": "Reconnecting... 2/5 (503)"})
     notice = retry[-1]
-    assert notice.type is MessageType.SYSTEM and notice.subtype == "retry"
-    assert notice.data == {"attempt": 2, "max": 5, "reason": "503"}
+    assert notice.type is MessageType.RETRY
+    assert notice.data == {"attempt": 2, "max_attempts": 5}
+    assert notice.error is not None and notice.error.status == 503
+    message = "Reconnecting... 1/1 (unexpected status 503 Service Unavailable: transient, url: x)"
+    (again,) = _feed(translator, {"type": "error", "message": message})
+    assert again.error is not None and again.error.status == 503
     failed = _feed(
         translator,
         {"type": "error", "message": "boom"},

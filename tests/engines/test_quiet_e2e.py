@@ -1,0 +1,93 @@
+"""Retries and a running tool on the real pinned agents, offline: a failed model call the agent
+retries is a typed ``retry`` message, never answer text or a turn error; a long tool is timed by
+``tool_timeout`` and reported as a stall, not killed by the idle timeout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agents_support import require_engine
+
+from agentrun import Message, MessageType, TurnTimeoutError, run_turn
+from agentrun.testing import ModelServer, ModelTurn, Script, embedded_engine
+
+pytestmark = [pytest.mark.anyio, pytest.mark.agent]
+
+#: How each agent is told to retry once (the offline configurations retry never).
+ONE_RETRY = {
+    "claude": {"env": {"CLAUDE_CODE_MAX_RETRIES": "1"}},
+    "codex": {"options": {"codex.config.model_providers.fake.stream_max_retries": "1"}},
+    "codex-app-server": {"options": {"codex.config.model_providers.fake.stream_max_retries": "1"}},
+}
+STATUS = {"claude": 529, "codex": 503, "codex-app-server": 503}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_RETRY))
+async def test_a_retried_model_call_is_a_typed_retry_message(name: str, tmp_path: Path) -> None:
+    require_engine({"codex-app-server": "codex"}.get(name, name))
+    status = STATUS[name]
+    script = Script(
+        turns=[ModelTurn.error(status, "busy for a moment"), ModelTurn.text("After the retry.")]
+    )
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+        update = ONE_RETRY[name]
+        options = options.model_copy(
+            update={
+                key: {**getattr(options, key), **value}  # merged over the offline settings
+                for key, value in update.items()
+            }
+        )
+        seen: list[Message] = []
+        async with engine.start(options) as session:
+            summary = await run_turn(session, "hi", on_message=seen.append, timeout=120)
+    retries = [m for m in seen if m.type is MessageType.RETRY]
+    assert len(retries) == 1, [m.type for m in seen]
+    retry = retries[0]
+    assert retry.error is not None and retry.error.status == status, str(retry.raw)
+    assert retry.data is not None and retry.data.get("attempt") == 1, retry.data
+    assert retry.data.get("max_attempts") == 1, retry.data
+    if name == "claude":
+        assert retry.data["delay_s"] > 0  # Claude Code says how long it waits
+    # The retry succeeded: the turn is fine, its answer is the model's, no error recorded.
+    assert summary.ok and summary.errors == [], summary.errors
+    assert summary.text is not None and "After the retry." in summary.text
+    assert "busy" not in (summary.all_text or "")
+
+
+async def test_a_long_tool_runs_under_tool_timeout_and_is_reported_as_a_stall(
+    tmp_path: Path,
+) -> None:
+    require_engine("claude")
+    script = Script(
+        turns=[
+            ModelTurn.shell("sleep 3", say="Running the slow step."),
+            ModelTurn.text("The slow step finished."),
+            ModelTurn.shell("sleep 3", say="Running it again."),
+            ModelTurn.text("Unreachable."),
+        ]
+    )
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine("claude", server.url, tmp_path / "agent", hitl=False)
+        seen: list[Message] = []
+        async with engine.start(options) as session:
+            summary = await run_turn(
+                session,
+                "run the slow step",
+                idle_timeout=1.5,
+                tool_timeout=60,
+                stall_after=1,
+                on_message=seen.append,
+                timeout=120,
+            )
+            assert summary.ok and summary.text == "The slow step finished."
+            stalls = [m for m in seen if m.type is MessageType.STALL]
+            assert stalls, [m.type for m in seen]
+            data = stalls[0].data
+            assert data is not None and data["waiting_for"] == "tool"
+            assert [t["name"] for t in data["open_tools"]] == ["Bash"]
+            # The same tool without a tool timeout: the idle timeout acts on it.
+            with pytest.raises(TurnTimeoutError) as info:
+                await run_turn(session, "again", idle_timeout=1.5, timeout=120)
+            assert info.value.kind == "idle"
