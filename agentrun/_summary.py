@@ -78,6 +78,8 @@ class TurnSummary(BaseModel):
       fields of ``usage`` repeat the last reading.
     * ``ok`` is true when the turn reached a result that is neither an error nor a
       cancellation.
+    * ``retries`` counts the failed model calls the agent retried (``retry`` messages). What a
+      retried call had streamed is not the turn's text: the agent streams it again.
     """
 
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
@@ -95,6 +97,7 @@ class TurnSummary(BaseModel):
     ok: bool = False
     has_result: bool = False
     messages: int = 0
+    retries: int = 0
     duration_s: float | None = None
 
     # Blocks are kept and joined once, when read: folding a message costs the same at the
@@ -102,6 +105,8 @@ class TurnSummary(BaseModel):
     _tail_text: list[str] = PrivateAttr(default_factory=list[str])
     _all_text: list[str] = PrivateAttr(default_factory=list[str])
     _thinking: list[str] = PrivateAttr(default_factory=list[str])
+    #: Thinking blocks since the last tool activity (text: ``_tail_text``).
+    _tail_thinking: int = PrivateAttr(default=0)
     _joined_text: str | None = PrivateAttr(default=None)
     _joined_all_text: str | None = PrivateAttr(default=None)
     _joined_thinking: str | None = PrivateAttr(default=None)
@@ -160,10 +165,13 @@ class TurnSummary(BaseModel):
         elif kind is MessageType.THINKING:
             if main and message.text:
                 self._thinking.append(message.text)
+                self._tail_thinking += 1
                 self._joined_thinking = None
         elif kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
             if message.tool is not None:
                 self._tool(message, is_result=kind is MessageType.TOOL_RESULT)
+            if main:
+                self._tail_thinking = 0
             if main and self._tail_text:
                 self._tail_text.clear()
                 self._joined_text = None
@@ -180,6 +188,8 @@ class TurnSummary(BaseModel):
                     self.ok = False
         elif kind is MessageType.RESULT:
             self._result(message)
+        elif kind is MessageType.RETRY:
+            self._retried()
         if message.denials:
             for denial in message.denials:
                 self._deny(denial)
@@ -187,6 +197,19 @@ class TurnSummary(BaseModel):
             self.resume_id = message.resume_id
 
     # -- parts -------------------------------------------------------------------------------
+
+    def _retried(self) -> None:
+        """The agent retries a failed model call: what that call streamed since the last tool
+        activity is streamed again by the retry, so it leaves the turn's text and thinking."""
+        self.retries += 1
+        if self._tail_text:
+            del self._all_text[len(self._all_text) - len(self._tail_text) :]
+            self._tail_text.clear()
+            self._joined_text = self._joined_all_text = None
+        if self._tail_thinking:
+            del self._thinking[len(self._thinking) - self._tail_thinking :]
+            self._tail_thinking = 0
+            self._joined_thinking = None
 
     def _tool(self, message: Message, *, is_result: bool) -> None:
         tool = message.tool

@@ -97,6 +97,31 @@ def test_result_text_wins_and_errors_fail_the_turn() -> None:
     assert not s.ok and s.errors[0].status == 500
 
 
+def test_what_a_retried_call_streamed_is_not_repeated_in_the_text() -> None:
+    retry = Message.retry_notice("stream disconnected", attempt=1, max_attempts=5)
+    s = TurnSummary.from_messages(
+        [
+            text("I'll list the files."),
+            tool_use("t1", "Bash", {"command": "ls"}),
+            tool_result("t1", "x.txt"),
+            Message(type="thinking", text="the listing shows"),
+            text("Partial answ"),
+            retry,  # the call failed mid-stream; the agent calls the model again
+            Message(type="thinking", text="the listing shows x"),
+            text("Partial answer, complete."),
+            Message(type="result", stop_reason="end_turn"),
+        ]
+    )
+    assert s.text == "Partial answer, complete."
+    assert s.all_text == "I'll list the files.\n\nPartial answer, complete."
+    assert s.thinking == "the listing shows x"
+    assert s.retries == 1 and s.ok and s.errors == []
+    # A retry right after tool activity takes nothing away.
+    again = TurnSummary.from_messages([text("Before."), tool_use("t1", "Bash"),
+                                       tool_result("t1", ""), retry, text("After.")])  # fmt: skip
+    assert again.all_text == "Before.\n\nAfter." and again.retries == 1
+
+
 def test_replayed_history_never_counts() -> None:
     s = TurnSummary.from_messages(
         [Message(type="text", text="old", replayed=True), text("new"), result()]

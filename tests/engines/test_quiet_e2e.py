@@ -10,7 +10,14 @@ import pytest
 from agents_support import require_engine
 
 from agentrun import Message, MessageType, TurnTimeoutError, run_turn
-from agentrun.testing import ModelServer, ModelTurn, Script, embedded_engine
+from agentrun.testing import (
+    ModelServer,
+    ModelTurn,
+    Script,
+    StreamError,
+    TextBlock,
+    embedded_engine,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
@@ -91,3 +98,27 @@ async def test_a_long_tool_runs_under_tool_timeout_and_is_reported_as_a_stall(
             with pytest.raises(TurnTimeoutError) as info:
                 await run_turn(session, "again", idle_timeout=1.5, timeout=120)
             assert info.value.kind == "idle"
+
+
+@pytest.mark.parametrize("name", ["codex", "codex-app-server"])
+async def test_text_streamed_by_a_retried_call_is_not_repeated(name: str, tmp_path: Path) -> None:
+    require_engine("codex")
+    script = Script(
+        turns=[
+            # The first call streams part of its answer, then the stream fails; Codex retries.
+            ModelTurn(blocks=[TextBlock(text="Partial answer"), StreamError(message="reset")]),
+            ModelTurn.text("Partial answer, complete."),
+        ]
+    )
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+        options = options.model_copy(
+            update={"options": {**options.options, **ONE_RETRY[name]["options"]}}
+        )
+        seen: list[Message] = []
+        async with engine.start(options) as session:
+            summary = await run_turn(session, "hi", on_message=seen.append, timeout=120)
+    texts = [m.text for m in seen if m.type is MessageType.TEXT]
+    assert texts == ["Partial answer", "Partial answer, complete."]  # the stream shows both
+    assert summary.text == summary.all_text == "Partial answer, complete."
+    assert summary.retries == 1 and summary.ok
