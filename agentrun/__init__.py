@@ -50,6 +50,14 @@ from ._permissions import (
 )
 from ._policy import Budget, BudgetLimit, ContextPolicy
 from ._prices import ModelPrice, PriceCatalog, default_prices
+from ._questions import (
+    Question,
+    QuestionAnswer,
+    QuestionHandler,
+    QuestionOption,
+    QuestionRecord,
+    QuestionRequest,
+)
 from ._registry import engine_names, get_engine, get_translator
 from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._summary import ContextSummary, ToolCallSummary, TurnSummary
@@ -151,6 +159,12 @@ __all__ = [
     "ProcessExitError",
     "ProcessMeta",
     "ProtocolError",
+    "Question",
+    "QuestionAnswer",
+    "QuestionHandler",
+    "QuestionOption",
+    "QuestionRecord",
+    "QuestionRequest",
     "RayEngine",
     "RaySession",
     "SendNotSupportedError",

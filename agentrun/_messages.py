@@ -60,6 +60,8 @@ class MessageType(str, enum.Enum):
     RETRY = "retry"
     #: The agent has been quiet for a while (``data``: what was last seen, what it waits for).
     STALL = "stall"
+    #: The agent asked the caller questions (``data``: a :class:`~agentrun.QuestionRecord`).
+    QUESTION = "question"
 
     def __str__(self) -> str:
         return self.value
@@ -279,6 +281,8 @@ class Message(_Model):
                               (``attempt``, ``max_attempts``, ``delay_s`` where known)
     ``stall``                 ``data`` (``quiet_s``, ``waiting_for``, ``open_tools``,
                               ``last_seen``, ``acts_in_s``); made by the library, not the agent
+    ``question``              ``text`` (the questions), ``data`` (a ``QuestionRecord``: the
+                              questions, the answers or the refusal)
     ========================  ==============================================================
 
     ``turn`` is set by the library to the number of the turn the message belongs to (1, 2, ...).

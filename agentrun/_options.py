@@ -21,6 +21,7 @@ from ._env import validate_env
 from ._errors import configuration_error
 from ._permissions import PermissionHandler
 from ._policy import Budget, ContextPolicy
+from ._questions import QuestionHandler
 
 __all__ = ["Effort", "Mode", "SessionOptions"]
 
@@ -70,6 +71,8 @@ class SessionOptions(BaseModel):
     mode: Mode | None = None
     hitl: bool | None = None
     permission_handler: PermissionHandler | None = Field(default=None, exclude=True)
+    #: Answers the agent's questions (``None``: every question is refused at once).
+    question_handler: QuestionHandler | None = Field(default=None, exclude=True)
     allowed_tools: tuple[str, ...] = ()
     add_dirs: tuple[str, ...] = ()
     agent_id: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from ._messages import ContextWindow, Message, MessageType
 from ._summary import TurnSummary
@@ -132,6 +132,14 @@ class Renderer:
             self._line(self.style("yellow", "↻ " + clean(_retry_line(message))))
         elif kind is MessageType.STALL and message.text:
             self._line(self.style("yellow", "… " + clean(message.text)))
+        elif kind is MessageType.QUESTION and message.text:
+            data = message.data or {}
+            if data.get("refused"):
+                outcome = "refused"
+            else:
+                answers = cast("dict[str, list[str]]", data.get("answers") or {})
+                outcome = "; ".join(", ".join(v) for v in answers.values()) or "no answer"
+            self._line(self.style("cyan", f"? {clean(message.text)} → {clean(outcome)}"))
         elif kind is MessageType.INIT and message.init is not None:
             init = message.init
             parts = [p for p in (init.agent_name, init.agent_version) if p]

@@ -65,6 +65,7 @@ from ._messages import Message, MessageType
 from ._options import SessionOptions
 from ._permissions import PermissionDecision, PermissionRequest, ask_permission
 from ._policy import BudgetLimit, ContextGauge, tokens_of
+from ._questions import QuestionAnswer, QuestionRequest, ask_question
 from ._streams import receive_soon, send_soon
 from ._summary import TurnSummary
 
@@ -314,6 +315,14 @@ class Session(ABC):
             turn._caller_waits -= 1  # pyright: ignore[reportPrivateUsage]
             turn._quiet_since = anyio.current_time()  # pyright: ignore[reportPrivateUsage]
             turn._refresh_deadline()  # pyright: ignore[reportPrivateUsage]
+
+    async def _ask_question(self, request: QuestionRequest) -> tuple[QuestionAnswer, list[Message]]:
+        """The shared question flow (:func:`ask_question`) with the turn's quiet clocks paused
+        while the caller answers."""
+        with self._waiting_on_caller():
+            return await ask_question(
+                self.options.question_handler, request, engine=self.engine_name
+            )
 
     async def _ask_permission(
         self, request: PermissionRequest, *, hitl: bool | None

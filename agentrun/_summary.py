@@ -26,6 +26,7 @@ from ._messages import (
     PermissionDenial,
     Usage,
 )
+from ._questions import QuestionRecord
 
 __all__ = ["ContextSummary", "ToolCallSummary", "TurnSummary"]
 
@@ -96,6 +97,7 @@ class TurnSummary(BaseModel):
     model: str | None = None
     ok: bool = False
     has_result: bool = False
+    questions: list[QuestionRecord] = []
     messages: int = 0
     retries: int = 0
     duration_s: float | None = None
@@ -190,6 +192,8 @@ class TurnSummary(BaseModel):
             self._result(message)
         elif kind is MessageType.RETRY:
             self._retried()
+        elif kind is MessageType.QUESTION and message.data is not None:
+            self.questions.append(QuestionRecord.model_validate(message.data))
         if message.denials:
             for denial in message.denials:
                 self._deny(denial)

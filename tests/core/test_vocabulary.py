@@ -33,6 +33,8 @@ PUBLIC = {
     "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "WireTap",
     "Budget", "BudgetExceededError", "BudgetLimit", "ContextPolicy",
     "ModelPrice", "PriceCatalog", "UsageSource", "default_prices",
+    "Question", "QuestionAnswer", "QuestionHandler", "QuestionOption", "QuestionRecord",
+    "QuestionRequest",
     "__version__", "approve_all", "default_catalog", "deny_all", "engine_names", "get_engine",
     "get_translator", "run_turn",
 }  # fmt: skip

@@ -14,6 +14,8 @@ Reads JSON-RPC lines on stdin, answers on stdout. What a prompt does depends on 
 ``error``       a JSON-RPC error -32603 with ``data.errorName``
 ``plan``        a ``plan`` update, a ``current_mode_update`` and a thought
 ``late``        answers at once, then sends a text chunk after the answer
+``ask``         an ``elicitation/create`` form (a choice, a number, a multi-select, a boolean);
+                the text reports whether the client advertised forms and what it answered
 anything else   echoes the prompt, one ``usage_update``, ``end_turn`` with usage
 
 Options (argv): ``--hang-new`` never answers ``session/new``; ``--no-modes`` advertises no modes
@@ -37,6 +39,7 @@ _next_id = [0]
 _cancelled = threading.Event()
 _cost = [0.0]
 _sessions: set[str] = set()
+_client_capabilities: dict[str, Any] = {}
 
 
 def send(obj: dict[str, Any]) -> None:
@@ -147,6 +150,26 @@ def prompt(request_id: Any, params: dict[str, Any]) -> None:
             },
         )
         text(sid, f"outcome={chosen}", "m2")
+    elif head == "ask":
+        form = {
+            "type": "object",
+            "properties": {
+                "color": {"type": "string", "title": "Color", "description": "Which color?",
+                          "oneOf": [{"const": "red", "title": "Red"},
+                                    {"const": "blue", "title": "Blue"}]},
+                "count": {"type": "integer", "title": "How many?"},
+                "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}},
+                "confirm": {"type": "boolean", "title": "Go ahead?"},
+            },
+            "required": ["color"],
+        }  # fmt: skip
+        answer = ask(
+            "elicitation/create",
+            {"sessionId": sid, "message": "A few details, please", "requestedSchema": form},
+        )
+        forms = "elicitation" in _client_capabilities
+        outcome = answer.get("result", answer.get("error"))
+        text(sid, f"forms={forms} " + json.dumps(outcome, sort_keys=True))
     elif head == "crash":
         text(sid, "partial answer")
         sys.stderr.write("fatal: the fake agent crashed on purpose\n")
@@ -267,6 +290,7 @@ def handle(msg: dict[str, Any]) -> None:
     params = msg.get("params") or {}
     request_id = msg.get("id")
     if method == "initialize":
+        _client_capabilities.update(params.get("clientCapabilities") or {})
         send(
             {
                 "id": request_id,

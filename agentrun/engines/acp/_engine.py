@@ -42,6 +42,7 @@ from ..._errors import (
     ProtocolError,
     SessionNotFoundError,
 )
+from ..._json import as_object
 from ..._jsonrpc import (
     INVALID_PARAMS,
     ConnectionClosedError,
@@ -53,8 +54,10 @@ from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
 from ..._permissions import PermissionOption, PermissionRequest
+from ..._questions import QuestionAnswer, QuestionRequest
 from ..._session import Engine, TurnContext
 from ..._version import VERSION
+from ._elicitation import elicitation_question, elicitation_value
 from ._schema import (
     ClientCapabilities,
     FileSystemCapabilities,
@@ -289,7 +292,8 @@ class AcpSession(JsonRpcSession):
     @property
     def request_handlers(self) -> RequestHandlerTable:
         handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
-            Method.SESSION_REQUEST_PERMISSION: self._permission
+            Method.SESSION_REQUEST_PERMISSION: self._permission,
+            Method.ELICITATION_CREATE: self._elicit,
         }
         if self.engine.fs_access:
             handlers[Method.FS_READ_TEXT_FILE] = self._fs_read
@@ -333,7 +337,10 @@ class AcpSession(JsonRpcSession):
         fs = self.engine.fs_access
         request = InitializeRequest(
             client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs), terminal=False
+                fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs),
+                terminal=False,
+                # Form elicitations reach the question callback; without one none are invited.
+                elicitation={"form": {}} if self.options.question_handler is not None else None,
             ),
             client_info=Implementation(name="agentrun", version=VERSION),
         )
@@ -642,6 +649,44 @@ class AcpSession(JsonRpcSession):
         if chosen is None:
             return cancelled
         return {"outcome": {"outcome": "selected", "optionId": chosen.option_id}}
+
+    async def _elicit(self, params: Any) -> dict[str, Any]:
+        """A form elicitation: one question per field of the requested schema; the answers go
+        back as the form's content, a refusal as ``decline``."""
+        data = as_object(params) or {}
+        schema = as_object(data.get("requestedSchema")) or {}
+        fields = as_object(schema.get("properties")) or {}
+        if self._queue is None or not fields:
+            return {"action": "decline"}  # no turn is running, or no form: nothing to answer
+        kinds = {name: str((as_object(f) or {}).get("type")) for name, f in fields.items()}
+        request = QuestionRequest(
+            questions=tuple(
+                elicitation_question(name, as_object(field) or {}) for name, field in fields.items()
+            ),
+            tool_use_id=data.get("toolCallId") if isinstance(data.get("toolCallId"), str) else None,
+            message=data.get("message") if isinstance(data.get("message"), str) else None,
+            engine=self.engine_name,
+            raw=params,
+        )
+        answer: QuestionAnswer | None = None
+        scope = anyio.CancelScope()
+        self._permission_scopes.add(scope)
+        try:
+            with scope:
+                answer, notes = await self._ask_question(request)
+                await self._route(notes)
+        finally:
+            self._permission_scopes.discard(scope)
+        if answer is None:
+            return {"action": "cancel"}
+        if answer.refused:
+            return {"action": "decline"}
+        content = {
+            name: elicitation_value(kinds.get(name, "string"), values)
+            for name, values in answer.answers.items()
+            if values
+        }
+        return {"action": "accept", "content": content}
 
     async def _decide(
         self, ask: PermissionRequest, options: tuple[PermissionOption, ...]

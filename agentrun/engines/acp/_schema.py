@@ -179,6 +179,7 @@ class Method:
     SESSION_REQUEST_PERMISSION: Final = "session/request_permission"
     FS_READ_TEXT_FILE: Final = "fs/read_text_file"
     FS_WRITE_TEXT_FILE: Final = "fs/write_text_file"
+    ELICITATION_CREATE: Final = "elicitation/create"
     # both
     CANCEL_REQUEST: Final = "$/cancel_request"
 
@@ -624,6 +625,8 @@ class FileSystemCapabilities(AcpModel):
 class ClientCapabilities(AcpModel):
     fs: FileSystemCapabilities = Field(default_factory=FileSystemCapabilities)
     terminal: bool = False
+    #: ``{"form": {}}``: the client answers form elicitations (omitted: it does not).
+    elicitation: dict[str, Any] | None = None
 
 
 class PromptCapabilities(AcpModel):

@@ -76,8 +76,9 @@ def build_argv(session: SessionOptions, binary: str | Sequence[str]) -> list[str
     mode = permission_mode(session)
     if mode is not None:
         argv += ["--permission-mode", mode]
-    if session.hitl is True:
-        # Permission prompts arrive as control requests on stdout, answered on stdin.
+    if session.hitl is True or session.question_handler is not None:
+        # Permission prompts (and AskUserQuestion) arrive as control requests on stdout,
+        # answered on stdin.
         argv += ["--permission-prompt-tool", "stdio"]
     if session.max_turns is not None:
         argv += ["--max-turns", str(session.max_turns)]

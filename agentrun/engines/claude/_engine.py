@@ -34,10 +34,12 @@ from ..._errors import (
     SessionNotFoundError,
     SessionTerminatedError,
 )
+from ..._json import as_dict, as_list, as_str
 from ..._long_lived import LongLivedSession
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
 from ..._permissions import PermissionRequest
+from ..._questions import Question, QuestionOption, QuestionRequest, nobody_answers
 from ..._session import Engine, TurnContext
 from ..._subprocess import AgentProcess
 from ..._translate import decode_line
@@ -47,6 +49,8 @@ from ._translate import ClaudeTranslator
 __all__ = ["ClaudeEngine", "ClaudeSession"]
 
 _ENGINE = "claude"
+#: The tool Claude Code asks the user questions with (its answers are the tool's input).
+QUESTION_TOOL = "AskUserQuestion"
 
 
 class ClaudeEngine(Engine):
@@ -259,7 +263,49 @@ class ClaudeSession(LongLivedSession):
         with contextlib.suppress(AgentrunError):
             await self._write_json({"type": "control_response", "response": body})
 
+    async def _answer_question(self, request_id: str, req: dict[str, Any]) -> None:
+        """``AskUserQuestion`` arrives as a permission request: the question callback answers,
+        and the answers go back as the tool's ``answers`` input (keyed by question text)."""
+        tool_input = as_dict(req.get("input")) or {}
+        questions = tuple(
+            Question(
+                id=text,
+                text=text,
+                header=as_str(q.get("header")),
+                options=tuple(
+                    QuestionOption(label=label, description=as_str(o.get("description")))
+                    for o in (as_dict(item) or {} for item in as_list(q.get("options")) or [])
+                    if (label := as_str(o.get("label"))) is not None
+                ),
+                multi_select=q.get("multiSelect") is True,
+            )
+            for q in (as_dict(item) or {} for item in as_list(tool_input.get("questions")) or [])
+            if (text := as_str(q.get("question"))) is not None
+        )
+        tool_use_id = req.get("tool_use_id")
+        answer, notes = await self._ask_question(
+            QuestionRequest(
+                questions=questions,
+                tool_use_id=tool_use_id if isinstance(tool_use_id, str) else None,
+                engine=_ENGINE,
+                raw=req,
+            )
+        )
+        await self._route(notes)
+        if answer.refused:
+            response: dict[str, Any] = {
+                "behavior": "deny",
+                "message": nobody_answers(answer.reason),
+            }
+        else:
+            answers = {key: ", ".join(values) for key, values in answer.answers.items()}
+            response = {"behavior": "allow", "updatedInput": {**tool_input, "answers": answers}}
+        await self._respond(request_id, response)
+
     async def _answer_permission(self, request_id: str, req: dict[str, Any]) -> None:
+        if req.get("tool_name") == QUESTION_TOOL:
+            await self._answer_question(request_id, req)
+            return
         session = self.options
         tool_input = req.get("input")
         request = PermissionRequest(

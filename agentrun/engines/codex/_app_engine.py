@@ -5,14 +5,16 @@ Built on :class:`~agentrun._jsonrpc_session.JsonRpcSession`. Start: ``initialize
 Each turn is ``turn/start``; it ends with the ``turn/completed`` notification. Interrupt:
 ``turn/interrupt``; the thread stays usable. The agent's approval requests go to the session's
 permission callback like every other engine's (``hitl=True`` without one declines, and the denial
-is recorded); questions to the user (``item/tool/requestUserInput``, MCP elicitations) are
-refused at once so no turn waits on a question nobody sees.
+is recorded). Questions to the user (``item/tool/requestUserInput``, which Codex offers its model
+in plan mode) go to the session's question callback, or are refused at once without one; MCP
+elicitations are refused at once. No turn waits on a question nobody sees.
 
 Session options: ``model``, ``cwd``, ``system_prompt`` (``baseInstructions``),
 ``append_system_prompt`` (``developerInstructions``), ``hitl`` / ``mode`` (approval policy and
 sandbox: ``False`` -> never ask, full access; ``True`` -> ask before every untrusted command,
 workspace-write;
-``mode="plan"`` -> read-only), ``effort`` (per turn), ``codex.config.<key>`` (``-c`` overrides),
+``mode="plan"`` -> read-only, and Codex's own plan collaboration mode, in which the model may
+ask the user questions), ``effort`` (per turn), ``codex.config.<key>`` (``-c`` overrides),
 ``extra_args``.
 """
 
@@ -22,11 +24,12 @@ import contextlib
 from typing import Any, ClassVar
 
 from ..._context import Catalog, ContextTracker
-from ..._json import as_dict
+from ..._json import as_dict, as_list, as_str
 from ..._jsonrpc import JsonRpcConnection, JsonRpcError
 from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._options import SessionOptions
 from ..._permissions import PermissionRequest
+from ..._questions import Question, QuestionOption, QuestionRequest, nobody_answers
 from ..._session import ProgramEngine, TurnContext
 from ..._version import VERSION
 from ._app_server import CodexAppServerTranslator
@@ -119,7 +122,8 @@ class CodexAppServerSession(JsonRpcSession):
         await conn.request(
             "initialize",
             {"clientInfo": {"name": "agentrun", "title": "agentrun", "version": VERSION},
-             "capabilities": {}},
+             # Plan mode (and its request_user_input tool) is part of the experimental API.
+             "capabilities": {"experimentalApi": True} if options.mode == "plan" else {}},
         )  # fmt: skip
         await conn.notify("initialized")
         params: dict[str, Any] = {**self._policy()}
@@ -147,6 +151,9 @@ class CodexAppServerSession(JsonRpcSession):
         }
         if self.options.effort is not None:
             params["effort"] = _EFFORT[self.options.effort]
+        model = self.options.model or translator.model
+        if self.options.mode == "plan" and model is not None:
+            params["collaborationMode"] = {"mode": "plan", "settings": {"model": model}}
         await self.connection.request("turn/start", params)
 
     async def _interrupt(self) -> None:
@@ -167,7 +174,7 @@ class CodexAppServerSession(JsonRpcSession):
             "item/fileChange/requestApproval": self._approve_v2,
             "execCommandApproval": self._approve_v1,
             "applyPatchApproval": self._approve_v1,
-            "item/tool/requestUserInput": self._refuse_question,
+            "item/tool/requestUserInput": self._answer_question,
             "mcpServer/elicitation/request": self._refuse_question,
         }
 
@@ -192,6 +199,37 @@ class CodexAppServerSession(JsonRpcSession):
 
     async def _approve_v1(self, params: Any) -> dict[str, Any]:
         return {"decision": "approved" if await self._ask(params) else "denied"}
+
+    async def _answer_question(self, params: Any) -> Any:
+        data = as_dict(params) or {}
+        questions = tuple(
+            Question(
+                id=qid,
+                text=as_str(q.get("question")) or qid,
+                header=as_str(q.get("header")),
+                options=tuple(
+                    QuestionOption(label=label, description=as_str(o.get("description")))
+                    for o in (as_dict(item) or {} for item in as_list(q.get("options")) or [])
+                    if (label := as_str(o.get("label"))) is not None
+                ),
+                allow_other=q.get("isOther") is True,
+                secret=q.get("isSecret") is True,
+            )
+            for q in (as_dict(item) or {} for item in as_list(data.get("questions")) or [])
+            if (qid := as_str(q.get("id"))) is not None
+        )
+        answer, notes = await self._ask_question(
+            QuestionRequest(
+                questions=questions,
+                tool_use_id=as_str(data.get("itemId")),
+                engine=self.engine_name,
+                raw=data,
+            )
+        )
+        await self._route(notes)
+        if answer.refused:
+            raise JsonRpcError(-32603, f"agentrun: {nobody_answers(answer.reason)}")
+        return {"answers": {k: {"answers": list(v)} for k, v in answer.answers.items()}}
 
     async def _refuse_question(self, params: Any) -> Any:
         raise JsonRpcError(-32603, "agentrun: no question callback is set; the question is refused")

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from repo_paths import FAKES
 
-from agentrun import SessionOptions
+from agentrun import QuestionAnswer, QuestionRequest, SessionOptions
 from agentrun._errors import (
     ConfigurationError,
     ProcessExitError,
@@ -112,6 +112,42 @@ async def _permission_turn(tmp_path: Path, **options: Any) -> tuple[Collect, Any
     async with engine().start(session(tmp_path, **options)) as process:
         summary = await run_turn(process, "permission", on_message=seen, timeout=20)
     return seen, summary
+
+
+async def test_a_form_elicitation_is_one_question_per_field(tmp_path: Path) -> None:
+    asked: list[QuestionRequest] = []
+
+    async def answer(request: QuestionRequest) -> QuestionAnswer:
+        asked.append(request)
+        return QuestionAnswer.of({"color": "blue", "count": "3", "tags": ["a", "c"],
+                                  "confirm": "yes"})  # fmt: skip
+
+    seen = Collect()
+    async with engine().start(session(tmp_path, question_handler=answer)) as process:
+        summary = await run_turn(process, "ask", on_message=seen)
+    (request,) = asked
+    assert request.message == "A few details, please"
+    color, count, tags, confirm = request.questions
+    assert (color.id, color.text, color.header) == ("color", "Which color?", "Color")
+    assert [(o.label, o.description) for o in color.options] == [("red", "Red"), ("blue", "Blue")]
+    assert not color.allow_other and not color.multi_select
+    assert (count.text, count.options, count.allow_other) == ("How many?", (), True)
+    assert tags.multi_select and [o.label for o in tags.options] == ["a", "b", "c"]
+    assert [o.label for o in confirm.options] == ["true", "false"]
+    # The answers went back typed as the form asked; the agent saw forms advertised.
+    content = '{"action": "accept", "content": {"color": "blue", "confirm": true, "count": 3, '
+    assert summary.text == f'forms=True {content}"tags": ["a", "c"]}}}}'
+    (record,) = summary.questions
+    assert record.answers["tags"] == ("a", "c") and not record.refused
+    assert len(seen.of("question")) == 1
+
+
+async def test_without_a_question_callback_an_elicitation_is_declined(tmp_path: Path) -> None:
+    async with engine().start(session(tmp_path)) as process:
+        summary = await run_turn(process, "ask")
+    assert summary.text == 'forms=False {"action": "decline"}'
+    (record,) = summary.questions
+    assert record.refused
 
 
 async def test_permission_allow_once(tmp_path: Path) -> None:
