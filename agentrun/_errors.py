@@ -7,6 +7,7 @@ Every exception the library raises on purpose derives from :class:`AgentrunError
     │                                 raised before any process starts
     ├── EngineUnavailableError        the agent program cannot be found or run (install hint)
     ├── SendNotSupportedError         this process cannot take another prompt (e.g. it was closed)
+    ├── CompactionNotSupportedError   the agent offers no way to compact its context
     ├── TurnInProgressError           a second turn was started while one is running
     ├── SessionNotFoundError          a resume / load id the agent does not know
     ├── ProtocolError                 the agent broke its wire protocol beyond recovery
@@ -43,6 +44,7 @@ __all__ = [
     "ERROR_CODES",
     "AgentrunError",
     "BudgetExceededError",
+    "CompactionNotSupportedError",
     "ConfigurationError",
     "EngineUnavailableError",
     "LineTooLongError",
@@ -161,6 +163,10 @@ class EngineUnavailableError(AgentrunError):
 
 class SendNotSupportedError(AgentrunError):
     """This process cannot accept a prompt (it is closed, or the engine has no way to send)."""
+
+
+class CompactionNotSupportedError(AgentrunError):
+    """The agent offers no way to compact its context (see ``Session.can_compact``)."""
 
 
 class TurnInProgressError(AgentrunError):

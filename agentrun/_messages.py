@@ -62,6 +62,8 @@ class MessageType(str, enum.Enum):
     STALL = "stall"
     #: The agent asked the caller questions (``data``: a :class:`~agentrun.QuestionRecord`).
     QUESTION = "question"
+    #: The agent compacted its context (``data``: trigger, before_tokens, after_tokens).
+    COMPACTION = "compaction"
 
     def __str__(self) -> str:
         return self.value
@@ -283,6 +285,8 @@ class Message(_Model):
                               ``last_seen``, ``acts_in_s``); made by the library, not the agent
     ``question``              ``text`` (the questions), ``data`` (a ``QuestionRecord``: the
                               questions, the answers or the refusal)
+    ``compaction``            ``data`` (``trigger``: manual / auto, ``before_tokens``,
+                              ``after_tokens``), ``context`` (the reading after, when known)
     ========================  ==============================================================
 
     ``turn`` is set by the library to the number of the turn the message belongs to (1, 2, ...).
@@ -382,6 +386,30 @@ class Message(_Model):
             text=message,
             error=ErrorInfo(message=message, code=code, status=status),
             data=data,
+            raw=raw,
+        )
+
+    @classmethod
+    def compaction(
+        cls,
+        *,
+        trigger: str | None,
+        before_tokens: int | None,
+        after: ContextWindow | None,
+        raw: Any = None,
+    ) -> Message:
+        """A ``compaction`` message: the agent replaced its context with a summary."""
+        after_tokens = None if after is None else after.used_tokens
+        shown = f"context compacted: {before_tokens or '?'} -> {after_tokens or '?'} tokens"
+        return cls(
+            type=MessageType.COMPACTION,
+            text=shown,
+            context=after,
+            data={
+                "trigger": trigger,
+                "before_tokens": before_tokens,
+                "after_tokens": after_tokens,
+            },
             raw=raw,
         )
 

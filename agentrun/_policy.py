@@ -5,7 +5,8 @@ Both work on the normalized stream, so they behave the same whatever agent runs.
 * :class:`ContextPolicy` — a ``context_threshold`` message the first time the session's context
   fill crosses each configured fraction (default 0.75, 0.90, 0.95), with the reading and its
   provenance; a threshold is armed again once the fill drops below it (after a compaction).
-  ``SessionOptions(context_policy=None)`` turns it off.
+  With ``action="compact"`` the session also compacts after a turn that leaves it past
+  ``compact_at``, on engines that can. ``SessionOptions(context_policy=None)`` turns it off.
 * :class:`Budget` — limits on cost, tokens, turns and wall time, for one session or shared by
   several. A turn that would start beyond a limit is refused with :class:`BudgetExceededError`
   before anything is sent; a turn that crosses the cost or token limit while it runs is
@@ -37,9 +38,15 @@ class ContextPolicy(BaseModel):
 
     #: Fractions of the context window, each announced once per crossing.
     thresholds: tuple[float, ...] = (0.75, 0.90, 0.95)
-    #: What happens at a crossing. Only ``"notify"`` (a ``context_threshold`` message) today;
-    #: compaction and hand-off are engine actions still to come.
-    action: Literal["notify"] = "notify"
+    #: What happens at a crossing: ``"notify"`` (a ``context_threshold`` message), or
+    #: ``"compact"``: also, when a turn ends with the fill at ``compact_at`` or above,
+    #: :func:`~agentrun.run_turn` compacts the context before it returns (where the agent can:
+    #: ``Session.can_compact``; elsewhere it stays at notify).
+    action: Literal["notify", "compact"] = "notify"
+    #: The fill from which ``action="compact"`` compacts.
+    compact_at: float = Field(default=0.9, gt=0, le=1)
+    #: Seconds a compaction may take.
+    compact_timeout: float = Field(default=600.0, gt=0)
 
     def __init__(self, **fields: Any) -> None:
         try:

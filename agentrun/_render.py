@@ -130,6 +130,8 @@ class Renderer:
             self._line(self.style("yellow", "▲ " + clean(message.text)))
         elif kind is MessageType.RETRY:
             self._line(self.style("yellow", "↻ " + clean(_retry_line(message))))
+        elif kind is MessageType.COMPACTION and message.text:
+            self._line(self.style("yellow", "▼ " + clean(message.text)))
         elif kind is MessageType.STALL and message.text:
             self._line(self.style("yellow", "… " + clean(message.text)))
         elif kind is MessageType.QUESTION and message.text:

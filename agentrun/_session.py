@@ -52,6 +52,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._errors import (
     AgentrunError,
     BudgetExceededError,
+    CompactionNotSupportedError,
     ConfigurationError,
     NoResultError,
     SessionClosedError,
@@ -299,6 +300,40 @@ class Session(ABC):
             stall_after=stall_after,
         )
 
+    @property
+    def can_compact(self) -> bool:
+        """Whether the agent offers a way to compact its context (detected from the agent,
+        never guessed): Claude Code's ``/compact``, Codex app-server's ``thread/compact/start``,
+        an ACP agent that advertises a ``compact`` command."""
+        return False
+
+    #: The prompt that asks the agent to compact (engines that compact by command).
+    _compact_prompt: ClassVar[str] = "/compact"
+
+    async def compact(
+        self,
+        *,
+        timeout: float | None = None,
+        on_message: MessageCallback | None = None,
+    ) -> TurnSummary:
+        """Compact the agent's context now, as a turn of its own; returns its summary.
+
+        The stream has a ``compaction`` message (the fill before and after) and the context
+        gauge drops. Raises :class:`CompactionNotSupportedError` when :attr:`can_compact` is
+        false; otherwise the same errors as :func:`run_turn`.
+        """
+        if not self.can_compact:
+            raise CompactionNotSupportedError(
+                f"{self.engine_name} offers no way to compact its context",
+                engine=self.engine_name,
+            )
+        check_turn_arguments(self._compact_prompt, timeout=timeout)
+        if on_message is not None and not callable(on_message):
+            raise ConfigurationError("on_message must be callable", option="on_message")
+        turn = Turn(self, self._compact_prompt, timeout=timeout)
+        turn.compacting = True
+        return await _consume(self, turn, on_message, timeout)
+
     @contextmanager
     def _waiting_on_caller(self) -> Generator[None, None, None]:
         """While the running turn waits for the caller (a permission callback), no clock of the
@@ -382,6 +417,12 @@ class TurnContext:
         return self._turn.session.options
 
     @property
+    def compacting(self) -> bool:
+        """True when this turn compacts the context (``Session.compact``) rather than
+        prompts; engines that compact by command just send :attr:`prompt`."""
+        return self._turn.compacting
+
+    @property
     def cancelling(self) -> bool:
         """True once the turn is being cancelled by the caller or its consumer left."""
         return self._turn.cancelling
@@ -453,6 +494,8 @@ class Turn:
         self.nonblocking: bool = False
         #: True when the session was closed while this turn ran.
         self.closed_by_session: bool = False
+        #: True for a compaction (``Session.compact``) rather than a prompt.
+        self.compacting: bool = False
         #: True when the cancel overran the grace and the agent was stopped by force.
         self.stopped_by_force: bool = False
         self._watchdog: anyio.CancelScope | None = None
@@ -931,6 +974,46 @@ async def run_turn(
         tool_timeout=tool_timeout,
         stall_after=stall_after,
     )
+    return await _consume(session, turn, on_message, timeout)
+
+
+async def _consume(
+    session: Session, turn: Turn, on_message: MessageCallback | None, timeout: float | None
+) -> TurnSummary:
+    """Run ``turn`` to its end, feeding ``on_message``; its summary, or its error. A prompt
+    turn that leaves the context past the policy's ``compact_at`` is followed by a compaction
+    when the policy says so."""
+    summary = await _consume_one(session, turn, on_message, timeout)
+    policy = session.options.context_policy
+    context = summary.context
+    if (
+        policy is not None
+        and policy.action == "compact"
+        and not turn.compacting
+        and summary.ok
+        and context is not None
+        and context.fraction is not None
+        and context.fraction >= policy.compact_at
+        and session.can_compact
+    ):
+        try:
+            await session.compact(timeout=policy.compact_timeout, on_message=on_message)
+        except AgentrunError as exc:
+            # The turn's own result stands; the failed compaction is recorded with it.
+            note = Message.error_message(
+                f"automatic compaction failed: {exc.message}", code="compaction"
+            ).in_turn(summary.turn or 0)
+            summary.add(note)
+            if on_message is not None:
+                outcome = on_message(note)
+                if inspect.isawaitable(outcome):
+                    await outcome
+    return summary
+
+
+async def _consume_one(
+    session: Session, turn: Turn, on_message: MessageCallback | None, timeout: float | None
+) -> TurnSummary:
     async with turn:
         # A slow async callback cannot stretch the call past ``timeout + cancel_grace`` either.
         with anyio.CancelScope() as bound:

@@ -118,10 +118,14 @@ class ScriptedEngine(Engine):
 
     name: str = "scripted"
 
-    def __init__(self, script: Script | None = None, *, cancel_delay: float = 0.0) -> None:
+    def __init__(
+        self, script: Script | None = None, *, cancel_delay: float = 0.0, compacts: bool = False
+    ) -> None:
         self.script: Script = script if script is not None else _echo
         #: How long the backend takes to acknowledge a cancellation.
         self.cancel_delay = cancel_delay
+        #: Whether sessions say they can compact (the script plays ``/compact`` like a prompt).
+        self.compacts = compacts
 
     def start(self, options: SessionOptions | None = None) -> ScriptedSession:
         return ScriptedSession(self, options)
@@ -140,6 +144,10 @@ class ScriptedSession(Session):
         self.log: list[TurnRecord] = []
         self.shutdowns: int = 0
         self._contexts: list[TurnContext] = []
+
+    @property
+    def can_compact(self) -> bool:
+        return self.engine.compacts
 
     def _steps(self, prompt: str, number: int) -> Sequence[Step]:
         script = self.engine.script

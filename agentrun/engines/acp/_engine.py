@@ -237,6 +237,11 @@ class AcpSession(JsonRpcSession):
         return translator
 
     @property
+    def can_compact(self) -> bool:
+        """The agent advertises a ``compact`` command (compaction is that command)."""
+        return "compact" in self.acp_translator.state.commands
+
+    @property
     def state(self) -> Any:
         """What the agent said about the session (capabilities, modes, config options...)."""
         return self.acp_translator.state

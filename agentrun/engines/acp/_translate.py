@@ -73,6 +73,7 @@ from ._schema import (
     AgentCapabilities,
     AgentMessageChunk,
     AgentThoughtChunk,
+    AvailableCommandsUpdate,
     ConfigOptionUpdate,
     CurrentModeUpdate,
     InitializeResponse,
@@ -196,6 +197,8 @@ class AcpState:
         self.agent_version: str | None = None
         self.capabilities: AgentCapabilities = AgentCapabilities()
         self.auth_methods: list[dict[str, Any]] = []
+        #: The slash commands the agent advertises (``available_commands_update``).
+        self.commands: frozenset[str] = frozenset()
         self.session_id: str | None = None
         self.session_method: str | None = None
         self.cwd: str | None = None
@@ -408,6 +411,8 @@ class AcpState:
             self.tracker.set_model(self.model)
         elif isinstance(update, CurrentModeUpdate):
             self.mode_set(update.current_mode_id)
+        elif isinstance(update, AvailableCommandsUpdate):
+            self.commands = frozenset(c.name.lstrip("/") for c in update.available_commands)
         if isinstance(update, UnknownUpdate):
             subtype = update.session_update or "unknown"
             data = dict(update.raw)

@@ -155,6 +155,11 @@ class ClaudeSession(LongLivedSession):
         self.claude_translator.process = ProcessMeta(pid=proc.pid, binary=self.argv[0])
         task_group.start_soon(self._read_stdout, proc)
 
+    @property
+    def can_compact(self) -> bool:
+        """Claude Code compacts on ``/compact`` (and reports it as ``compact_boundary``)."""
+        return True
+
     async def _send_prompt(self, ctx: TurnContext) -> None:
         user = {
             "type": "user",

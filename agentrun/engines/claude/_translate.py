@@ -27,6 +27,7 @@ from ..._json import as_int as _int
 from ..._json import as_list as _list
 from ..._json import as_str as _str
 from ..._messages import (
+    ContextWindow,
     ErrorInfo,
     InitMeta,
     Message,
@@ -176,6 +177,8 @@ class ClaudeTranslator:
             return [self._init(ev)]
         if subtype == "api_retry":
             return [self._retry(ev)]
+        if subtype == "compact_boundary":
+            return self._compacted(ev)
         data = _without(ev, "type", "subtype")
         if subtype == "permission_denied":
             denial = PermissionDenial(
@@ -190,6 +193,25 @@ class ClaudeTranslator:
                 )
             ]
         return [Message(type=MessageType.SYSTEM, subtype=subtype or None, data=data, raw=ev)]
+
+    def _compacted(self, ev: Json) -> list[Message]:
+        """``/compact`` (or the CLI's own auto-compaction) replaced the conversation with a
+        summary: the gauge drops to the size the CLI reports after it."""
+        meta = _obj(ev.get("compact_metadata")) or {}
+        before = _int(meta.get("pre_tokens"))
+        if before is None and self.tracker.last is not None:
+            before = self.tracker.last.used_tokens
+        after = _int(meta.get("post_tokens"))
+        out: list[Message] = []
+        reading: ContextWindow | None = None
+        if after is not None:
+            gauge = self.tracker.observe_reported(after, raw=ev)
+            reading = gauge.context
+            out.append(gauge)
+        trigger = _str(meta.get("trigger"))
+        out.insert(0, Message.compaction(trigger=trigger, before_tokens=before, after=reading,
+                                         raw=ev))  # fmt: skip
+        return out
 
     def _retry(self, ev: Json) -> Message:
         status = _int(ev.get("error_status"))

@@ -145,6 +145,11 @@ class CodexAppServerSession(JsonRpcSession):
 
     async def _send_prompt(self, ctx: TurnContext) -> None:
         translator = self.app_translator
+        if ctx.compacting:
+            await self.connection.request(
+                "thread/compact/start", {"threadId": translator.thread_id}
+            )
+            return
         params: dict[str, Any] = {
             "threadId": translator.thread_id,
             "input": [{"type": "text", "text": ctx.prompt}],
@@ -166,6 +171,11 @@ class CodexAppServerSession(JsonRpcSession):
                 {"threadId": translator.thread_id, "turnId": translator.turn_id},
                 timeout=self.cancel_timeout,
             )
+
+    @property
+    def can_compact(self) -> bool:
+        """Codex compacts a thread on request (``thread/compact/start``)."""
+        return True
 
     @property
     def request_handlers(self) -> RequestHandlerTable:

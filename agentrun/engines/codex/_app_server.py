@@ -32,6 +32,7 @@ from typing_extensions import Unpack
 
 from ..._json import as_dict, as_int, as_list, as_object, as_str
 from ..._messages import (
+    ContextWindow,
     ErrorInfo,
     Message,
     MessageType,
@@ -128,6 +129,11 @@ class CodexAppServerTranslator(AgentTranslator):
         self._errors: list[ErrorInfo] = []
         self._denials: list[PermissionDenial] = []
         self._started_tools: set[str] = set()
+        # Compaction: the fill before it (while a contextCompaction item runs), the reading
+        # after it, and whether the caller asked for it (thread/compact/start).
+        self._compacting: tuple[int | None] | None = None
+        self._compacted: ContextWindow | None = None
+        self._compact_requested = False
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -161,8 +167,10 @@ class CodexAppServerTranslator(AgentTranslator):
         if method is not None:
             if isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool):
                 self._sent[msg_id] = method
-            if method == "turn/start":
-                return self._turn_begins()
+            if method in ("turn/start", "thread/compact/start"):
+                out = self._turn_begins()
+                self._compact_requested = method == "thread/compact/start"
+                return out
             return []
         # Our answer to one of the agent's requests.
         if not isinstance(msg_id, (int, str)) or isinstance(msg_id, bool):
@@ -240,7 +248,7 @@ class CodexAppServerTranslator(AgentTranslator):
             if model:
                 self._learn_model(model)
             return []
-        if method == "turn/start":
+        if method in ("turn/start", "thread/compact/start"):
             if error is not None:
                 text = as_str(error.get("message")) or "turn/start failed"
                 data = error.get("data")
@@ -313,6 +321,8 @@ class CodexAppServerTranslator(AgentTranslator):
                             raw=msg)]  # fmt: skip
         if kind in _TOOLS or kind == "mcpToolCall":
             return self._tool(kind, item_id, item, completed, msg)
+        if kind == "contextCompaction":
+            return self._compaction(completed, msg)
         if kind in ("userMessage", None):
             return []
         return [Message(type=f"codex.{kind}", subtype="item", data=item, raw=msg)]
@@ -359,6 +369,20 @@ class CodexAppServerTranslator(AgentTranslator):
             raw=msg,
         )
 
+    def _compaction(self, completed: bool, msg: dict[str, Any]) -> list[Message]:
+        """A ``contextCompaction`` item: Codex replaces the thread's history with a summary
+        (``thread/compact/start``, or its own auto-compaction). Its size comes as a usage
+        update with no input, whose total is the new history's."""
+        if not completed:
+            last = self.tracker.last
+            self._compacting = (None if last is None else last.used_tokens,)
+            self._compacted = None
+            return []
+        before = self._compacting[0] if self._compacting is not None else None
+        after, self._compacting, self._compacted = self._compacted, None, None
+        return [Message.compaction(trigger="manual" if self._compact_requested else "auto",
+                                   before_tokens=before, after=after, raw=msg)]  # fmt: skip
+
     def _token_usage(self, usage: dict[str, Any], msg: dict[str, Any]) -> list[Message]:
         window = as_int(usage.get("modelContextWindow"))
         if window:
@@ -366,6 +390,14 @@ class CodexAppServerTranslator(AgentTranslator):
         last = usage.get("last")
         if last is None:
             return []
+        totals = _dict(last)
+        if self._compacting is not None and not as_int(totals.get("inputTokens")):
+            # The history after compaction: no call was made, its size is the total.
+            size = as_int(totals.get("totalTokens"))
+            if size:
+                reading = self.tracker.observe_reported(size, raw=msg)
+                self._compacted = reading.context
+                return [reading]
         call = codex_usage(_camel_totals(last))
         self._usage = call if self._usage is None else self._usage + call
         reading = self.tracker.observe_call(call, raw=msg)
