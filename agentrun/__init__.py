@@ -28,6 +28,7 @@ from ._errors import (
     TurnTimeoutError,
 )
 from ._messages import (
+    BackgroundTask,
     ContextSource,
     ContextWindow,
     ErrorInfo,
@@ -117,6 +118,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ERROR_CODES",
     "AgentrunError",
+    "BackgroundTask",
     "Budget",
     "BudgetExceededError",
     "BudgetLimit",

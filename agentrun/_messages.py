@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "BackgroundTask",
     "ContextSource",
     "ContextWindow",
     "ErrorInfo",
@@ -229,6 +230,17 @@ class PermissionDenial(_Model):
     reason: str | None = None
 
 
+class BackgroundTask(_Model):
+    """Work the agent started that goes on by itself (a background shell, a subagent)."""
+
+    id: str
+    description: str | None = None
+    #: The tool call that started it.
+    tool_use_id: str | None = None
+    #: The agent's own kind (Claude Code: ``local_bash``, ...).
+    kind: str | None = None
+
+
 class InitMeta(_Model):
     """What the agent said about itself and the session when it started."""
 
@@ -278,7 +290,9 @@ class Message(_Model):
                               agent reports one), ``denials``, ``error`` when the turn failed,
                               ``resume_id``
     ``error``                 ``error``
-    ``system``                ``subtype`` and ``data``; ``denials`` for permission denials
+    ``system``                ``subtype`` and ``data``; ``denials`` for permission denials;
+                              subtype ``background_tasks``: ``data["tasks"]``, the agent's
+                              running background tasks (``BackgroundTask`` fields)
     ``retry``                 ``error`` (what failed: message, code, HTTP status), ``data``
                               (``attempt``, ``max_attempts``, ``delay_s`` where known)
     ``stall``                 ``data`` (``quiet_s``, ``waiting_for``, ``open_tools``,

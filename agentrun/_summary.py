@@ -13,11 +13,12 @@ The JSON form (``model_dump(mode="json")``) uses stable field names tools can re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
 
 from ._messages import (
+    BackgroundTask,
     ContextSource,
     ContextWindow,
     ErrorInfo,
@@ -79,6 +80,8 @@ class TurnSummary(BaseModel):
       fields of ``usage`` repeat the last reading.
     * ``ok`` is true when the turn reached a result that is neither an error nor a
       cancellation.
+    * ``background_tasks``: work the agent started that was still running when the turn
+      ended (the turn is over; the agent is not idle).
     * ``retries`` counts the failed model calls the agent retried (``retry`` messages). What a
       retried call had streamed is not the turn's text: the agent streams it again.
     """
@@ -98,6 +101,7 @@ class TurnSummary(BaseModel):
     ok: bool = False
     has_result: bool = False
     questions: list[QuestionRecord] = []
+    background_tasks: list[BackgroundTask] = []
     messages: int = 0
     retries: int = 0
     duration_s: float | None = None
@@ -194,6 +198,9 @@ class TurnSummary(BaseModel):
             self._retried()
         elif kind is MessageType.QUESTION and message.data is not None:
             self.questions.append(QuestionRecord.model_validate(message.data))
+        elif kind is MessageType.SYSTEM and message.subtype == "background_tasks":
+            tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
+            self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
         if message.denials:
             for denial in message.denials:
                 self._deny(denial)

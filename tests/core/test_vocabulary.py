@@ -34,7 +34,7 @@ PUBLIC = {
     "Budget", "BudgetExceededError", "BudgetLimit", "ContextPolicy",
     "ModelPrice", "PriceCatalog", "UsageSource", "default_prices",
     "Question", "QuestionAnswer", "QuestionHandler", "QuestionOption", "QuestionRecord",
-    "QuestionRequest", "CompactionNotSupportedError",
+    "QuestionRequest", "CompactionNotSupportedError", "BackgroundTask",
     "__version__", "approve_all", "default_catalog", "deny_all", "engine_names", "get_engine",
     "get_translator", "run_turn",
 }  # fmt: skip

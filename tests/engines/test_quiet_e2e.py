@@ -16,6 +16,7 @@ from agentrun.testing import (
     Script,
     StreamError,
     TextBlock,
+    ToolCallBlock,
     embedded_engine,
 )
 
@@ -122,3 +123,28 @@ async def test_text_streamed_by_a_retried_call_is_not_repeated(name: str, tmp_pa
     assert texts == ["Partial answer", "Partial answer, complete."]  # the stream shows both
     assert summary.text == summary.all_text == "Partial answer, complete."
     assert summary.retries == 1 and summary.ok
+
+
+async def test_a_turn_that_leaves_background_work_running_says_so(tmp_path: Path) -> None:
+    require_engine("claude")
+    background = {"command": "sleep 30", "description": "slow job", "run_in_background": True}
+    script = Script(
+        turns=[
+            ModelTurn(blocks=[ToolCallBlock(tool="Bash", arguments=background)]),
+            ModelTurn.text("Started it."),
+            ModelTurn.text("Still going."),
+        ]
+    )
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine("claude", server.url, tmp_path / "agent", hitl=False)
+        async with engine.start(options) as session:
+            first = await run_turn(session, "start the job", timeout=120)
+            second = await run_turn(session, "how is it?", timeout=120)
+    # The turn is over, the agent is not idle: the summary names the work still running.
+    (task,) = first.background_tasks
+    assert task.description == "slow job" and task.kind == "local_bash"
+    assert task.tool_use_id == first.tool_calls[0].id
+    assert first.text == "Started it."
+    # The next turn still sees it, and its answer is its own.
+    assert [t.id for t in second.background_tasks] == [task.id]
+    assert second.text == "Still going."

@@ -27,6 +27,7 @@ from ..._json import as_int as _int
 from ..._json import as_list as _list
 from ..._json import as_str as _str
 from ..._messages import (
+    BackgroundTask,
     ContextWindow,
     ErrorInfo,
     InitMeta,
@@ -120,6 +121,10 @@ class ClaudeTranslator:
         #: Set when a result said the resumed session does not exist.
         self.session_not_found: str | None = None
         self._last_total_cost: float | None = None
+        #: Background tasks now running, by id (``background_tasks_changed``), and the tool
+        #: call that started each (``task_started``, which may come after).
+        self._tasks: dict[str, Json] = {}
+        self._task_tools: dict[str, str] = {}
         self._observed_calls: set[str] = set()
         self._tool_names: dict[str, str] = {}
         #: (message id, block index) -> (tool id, tool name) for input_json deltas.
@@ -174,11 +179,28 @@ class ClaudeTranslator:
     def _system(self, ev: Json) -> list[Message]:
         subtype = _str(ev.get("subtype")) or ""
         if subtype == "init":
+            if self._tasks:
+                # Still running from an earlier turn: this turn's summary says so too.
+                return [self._init(ev), self._background(ev)]
             return [self._init(ev)]
         if subtype == "api_retry":
             return [self._retry(ev)]
         if subtype == "compact_boundary":
             return self._compacted(ev)
+        if subtype == "background_tasks_changed":
+            self._tasks = {}
+            for item in _list(ev.get("tasks")):
+                task = _obj(item) or {}
+                task_id = _str(task.get("task_id"))
+                if task_id is not None:
+                    self._tasks[task_id] = task
+            return [self._background(ev)]
+        if subtype == "task_started":
+            task_id, tool_use_id = _str(ev.get("task_id")), _str(ev.get("tool_use_id"))
+            if task_id is not None and tool_use_id is not None:
+                self._task_tools[task_id] = tool_use_id
+            if task_id in self._tasks:
+                return [self._background(ev)]
         data = _without(ev, "type", "subtype")
         if subtype == "permission_denied":
             denial = PermissionDenial(
@@ -193,6 +215,21 @@ class ClaudeTranslator:
                 )
             ]
         return [Message(type=MessageType.SYSTEM, subtype=subtype or None, data=data, raw=ev)]
+
+    def _background(self, ev: Json) -> Message:
+        """The set of background tasks still running (it changes as they start and end)."""
+        tasks = [
+            BackgroundTask(
+                id=task_id,
+                description=_str(task.get("description")),
+                tool_use_id=_str(task.get("tool_use_id")) or self._task_tools.get(task_id),
+                kind=_str(task.get("task_type")),
+            ).model_dump(mode="json")
+            for task_id, task in self._tasks.items()
+        ]
+        return Message(
+            type=MessageType.SYSTEM, subtype="background_tasks", data={"tasks": tasks}, raw=ev
+        )
 
     def _compacted(self, ev: Json) -> list[Message]:
         """``/compact`` (or the CLI's own auto-compaction) replaced the conversation with a
