@@ -38,11 +38,12 @@ class ContextPolicy(BaseModel):
 
     #: Fractions of the context window, each announced once per crossing.
     thresholds: tuple[float, ...] = (0.75, 0.90, 0.95)
-    #: What happens at a crossing: ``"notify"`` (a ``context_threshold`` message), or
+    #: What happens at a crossing: ``"notify"`` (a ``context_threshold`` message only);
     #: ``"compact"``: also, when a turn ends with the fill at ``compact_at`` or above,
-    #: :func:`~agentrun.run_turn` compacts the context before it returns (where the agent can:
-    #: ``Session.can_compact``; elsewhere it stays at notify).
-    action: Literal["notify", "compact"] = "notify"
+    #: :func:`~agentrun.run_turn` compacts the context before it returns where the agent can
+    #: (``Session.can_compact``), else hands off (``Session.can_handoff``), else stays at
+    #: notify; ``"handoff"``: hands off there, else compacts, else notifies.
+    action: Literal["notify", "compact", "handoff"] = "notify"
     #: The fill from which ``action="compact"`` compacts.
     compact_at: float = Field(default=0.9, gt=0, le=1)
     #: Seconds a compaction may take.

@@ -89,6 +89,17 @@ WireTap = Callable[[str, bytes], None]
 
 #: Messages buffered between an engine and a slow consumer before the engine waits.
 _BUFFER = 256
+#: What :meth:`Session.handoff` asks the agent for.
+HANDOFF_PROMPT = (
+    "Write a hand-off summary of this session for a colleague who will continue the work in a "
+    "fresh session with none of this history: the goal, what was done and decided, the files "
+    "involved, and what is left to do. Reply with the summary only."
+)
+#: What the first prompt after a hand-off starts with, before the summary.
+HANDOFF_PREAMBLE = (
+    "You are continuing work begun in an earlier session. Its hand-off summary follows; the "
+    "request comes after the line."
+)
 #: How often the stall reporter looks again while no report can be due.
 _QUIET_POLL = 0.5
 #: Seconds ``Session.aclose()`` lets a running turn interrupt its agent before stopping it.
@@ -155,6 +166,10 @@ class Session(ABC):
         #: Set before entering to see every raw line (the recorder uses this).
         self.wire_tap: WireTap | None = None
         self._caller_error: Exception | None = None
+        #: (agent session id before, id after) of every hand-off (:meth:`handoff`).
+        self.handoffs: list[tuple[str | None, str | None]] = []
+        #: The next turn's seed: hand-off summary, previous id, fill before.
+        self._handoff: tuple[str, str | None, int | None] | None = None
         policy = self.options.context_policy
         self._context_gauge: ContextGauge | None = None if policy is None else ContextGauge(policy)
 
@@ -331,8 +346,58 @@ class Session(ABC):
         if on_message is not None and not callable(on_message):
             raise ConfigurationError("on_message must be callable", option="on_message")
         turn = Turn(self, self._compact_prompt, timeout=timeout)
-        turn.compacting = True
+        turn.compacting = turn.housekeeping = True
         return await _consume(self, turn, on_message, timeout)
+
+    @property
+    def can_handoff(self) -> bool:
+        """Whether the session can continue in a fresh agent-side session (a new thread or
+        session of the same agent) seeded with a summary: :meth:`handoff`."""
+        return False
+
+    async def _start_fresh(self) -> None:
+        """Engine hook for :meth:`handoff`: from the next turn on, the agent runs a new session
+        of its own (no history)."""
+        raise CompactionNotSupportedError(
+            f"{self.engine_name} cannot start a fresh session", engine=self.engine_name
+        )
+
+    async def handoff(
+        self,
+        *,
+        prompt: str = HANDOFF_PROMPT,
+        timeout: float | None = None,
+        on_message: MessageCallback | None = None,
+    ) -> TurnSummary:
+        """Hand the work over to a fresh session of the agent: ask for a hand-off summary (a
+        turn of its own, returned), start a new agent-side session, and begin the next prompt
+        with that summary. This :class:`Session` stays the one logical session; the next turn
+        shows a ``compaction`` message with ``trigger="handoff"`` linking the previous agent
+        session id to the new one (also in :attr:`handoffs`).
+
+        Raises :class:`CompactionNotSupportedError` when :attr:`can_handoff` is false, and the
+        turn's errors when the summary cannot be had (the session then goes on unchanged).
+        """
+        if not self.can_handoff:
+            raise CompactionNotSupportedError(
+                f"{self.engine_name} cannot hand off to a fresh session", engine=self.engine_name
+            )
+        check_turn_arguments(prompt, timeout=timeout)
+        if on_message is not None and not callable(on_message):
+            raise ConfigurationError("on_message must be callable", option="on_message")
+        turn = Turn(self, prompt, timeout=timeout)
+        turn.housekeeping = True
+        summary = await _consume(self, turn, on_message, timeout)
+        if not summary.ok or not summary.text.strip():
+            raise NoResultError(
+                f"{self.engine_name} gave no hand-off summary; the session goes on unchanged",
+                engine=self.engine_name,
+            )
+        before = summary.context.used if summary.context is not None else None
+        previous = self.resume_id
+        await self._start_fresh()
+        self._handoff = (summary.text, previous, before)
+        return summary
 
     @contextmanager
     def _waiting_on_caller(self) -> Generator[None, None, None]:
@@ -484,6 +549,8 @@ class Turn:
         self._last_seen: Message | None = None
         self._stall_reported = False
         self._quiet_watch: anyio.CancelScope | None = None
+        #: Set on the first turn after a hand-off: (summary, previous id, fill before).
+        self._handoff_from: tuple[str, str | None, int | None] | None = None
         #: The turn's number in its session (1, 2, ...), set when the turn starts.
         self.number: int = 0
         #: What the turn produced so far; complete once the iteration ended.
@@ -496,6 +563,9 @@ class Turn:
         self.closed_by_session: bool = False
         #: True for a compaction (``Session.compact``) rather than a prompt.
         self.compacting: bool = False
+        #: True for a turn the library runs to look after the context (a compaction, a
+        #: hand-off summary): the context policy never acts on it.
+        self.housekeeping: bool = False
         #: True when the cancel overran the grace and the agent was stopped by force.
         self.stopped_by_force: bool = False
         self._watchdog: anyio.CancelScope | None = None
@@ -527,6 +597,11 @@ class Turn:
     async def __aenter__(self) -> Turn:
         self.number = self.session._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
         self.summary.turn = self.number
+        seed = self.session._handoff  # pyright: ignore[reportPrivateUsage]
+        if seed is not None:
+            self.session._handoff = None  # pyright: ignore[reportPrivateUsage]
+            self._handoff_from = seed
+            self.prompt = f"{HANDOFF_PREAMBLE}\n\n{seed[0]}\n\n---\n\n{self.prompt}"
         self._started_at = self._quiet_since = anyio.current_time()
         if self.timeout is not None:
             self._deadline = self._started_at + self.timeout
@@ -604,6 +679,18 @@ class Turn:
         return message
 
     # -- the driver --------------------------------------------------------------------------
+
+    async def _deliver_handoff_note(self, new_id: str | None) -> None:
+        """The first turn after a hand-off says so once, after its ``init`` (or first)."""
+        seed, self._handoff_from = self._handoff_from, None
+        assert seed is not None
+        _, previous, before = seed
+        if new_id is None and self.session.resume_id != previous:
+            new_id = self.session.resume_id
+        self.session.handoffs.append((previous, new_id))
+        note = Message.compaction(trigger="handoff", before_tokens=before, after=None)
+        data = {**(note.data or {}), "previous_session_id": previous, "session_id": new_id}
+        await self.deliver(note.model_copy(update={"data": data}))
 
     def _idle_limit(self) -> float | None:
         """How long the agent may now be quiet: no limit while the caller is deciding,
@@ -700,6 +787,11 @@ class Turn:
         )
 
     async def deliver(self, message: Message) -> None:
+        if self._handoff_from is not None and message.type is not MessageType.INIT:
+            # The first turn after a hand-off says so once the new agent session's id is
+            # known, and before its result at the latest.
+            if message.resume_id is not None or message.type is MessageType.RESULT:
+                await self._deliver_handoff_note(message.resume_id)
         message = message.in_turn(self.number)
         self.summary.add(message)
         send = self._send
@@ -717,6 +809,10 @@ class Turn:
             return
         if message.type is not MessageType.STALL:
             self._heard(message)
+        if message.type is MessageType.INIT and self._handoff_from is not None:
+            new_id = message.resume_id or (message.init.session_id if message.init else None)
+            if new_id is not None:
+                await self._deliver_handoff_note(new_id)
         if message.type is MessageType.CONTEXT_WINDOW or message.usage is not None:
             await self._apply_policies(message)
 
@@ -825,6 +921,12 @@ class Turn:
                 failure.summary = self.summary
                 self._failure = failure
         finally:
+            if self._handoff_from is not None:
+                # The turn ended without a result: the link is still kept.
+                previous = self._handoff_from[1]
+                current = session.resume_id
+                session.handoffs.append((previous, current if current != previous else None))
+                self._handoff_from = None
             self.summary.duration_s = round(anyio.current_time() - self._started_at, 6)
             self._done = True
             self._finished.set()
@@ -987,27 +1089,36 @@ async def _consume(
     policy = session.options.context_policy
     context = summary.context
     if (
-        policy is not None
-        and policy.action == "compact"
-        and not turn.compacting
-        and summary.ok
-        and context is not None
-        and context.fraction is not None
-        and context.fraction >= policy.compact_at
-        and session.can_compact
+        policy is None
+        or policy.action == "notify"
+        or turn.housekeeping
+        or not summary.ok
+        or context is None
+        or context.fraction is None
+        or context.fraction < policy.compact_at
     ):
+        return summary
+    order = ("compact", "handoff") if policy.action == "compact" else ("handoff", "compact")
+    for action in order:
+        if action == "compact" and session.can_compact:
+            act = session.compact
+        elif action == "handoff" and session.can_handoff:
+            act = session.handoff
+        else:
+            continue
         try:
-            await session.compact(timeout=policy.compact_timeout, on_message=on_message)
+            await act(timeout=policy.compact_timeout, on_message=on_message)
         except AgentrunError as exc:
-            # The turn's own result stands; the failed compaction is recorded with it.
+            # The turn's own result stands; the failed action is recorded with it.
             note = Message.error_message(
-                f"automatic compaction failed: {exc.message}", code="compaction"
+                f"automatic {action} failed: {exc.message}", code="compaction"
             ).in_turn(summary.turn or 0)
             summary.add(note)
             if on_message is not None:
                 outcome = on_message(note)
                 if inspect.isawaitable(outcome):
                     await outcome
+        break
     return summary
 
 

@@ -122,6 +122,17 @@ class SpawnPerTurnSession(Session):
         self.returncode: int | None = None
         self._stderr_tail = ""
 
+    @property
+    def can_handoff(self) -> bool:
+        """Every turn is a process: the next one can just as well start a new session."""
+        return True
+
+    async def _start_fresh(self) -> None:
+        fresh = {"resume_id": None, "continue_last": False, "fork": False}
+        self.options = self.options.model_copy(update=fresh)
+        self.session_id = None
+        self.resume_id = None
+
     # -- hooks -------------------------------------------------------------------------------
 
     @abstractmethod

@@ -119,13 +119,21 @@ class ScriptedEngine(Engine):
     name: str = "scripted"
 
     def __init__(
-        self, script: Script | None = None, *, cancel_delay: float = 0.0, compacts: bool = False
+        self,
+        script: Script | None = None,
+        *,
+        cancel_delay: float = 0.0,
+        compacts: bool = False,
+        hands_off: bool = False,
     ) -> None:
         self.script: Script = script if script is not None else _echo
         #: How long the backend takes to acknowledge a cancellation.
         self.cancel_delay = cancel_delay
         #: Whether sessions say they can compact (the script plays ``/compact`` like a prompt).
         self.compacts = compacts
+        #: Whether sessions can start afresh (``Session.handoff``); each fresh session gets the
+        #: id ``scripted-<n>``.
+        self.hands_off = hands_off
 
     def start(self, options: SessionOptions | None = None) -> ScriptedSession:
         return ScriptedSession(self, options)
@@ -143,11 +151,20 @@ class ScriptedSession(Session):
         self.engine = engine
         self.log: list[TurnRecord] = []
         self.shutdowns: int = 0
+        self.fresh_starts: int = 0
         self._contexts: list[TurnContext] = []
 
     @property
     def can_compact(self) -> bool:
         return self.engine.compacts
+
+    @property
+    def can_handoff(self) -> bool:
+        return self.engine.hands_off
+
+    async def _start_fresh(self) -> None:
+        self.fresh_starts += 1
+        self.resume_id = f"scripted-{self.fresh_starts}"
 
     def _steps(self, prompt: str, number: int) -> Sequence[Step]:
         script = self.engine.script

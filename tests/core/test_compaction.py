@@ -90,3 +90,54 @@ def test_compact_at_is_a_fraction() -> None:
 
     with pytest.raises(ConfigurationError, match="compact_at"):
         ContextPolicy(action="compact", compact_at=1.5)
+
+
+def handoff_script(prompt: str, number: int) -> list[Message]:
+    if prompt.startswith("Write a hand-off summary"):
+        return [text("We fixed the parser; the tests are left."), reading(960),
+                result("We fixed the parser; the tests are left.")]  # fmt: skip
+    used = 950 if prompt == "fill" else 120
+    return [text(f"answer to: {prompt[-40:]}"), reading(used), result("answer")]
+
+
+async def test_handoff_seeds_a_fresh_session_with_the_summary_as_one_logical_session() -> None:
+    engine = ScriptedEngine(handoff_script, hands_off=True)
+    seen: list[Message] = []
+    async with engine.start(SessionOptions(resume_id="scripted-0")) as session:
+        assert session.can_handoff and not session.can_compact
+        await run_turn(session, "fill", on_message=seen.append)
+        handed = await session.handoff(on_message=seen.append, timeout=30)
+        assert handed.text == "We fixed the parser; the tests are left."
+        after = await run_turn(session, "run the tests", on_message=seen.append)
+        assert after.ok
+        # The next prompt carries the summary, then the request.
+        prompt = session.log[2].prompt
+        assert "hand-off summary" in prompt and prompt.endswith("run the tests")
+        assert "We fixed the parser" in prompt
+        assert session.handoffs == [("scripted-0", "scripted-1")]
+    (note,) = [m for m in seen if m.type is MessageType.COMPACTION]
+    assert note.turn == 3
+    assert note.data is not None and note.data["trigger"] == "handoff"
+    assert note.data["previous_session_id"] == "scripted-0"
+    assert note.data["session_id"] == "scripted-1"
+    assert note.data["before_tokens"] == 960
+
+
+async def test_the_compact_action_falls_back_to_handoff() -> None:
+    policy = ContextPolicy(thresholds=(0.9,), action="compact", compact_at=0.9)
+    engine = ScriptedEngine(handoff_script, hands_off=True)
+    async with engine.start(SessionOptions(context_policy=policy)) as session:
+        summary = await run_turn(session, "fill")
+        assert summary.text == "answer" and session.fresh_starts == 1
+        # The hand-off turn itself never sets the policy off again.
+        assert [r.prompt[:24] for r in session.log] == ["fill", "Write a hand-off summary"]
+
+
+async def test_an_empty_hand_off_summary_leaves_the_session_as_it_was() -> None:
+    from agentrun import NoResultError
+
+    engine = ScriptedEngine([[result("")]], hands_off=True)
+    async with engine.start() as session:
+        with pytest.raises(NoResultError, match="no hand-off summary"):
+            await session.handoff()
+        assert session.fresh_starts == 0 and session.handoffs == []

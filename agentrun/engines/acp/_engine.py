@@ -242,6 +242,19 @@ class AcpSession(JsonRpcSession):
         return "compact" in self.acp_translator.state.commands
 
     @property
+    def can_handoff(self) -> bool:
+        """A new session of the same agent (``session/new``)."""
+        return True
+
+    async def _start_fresh(self) -> None:
+        # The earlier session stays open in the agent (some agents end their process on
+        # session/close); the next prompt goes to the new one.
+        fresh = {"resume_id": None, "continue_last": False, "fork": False}
+        self.options = self.options.model_copy(update=fresh)
+        await self._open_session()
+        await self._configure()
+
+    @property
     def state(self) -> Any:
         """What the agent said about the session (capabilities, modes, config options...)."""
         return self.acp_translator.state

@@ -126,6 +126,10 @@ class CodexAppServerSession(JsonRpcSession):
              "capabilities": {"experimentalApi": True} if options.mode == "plan" else {}},
         )  # fmt: skip
         await conn.notify("initialized")
+        await self._open_thread(conn)
+
+    def _thread_params(self) -> dict[str, Any]:
+        options = self.options
         params: dict[str, Any] = {**self._policy()}
         if options.cwd is not None:
             params["cwd"] = options.cwd
@@ -135,6 +139,21 @@ class CodexAppServerSession(JsonRpcSession):
             params["baseInstructions"] = options.system_prompt
         if options.append_system_prompt is not None:
             params["developerInstructions"] = options.append_system_prompt
+        return params
+
+    @property
+    def can_handoff(self) -> bool:
+        """A new thread on the same app-server."""
+        return True
+
+    async def _start_fresh(self) -> None:
+        fresh = {"resume_id": None, "continue_last": False, "fork": False}
+        self.options = self.options.model_copy(update=fresh)
+        await self._open_thread(self.connection)
+
+    async def _open_thread(self, conn: JsonRpcConnection) -> None:
+        options = self.options
+        params = self._thread_params()
         if options.resume_id is not None:
             await conn.request("thread/resume", {**params, "threadId": options.resume_id})
         else:

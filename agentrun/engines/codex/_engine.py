@@ -101,6 +101,10 @@ class CodexSession(SpawnPerTurnSession):
         if self.version is None:
             self.version = package_version(self.binary, "@openai/codex")
 
+    async def _start_fresh(self) -> None:
+        await super()._start_fresh()
+        self.totals = RunningTotals({})  # a new thread counts from zero
+
     def _command(self, ctx: TurnContext) -> TurnCommand:
         assert self.binary is not None
         args = build_exec_argv(self.binary, self.options, ctx.prompt, thread_id=self.session_id)
