@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._json import as_dict, as_list, as_str
 from ._messages import Message, MessageType
 
 __all__ = [
@@ -163,6 +164,18 @@ async def ask_question(
         )
     )
     return answer, notes
+
+
+def options_of(items: object) -> tuple[QuestionOption, ...]:
+    """Options from a list of ``{"label", "description"}`` objects (Claude Code, Codex);
+    entries without a label are skipped."""
+    out: list[QuestionOption] = []
+    for item in as_list(items) or []:
+        entry = as_dict(item) or {}
+        label = as_str(entry.get("label"))
+        if label is not None:
+            out.append(QuestionOption(label=label, description=as_str(entry.get("description"))))
+    return tuple(out)
 
 
 def nobody_answers(reason: str | None) -> str:

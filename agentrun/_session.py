@@ -342,9 +342,7 @@ class Session(ABC):
                 f"{self.engine_name} offers no way to compact its context",
                 engine=self.engine_name,
             )
-        check_turn_arguments(self._compact_prompt, timeout=timeout)
-        if on_message is not None and not callable(on_message):
-            raise ConfigurationError("on_message must be callable", option="on_message")
+        check_turn_arguments(self._compact_prompt, timeout=timeout, on_message=on_message)
         turn = Turn(self, self._compact_prompt, timeout=timeout)
         turn.compacting = turn.housekeeping = True
         return await _consume(self, turn, on_message, timeout)
@@ -354,6 +352,11 @@ class Session(ABC):
         """Whether the session can continue in a fresh agent-side session (a new thread or
         session of the same agent) seeded with a summary: :meth:`handoff`."""
         return False
+
+    def _forget_resume(self) -> None:
+        """From now on the options start a new agent session (for :meth:`_start_fresh`)."""
+        fresh = {"resume_id": None, "continue_last": False, "fork": False}
+        self.options = self.options.model_copy(update=fresh)
 
     async def _start_fresh(self) -> None:
         """Engine hook for :meth:`handoff`: from the next turn on, the agent runs a new session
@@ -382,9 +385,7 @@ class Session(ABC):
             raise CompactionNotSupportedError(
                 f"{self.engine_name} cannot hand off to a fresh session", engine=self.engine_name
             )
-        check_turn_arguments(prompt, timeout=timeout)
-        if on_message is not None and not callable(on_message):
-            raise ConfigurationError("on_message must be callable", option="on_message")
+        check_turn_arguments(prompt, timeout=timeout, on_message=on_message)
         turn = Turn(self, prompt, timeout=timeout)
         turn.housekeeping = True
         summary = await _consume(self, turn, on_message, timeout)
@@ -787,11 +788,14 @@ class Turn:
         )
 
     async def deliver(self, message: Message) -> None:
-        if self._handoff_from is not None and message.type is not MessageType.INIT:
-            # The first turn after a hand-off says so once the new agent session's id is
-            # known, and before its result at the latest.
-            if message.resume_id is not None or message.type is MessageType.RESULT:
-                await self._deliver_handoff_note(message.resume_id)
+        # The first turn after a hand-off says so once the new agent session's id is known,
+        # and before its result at the latest.
+        if (
+            self._handoff_from is not None
+            and message.type is not MessageType.INIT
+            and (message.resume_id is not None or message.type is MessageType.RESULT)
+        ):
+            await self._deliver_handoff_note(message.resume_id)
         message = message.in_turn(self.number)
         self.summary.add(message)
         send = self._send
@@ -974,6 +978,7 @@ def check_turn_arguments(
     idle_timeout: object = None,
     tool_timeout: object = None,
     stall_after: object = None,
+    on_message: object = None,
 ) -> None:
     """Validate a turn's arguments at the API boundary: a clear :class:`ConfigurationError`
     naming the argument, never an internal ``TypeError`` from deep inside an engine."""
@@ -1001,6 +1006,8 @@ def check_turn_arguments(
             raise ConfigurationError(
                 f"{name} must be a positive number of seconds, got {value!r}", option=name
             )
+    if on_message is not None and not callable(on_message):
+        raise ConfigurationError("on_message must be callable", option="on_message")
 
 
 def single_error(exc: BaseException) -> BaseException:
@@ -1066,9 +1073,8 @@ async def run_turn(
         idle_timeout=idle_timeout,
         tool_timeout=tool_timeout,
         stall_after=stall_after,
+        on_message=on_message,
     )
-    if on_message is not None and not callable(on_message):
-        raise ConfigurationError("on_message must be callable", option="on_message")
     turn = session.turn(
         prompt,
         timeout=timeout,

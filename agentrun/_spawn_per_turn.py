@@ -128,8 +128,7 @@ class SpawnPerTurnSession(Session):
         return True
 
     async def _start_fresh(self) -> None:
-        fresh = {"resume_id": None, "continue_last": False, "fork": False}
-        self.options = self.options.model_copy(update=fresh)
+        self._forget_resume()
         self.session_id = None
         self.resume_id = None
 

@@ -164,7 +164,7 @@ class ScriptedSession(Session):
 
     async def _start_fresh(self) -> None:
         self.fresh_starts += 1
-        self.resume_id = f"scripted-{self.fresh_starts}"
+        self.resume_id: str | None = f"scripted-{self.fresh_starts}"
 
     def _steps(self, prompt: str, number: int) -> Sequence[Step]:
         script = self.engine.script

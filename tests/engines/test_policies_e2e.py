@@ -52,10 +52,21 @@ async def test_context_thresholds_through_a_real_agent(name: str, tmp_path: Path
             await run_turn(session, "one", on_message=seen.append, timeout=120)
             await run_turn(session, "two", on_message=seen.append, timeout=120)
     notes = [m for m in seen if m.type is MessageType.CONTEXT_THRESHOLD]
-    # Each threshold once, in the first turn; the second turn stays as full: nothing new.
-    assert [(m.turn, m.data and m.data["threshold"]) for m in notes] == [
-        (1, 0.25), (1, 0.5), (1, 0.7),
-    ]  # fmt: skip
+    events = [
+        (m.turn, str(m.type), m.data and m.data.get("threshold", m.data.get("trigger")))
+        for m in seen
+        if m.type in (MessageType.CONTEXT_THRESHOLD, MessageType.COMPACTION)
+    ]
+    crossings = [(1, "context_threshold", 0.25), (1, "context_threshold", 0.5),
+                 (1, "context_threshold", 0.7)]  # fmt: skip
+    if name == "codex-app-server":
+        # Codex compacts by itself when its context is past its own window (258,400 here):
+        # the gauge drops, and the next full call crosses every threshold once again.
+        assert events == [*crossings, (2, "compaction", "auto"),
+                          *[(2, kind, t) for _, kind, t in crossings]], events  # fmt: skip
+    else:
+        # Each threshold once, in the first turn; the second turn stays as full: nothing new.
+        assert events == crossings, events
     for note in notes:
         # The size is the agent's own where it reports one (Codex), else the session's.
         assert note.context is not None and note.context.size_tokens

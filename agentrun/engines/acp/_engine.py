@@ -249,8 +249,7 @@ class AcpSession(JsonRpcSession):
     async def _start_fresh(self) -> None:
         # The earlier session stays open in the agent (some agents end their process on
         # session/close); the next prompt goes to the new one.
-        fresh = {"resume_id": None, "continue_last": False, "fork": False}
-        self.options = self.options.model_copy(update=fresh)
+        self._forget_resume()
         await self._open_session()
         await self._configure()
 

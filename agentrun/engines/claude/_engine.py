@@ -39,7 +39,7 @@ from ..._long_lived import LongLivedSession
 from ..._messages import Message, MessageType, ProcessMeta
 from ..._options import SessionOptions
 from ..._permissions import PermissionRequest
-from ..._questions import Question, QuestionOption, QuestionRequest, nobody_answers
+from ..._questions import Question, QuestionRequest, nobody_answers, options_of
 from ..._session import Engine, TurnContext
 from ..._subprocess import AgentProcess
 from ..._translate import decode_line
@@ -277,11 +277,7 @@ class ClaudeSession(LongLivedSession):
                 id=text,
                 text=text,
                 header=as_str(q.get("header")),
-                options=tuple(
-                    QuestionOption(label=label, description=as_str(o.get("description")))
-                    for o in (as_dict(item) or {} for item in as_list(q.get("options")) or [])
-                    if (label := as_str(o.get("label"))) is not None
-                ),
+                options=options_of(q.get("options")),
                 multi_select=q.get("multiSelect") is True,
             )
             for q in (as_dict(item) or {} for item in as_list(tool_input.get("questions")) or [])

@@ -29,7 +29,7 @@ from ..._jsonrpc import JsonRpcConnection, JsonRpcError
 from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._options import SessionOptions
 from ..._permissions import PermissionRequest
-from ..._questions import Question, QuestionOption, QuestionRequest, nobody_answers
+from ..._questions import Question, QuestionRequest, nobody_answers, options_of
 from ..._session import ProgramEngine, TurnContext
 from ..._version import VERSION
 from ._app_server import CodexAppServerTranslator
@@ -147,8 +147,7 @@ class CodexAppServerSession(JsonRpcSession):
         return True
 
     async def _start_fresh(self) -> None:
-        fresh = {"resume_id": None, "continue_last": False, "fork": False}
-        self.options = self.options.model_copy(update=fresh)
+        self._forget_resume()
         await self._open_thread(self.connection)
 
     async def _open_thread(self, conn: JsonRpcConnection) -> None:
@@ -236,11 +235,7 @@ class CodexAppServerSession(JsonRpcSession):
                 id=qid,
                 text=as_str(q.get("question")) or qid,
                 header=as_str(q.get("header")),
-                options=tuple(
-                    QuestionOption(label=label, description=as_str(o.get("description")))
-                    for o in (as_dict(item) or {} for item in as_list(q.get("options")) or [])
-                    if (label := as_str(o.get("label"))) is not None
-                ),
+                options=options_of(q.get("options")),
                 allow_other=q.get("isOther") is True,
                 secret=q.get("isSecret") is True,
             )
