@@ -37,6 +37,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._errors import AgentrunError, SessionTerminatedError
 from ._messages import Message, MessageType
+from ._observe import spawn_env
 from ._options import SessionOptions
 from ._session import Session, TurnContext
 from ._streams import receive_soon, send_soon
@@ -156,7 +157,7 @@ class LongLivedSession(Session):
         spec = ProcessSpec(
             argv=self.argv,
             cwd=self.options.cwd,
-            env=self.env,
+            env=spawn_env(self, self.env),
             stdin="pipe",
             engine=self.engine_name,
             on_stderr=self._tap_stderr,

@@ -63,6 +63,7 @@ from ._errors import (
 )
 from ._framing import LineTooLong
 from ._messages import Message, MessageType
+from ._observe import OBSERVERS
 from ._options import SessionOptions
 from ._permissions import PermissionDecision, PermissionRequest, ask_permission
 from ._policy import BudgetLimit, ContextGauge, tokens_of
@@ -234,6 +235,9 @@ class Session(ABC):
         self._entered = True
         stack = AsyncExitStack()
         await stack.__aenter__()
+        if OBSERVERS:
+            for observer in OBSERVERS:
+                observer.session_started(self)
         try:
             self._task_group = await stack.enter_async_context(anyio.create_task_group())
             await self._start(self._task_group)
@@ -241,6 +245,7 @@ class Session(ABC):
             self._closed = True
             with anyio.CancelScope(shield=True):
                 await self._shutdown()
+            self._observed_close()
             if self._task_group is not None:
                 self._task_group.cancel_scope.cancel()
             try:
@@ -294,6 +299,12 @@ class Session(ABC):
                 with anyio.move_on_after(CLOSE_TURN_GRACE):
                     await active.wait_done()
             await self._shutdown()
+        self._observed_close()
+
+    def _observed_close(self) -> None:
+        if OBSERVERS:
+            for observer in OBSERVERS:
+                observer.session_closed(self)
 
     def turn(
         self,
@@ -604,6 +615,9 @@ class Turn:
             self._handoff_from = seed
             self.prompt = f"{HANDOFF_PREAMBLE}\n\n{seed[0]}\n\n---\n\n{self.prompt}"
         self._started_at = self._quiet_since = anyio.current_time()
+        if OBSERVERS:
+            for observer in OBSERVERS:
+                observer.turn_started(self)
         if self.timeout is not None:
             self._deadline = self._started_at + self.timeout
         budget = self.session.options.budget
@@ -798,6 +812,9 @@ class Turn:
             await self._deliver_handoff_note(message.resume_id)
         message = message.in_turn(self.number)
         self.summary.add(message)
+        if OBSERVERS:
+            for observer in OBSERVERS:
+                observer.message(self, message)
         send = self._send
         if send is None:
             return
@@ -932,6 +949,9 @@ class Turn:
                 session.handoffs.append((previous, current if current != previous else None))
                 self._handoff_from = None
             self.summary.duration_s = round(anyio.current_time() - self._started_at, 6)
+            if OBSERVERS:
+                for observer in OBSERVERS:
+                    observer.turn_ended(self, self._failure)
             self._done = True
             self._finished.set()
             self._send.close()

@@ -32,6 +32,7 @@ import anyio.abc
 
 from ._errors import ProcessExitError, SessionNotFoundError, SessionTerminatedError
 from ._messages import Message, MessageType, ProcessMeta
+from ._observe import spawn_env
 from ._options import SessionOptions
 from ._session import Session, TurnContext
 from ._subprocess import AgentProcess, ProcessSpec, merge_env, open_process
@@ -185,7 +186,7 @@ class SpawnPerTurnSession(Session):
         return ProcessSpec(
             argv=command.argv,
             cwd=self.options.cwd,
-            env=command.env if command.env is not None else self.env,
+            env=spawn_env(self, command.env if command.env is not None else self.env),
             stdin="pipe" if command.stdin is not None else "devnull",
             engine=self.engine_name,
             on_stderr=self._tap_stderr,

@@ -6,7 +6,7 @@ It prints ``{"event": "start", "conversation": ID}``, then ``{"event": "say", "t
 (and ``{"event": "tool", ...}`` for prompts starting with ``run ``), then
 ``{"event": "done", "total_tokens": N}`` where N counts every word of the conversation so far
 (a running total, like real agents report). State lives in ``$TOY_HOME/<id>.json``.
-Prompts ``slow`` (sleeps until signalled), ``stubborn`` (ignores SIGINT and SIGTERM), ``crash`` (exits 3 mid-turn) and ``garbage`` (a line
+``env NAME`` answers ``NAME=<value>`` from its environment. Prompts ``slow`` (sleeps until signalled), ``stubborn`` (ignores SIGINT and SIGTERM), ``crash`` (exits 3 mid-turn) and ``garbage`` (a line
 that is not JSON) exercise the engine's failure paths.
 """
 
@@ -52,7 +52,11 @@ def main(argv: list[str]) -> int:
         print("this is not json", flush=True)
     if prompt.startswith("run "):
         say({"event": "tool", "id": "t1", "command": prompt[4:], "output": prompt[4:].upper()})
-    answer = f"you said: {prompt}"
+    if prompt.startswith("env "):
+        # Reports one variable of its environment (trace-context tests).
+        answer = f"{prompt[4:]}={os.environ.get(prompt[4:], '')}"
+    else:
+        answer = f"you said: {prompt}"
     say({"event": "say", "text": answer})
     total += len(prompt.split()) + len(answer.split())
     state_file.write_text(json.dumps({"total": total}))
