@@ -13,6 +13,8 @@
     Record a real agent's raw output against the model server (fixtures).
 ``agentrun serve [--script FILE] [--port N]``
     Only the scripted model server.
+``agentrun mcp [--transport stdio|http] [--root DIR ...] [--max-sessions N] [--port N]``
+    agentrun as a Model Context Protocol server: other agents start sessions and run turns.
 ``agentrun catalog MODEL ...``
     What the model catalog knows (context window, max output).
 """
@@ -102,6 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0)
     serve.add_argument("--quiet", action="store_true")
 
+    mcp = sub.add_parser("mcp", help="serve agentrun to MCP clients (needs agentrun[mcp])")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="HTTP: a loopback address")
+    mcp.add_argument("--port", type=int, default=8765, help="HTTP: the port (default 8765)")
+    mcp.add_argument("--root", action="append", default=[], metavar="DIR",
+                     help="a directory sessions may work in (repeatable; default: the "
+                          "current directory)")  # fmt: skip
+    mcp.add_argument("--max-sessions", type=int, default=8, help="sessions open at once")
+
     catalog = sub.add_parser("catalog", help="look models up in the catalog")
     catalog.add_argument("models", nargs="+")
     return parser
@@ -125,12 +136,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra += ["--script", args.script] if args.script else []
             extra += ["--quiet"] if args.quiet else []
             return testing_main(["serve", *extra])
+        if args.command == "mcp":
+            return _mcp(args)
         return _catalog(args)
     except AgentrunError as exc:
         print(f"agentrun: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, (ConfigurationError, EngineUnavailableError)) else 1
     except KeyboardInterrupt:
         return 130
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    try:
+        from .mcp_server import serve
+    except ImportError as exc:
+        raise ConfigurationError(str(exc), option="mcp") from None
+    serve(
+        transport=args.transport,
+        host=args.host,
+        port=args.port,
+        roots=args.root or None,
+        max_sessions=args.max_sessions,
+    )
+    return 0
 
 
 # -- run ---------------------------------------------------------------------------------------

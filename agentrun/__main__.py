@@ -1,0 +1,7 @@
+"""``python -m agentrun``: the ``agentrun`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,325 @@
+"""``agentrun mcp``: agentrun as a Model Context Protocol server (``agentrun[mcp]``).
+
+An agent in one tool (Claude Code, an IDE assistant, any MCP client) delegates work to another
+agent through six tools: ``list_engines``, ``start_session``, ``run_turn`` (the
+:class:`~agentrun.TurnSummary` as structured content, with progress notifications carrying the
+context fill while it runs), ``cancel_turn``, ``get_context`` and ``close_session``.
+
+Each session runs in a task of the server's own, so it is closed when the server stops: for the
+stdio transport, when the client disconnects. ``max_sessions`` bounds how many run at once and
+working directories must lie under one of ``roots`` (default: the server's working directory).
+
+::
+
+    server = build_server(roots=["/work"], max_sessions=4)
+    server.run()                          # stdio
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import logging
+import os
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError as _missing:  # pragma: no cover - exercised without the extra
+    raise ImportError("agentrun mcp needs the MCP SDK: pip install 'agentrun[mcp]'") from _missing
+
+from ._errors import AgentrunError, ConfigurationError
+from ._messages import Message, MessageType
+from ._options import SessionOptions
+from ._registry import engine_names, get_engine
+from ._session import Engine, Session, Turn
+from ._summary import ContextSummary
+from ._version import VERSION
+
+__all__ = ["build_server", "serve"]
+
+_logger = logging.getLogger("agentrun.mcp")
+
+EngineFactory = Callable[[], Engine]
+
+
+class _Hosted:
+    """One session and the task that holds it open."""
+
+    def __init__(self, engine: str, session: Session, cwd: str) -> None:
+        self.engine = engine
+        self.session = session
+        self.cwd = cwd
+        self.closing = anyio.Event()
+        self.closed = anyio.Event()
+        self.turn: Turn | None = None
+        self.context: ContextSummary | None = None
+
+
+class _Sessions:
+    """The server's sessions, each held open by a task in the server's task group."""
+
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        max_sessions: int,
+        engines: dict[str, EngineFactory] | None,
+    ) -> None:
+        self.roots = roots
+        self.max_sessions = max_sessions
+        self.engines = engines
+        self.hosted: dict[str, _Hosted] = {}
+        self.starting = 0
+        self.numbers = itertools.count(1)
+        self.task_group: anyio.abc.TaskGroup | None = None
+
+    def names(self) -> list[str]:
+        return sorted(self.engines) if self.engines is not None else engine_names()
+
+    def engine(self, name: str) -> Engine:
+        if self.engines is not None:
+            factory = self.engines.get(name)
+            if factory is None:
+                raise ToolError(f"unknown engine {name!r} (known: {', '.join(self.names())})")
+            return factory()
+        try:
+            return get_engine(name)
+        except AgentrunError as exc:
+            raise ToolError(exc.message) from None
+
+    def cwd(self, cwd: str | None) -> str:
+        target = Path(cwd).expanduser() if cwd else self.roots[0]
+        resolved = target.resolve()
+        for root in self.roots:
+            if resolved == root or root in resolved.parents:
+                if not resolved.is_dir():
+                    raise ToolError(f"cwd {str(resolved)!r} is not a directory")
+                return str(resolved)
+        allowed = ", ".join(str(r) for r in self.roots)
+        raise ToolError(f"cwd {str(resolved)!r} is outside the allowed roots ({allowed})")
+
+    def get(self, session_id: str) -> _Hosted:
+        hosted = self.hosted.get(session_id)
+        if hosted is None:
+            raise ToolError(f"no session {session_id!r} (start one with start_session)")
+        return hosted
+
+    async def start(self, engine_name: str, options: SessionOptions) -> str:
+        if len(self.hosted) + self.starting >= self.max_sessions:
+            raise ToolError(f"{self.max_sessions} sessions are open: close one first")
+        engine = self.engine(engine_name)
+        assert self.task_group is not None
+        session_id = f"{engine_name}-{next(self.numbers)}"
+        self.starting += 1
+        try:
+            hosted = await self.task_group.start(self._host, engine_name, engine, options)
+        except AgentrunError as exc:
+            raise ToolError(f"{engine_name} did not start: {exc.message}") from None
+        finally:
+            self.starting -= 1
+        self.hosted[session_id] = hosted
+        return session_id
+
+    async def _host(
+        self,
+        engine_name: str,
+        engine: Engine,
+        options: SessionOptions,
+        *,
+        task_status: anyio.abc.TaskStatus[_Hosted],
+    ) -> None:
+        hosted: _Hosted | None = None
+        try:
+            async with engine.start(options) as session:
+                hosted = _Hosted(engine_name, session, options.cwd or "")
+                task_status.started(hosted)
+                await hosted.closing.wait()
+        except AgentrunError as exc:
+            if hosted is None:
+                raise
+            # The session ended badly (its agent crashed on close, say): the server goes on.
+            _logger.warning("session of %s ended with an error: %s", engine_name, exc)
+        finally:
+            if hosted is not None:
+                hosted.closed.set()
+
+    async def close(self, session_id: str) -> None:
+        hosted = self.hosted.pop(session_id, None)
+        if hosted is None:
+            raise ToolError(f"no session {session_id!r}")
+        hosted.closing.set()
+        await hosted.session.aclose()
+        await hosted.closed.wait()
+
+    async def close_all(self) -> None:
+        for session_id in list(self.hosted):
+            await self.close(session_id)
+
+
+def build_server(
+    *,
+    roots: Sequence[str | os.PathLike[str]] | None = None,
+    max_sessions: int = 8,
+    engines: dict[str, EngineFactory] | None = None,
+) -> MCPServer[Any]:
+    """The MCP server. ``roots``: the directories sessions may work in (default: the current
+    directory); ``engines``: engine factories by name (default: every registered engine)."""
+    if max_sessions < 1:
+        raise ConfigurationError("max_sessions must be at least 1", option="max_sessions")
+    root_paths = [Path(r).expanduser().resolve() for r in (roots or [os.getcwd()])]
+    sessions = _Sessions(root_paths, max_sessions, engines)
+
+    @asynccontextmanager
+    async def lifespan(server: MCPServer[Any]) -> AsyncGenerator[None, None]:
+        async with anyio.create_task_group() as tg:
+            sessions.task_group = tg
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await sessions.close_all()
+                sessions.task_group = None
+
+    server: MCPServer[Any] = MCPServer(
+        name="agentrun",
+        version=VERSION,
+        instructions=(
+            "Run other coding agents (Claude Code, Codex, OpenCode, ACP agents): start_session, "
+            "then run_turn with a prompt; the result is the turn's summary (final text, tool "
+            "calls, usage and cost, context fill, errors). Close sessions you no longer need."
+        ),
+        lifespan=lifespan,
+    )
+
+    @server.tool()
+    async def list_engines() -> dict[str, Any]:
+        """The engines this server can run, and whether each one's agent program is installed."""
+        out: list[dict[str, Any]] = []
+        for name in sessions.names():
+            try:
+                engine = sessions.engine(name)
+                engine.check()
+                available, problem = True, None
+            except (AgentrunError, ToolError) as exc:
+                available, problem = False, str(exc)
+            entry: dict[str, Any] = {"name": name, "available": available}
+            if problem is not None:
+                entry["problem"] = problem
+            out.append(entry)
+        return {"engines": out}
+
+    @server.tool()
+    async def start_session(
+        engine: str,
+        cwd: str | None = None,
+        model: str | None = None,
+        mode: Literal["plan", "act"] | None = None,
+    ) -> dict[str, Any]:
+        """Start a session of an agent in a working directory (under the server's roots).
+        Returns the session id the other tools take."""
+        options = SessionOptions(cwd=sessions.cwd(cwd), model=model, mode=mode)
+        session_id = await sessions.start(engine, options)
+        return {"session_id": session_id, "engine": engine, "cwd": options.cwd}
+
+    @server.tool()
+    async def run_turn(
+        session_id: str,
+        prompt: str,
+        timeout: float | None = None,
+        ctx: Context = None,  # type: ignore[assignment]
+    ) -> dict[str, Any]:
+        """Send a prompt and wait for the agent to finish the turn; returns the turn's summary.
+        Progress notifications report the context window's fill while it runs."""
+        hosted = sessions.get(session_id)
+        if hosted.turn is not None and not hosted.turn.done:
+            raise ToolError(f"session {session_id} is running a turn; cancel it or wait")
+        try:
+            turn = hosted.session.turn(prompt, timeout=timeout)
+            async with turn:
+                hosted.turn = turn
+                async for message in turn:
+                    await _progress(ctx, message)
+            summary = turn.summary
+        except AgentrunError as exc:
+            if exc.summary is None:
+                raise ToolError(exc.message) from None
+            summary = exc.summary
+        finally:
+            hosted.turn = None
+        if summary.context is not None:
+            hosted.context = summary.context
+        return summary.model_dump(mode="json")
+
+    @server.tool()
+    async def cancel_turn(session_id: str) -> dict[str, Any]:
+        """Cancel the turn a session is running (the agent is interrupted; the session stays)."""
+        hosted = sessions.get(session_id)
+        turn = hosted.turn
+        if turn is None or turn.done:
+            return {"cancelled": False}
+        turn.cancel()
+        return {"cancelled": True}
+
+    @server.tool()
+    async def get_context(session_id: str) -> dict[str, Any]:
+        """How full the session's context window is (tokens used, window size, fraction, and
+        where each number came from), as of its latest turn."""
+        hosted = sessions.get(session_id)
+        turn = hosted.turn
+        context = turn.summary.context if turn is not None else None
+        context = context or hosted.context
+        return {"context": None if context is None else context.model_dump(mode="json")}
+
+    @server.tool()
+    async def close_session(session_id: str) -> dict[str, Any]:
+        """Close a session: its agent program stops."""
+        await sessions.close(session_id)
+        return {"closed": True}
+
+    return server
+
+
+async def _progress(ctx: Context | None, message: Message) -> None:
+    if ctx is None or message.type is not MessageType.CONTEXT_WINDOW:
+        return
+    reading = message.context
+    if reading is None or reading.fraction is None:
+        return
+    fraction = min(reading.fraction, 1.0)
+    await ctx.report_progress(round(fraction * 100, 2), 100, f"context {reading.fraction:.0%} full")
+
+
+def serve(
+    *,
+    transport: Literal["stdio", "http"] = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    roots: Sequence[str] | None = None,
+    max_sessions: int = 8,
+) -> None:
+    """Run the server until its client disconnects (stdio) or it is stopped (HTTP)."""
+    if transport == "http" and not _is_loopback(host):
+        raise ConfigurationError(
+            f"the HTTP transport listens on loopback only, not {host!r}", option="host"
+        )
+    server = build_server(roots=roots, max_sessions=max_sessions)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

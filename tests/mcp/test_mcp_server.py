@@ -1,0 +1,310 @@
+"""``agentrun mcp``: the MCP SDK's own client against the server, in process, on the scripted
+engine; and over stdio against ``agentrun mcp`` driving the real pinned OpenCode offline."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from agents_support import require_engine
+from mcp import Client, StdioServerParameters
+
+from agentrun import ContextWindow, Message
+from agentrun.mcp_server import build_server
+from agentrun.testing import Hang, ModelServer, ModelTurn, Script, ScriptedEngine
+from agentrun.testing._scripted import result, text, tool_result, tool_use
+
+pytestmark = pytest.mark.anyio
+
+
+def _script(prompt: str, number: int) -> list[Any]:
+    if prompt == "hang":
+        return [text("working"), Hang()]
+    return [
+        text("Looking."),
+        tool_use("t1", "Bash", {"command": "ls"}),
+        tool_result("t1", "a.txt"),
+        Message.context_window(ContextWindow(used_tokens=420, size_tokens=1000)),
+        text(f"Done: {prompt}"),
+        result(f"Done: {prompt}"),
+    ]
+
+
+def _server(tmp_path: Path, **kw: Any) -> Any:
+    return build_server(
+        roots=[tmp_path], engines={"scripted": lambda: ScriptedEngine(_script)}, **kw
+    )
+
+
+def _data(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def test_a_client_runs_a_turn_and_gets_the_summary(tmp_path: Path) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async with Client(_server(tmp_path)) as client:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        assert tools == {"list_engines", "start_session", "run_turn", "cancel_turn",
+                         "get_context", "close_session"}  # fmt: skip
+        engines = _data(await client.call_tool("list_engines"))["engines"]
+        assert engines == [{"name": "scripted", "available": True}]
+        started = _data(await client.call_tool("start_session", {"engine": "scripted"}))
+        assert started["cwd"] == str(tmp_path.resolve())
+        sid = started["session_id"]
+        summary = _data(
+            await client.call_tool(
+                "run_turn",
+                {"session_id": sid, "prompt": "list files"},
+                progress_callback=on_progress,
+            )
+        )
+        assert summary["text"] == "Done: list files" and summary["ok"] is True
+        assert summary["all_text"] == "Looking.\n\nDone: list files"
+        assert summary["tool_calls"][0]["name"] == "Bash"
+        assert summary["context"]["fraction"] == 0.42
+        assert progress == [(42.0, 100.0, "context 42% full")]
+        context = _data(await client.call_tool("get_context", {"session_id": sid}))["context"]
+        assert (context["used"], context["size"]) == (420, 1000)
+        assert _data(await client.call_tool("close_session", {"session_id": sid})) == {
+            "closed": True
+        }
+        gone = await client.call_tool("get_context", {"session_id": sid})
+        assert gone.is_error and "no session" in json.dumps(gone.model_dump(mode="json"))
+
+
+async def test_bad_requests_are_clear_tool_errors(tmp_path: Path) -> None:
+    outside = tmp_path.parent
+    async with Client(_server(tmp_path, max_sessions=1)) as client:
+        for arguments, said in [
+            ({"engine": "nope"}, "unknown engine"),
+            ({"engine": "scripted", "cwd": str(outside)}, "outside the allowed roots"),
+        ]:
+            answer = await client.call_tool("start_session", arguments)
+            assert answer.is_error and said in str(answer.content), answer.content
+        _data(await client.call_tool("start_session", {"engine": "scripted"}))
+        full = await client.call_tool("start_session", {"engine": "scripted"})
+        assert full.is_error and "1 sessions are open" in str(full.content)
+        missing = await client.call_tool("run_turn", {"session_id": "s-x", "prompt": "hi"})
+        assert missing.is_error and "no session" in str(missing.content)
+
+
+async def test_cancel_turn_interrupts_a_running_turn(tmp_path: Path) -> None:
+    async with Client(_server(tmp_path)) as client:
+        sid = _data(await client.call_tool("start_session", {"engine": "scripted"}))["session_id"]
+        outcome: dict[str, Any] = {}
+
+        async def run() -> None:
+            outcome.update(
+                _data(await client.call_tool("run_turn", {"session_id": sid, "prompt": "hang"}))
+            )
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            cancelled = {"cancelled": False}
+            with anyio.fail_after(10):
+                while not cancelled["cancelled"]:
+                    await anyio.sleep(0.05)
+                    cancelled = _data(await client.call_tool("cancel_turn", {"session_id": sid}))
+        assert outcome["stop_reason"] == "cancelled" and outcome["ok"] is False
+        # The session goes on.
+        again = _data(await client.call_tool("run_turn", {"session_id": sid, "prompt": "next"}))
+        assert again["text"] == "Done: next"
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_agentrun_mcp_drives_real_opencode(tmp_path: Path, transport: str) -> None:
+    """``agentrun mcp`` as a user starts it, over stdio or streamable HTTP on loopback."""
+    require_engine("opencode")
+    import socket
+
+    from agentrun.testing import opencode_offline
+
+    script = Script(turns=[ModelTurn.text("Delegated answer.").model_copy(update={"repeat": 3})])
+    async with ModelServer(script) as server:
+        config = opencode_offline(server.url, tmp_path / "agent")
+        workspace = tmp_path / "work"
+        workspace.mkdir()
+        argv = ["-m", "agentrun", "mcp", "--root", str(workspace)]
+        env = {**config.env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        if transport == "stdio":
+            async with Client(
+                StdioServerParameters(command=sys.executable, args=argv, env=env)
+            ) as client:
+                summary = await _delegate(client, config.model)
+        else:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            argv += ["--transport", "http", "--port", str(port)]
+            async with await anyio.open_process([sys.executable, *argv], env=env) as process:
+                try:
+                    await _wait_for_port(port)
+                    async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                        summary = await _delegate(client, config.model)
+                finally:
+                    process.terminate()
+                    with anyio.fail_after(10):
+                        await process.wait()
+    assert summary["ok"] is True and summary["text"] == "Delegated answer."
+    assert summary["context"]["size"] == 200_000
+
+
+@pytest.mark.agent
+async def test_a_client_that_goes_away_leaves_no_agent_behind(tmp_path: Path) -> None:
+    """The stdio client disconnects without closing its session: the server closes it, and
+    neither the server nor the agent it started is left running."""
+    require_engine("opencode")
+    from agentrun.testing import opencode_offline
+
+    script = Script(turns=[ModelTurn.text("Still here.").model_copy(update={"repeat": 3})])
+    async with ModelServer(script) as server:
+        config = opencode_offline(server.url, tmp_path / "agent")
+        workspace = tmp_path / "work"
+        workspace.mkdir()
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "agentrun", "mcp", "--root", str(workspace)],
+            env={**config.env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        async with Client(params) as client:
+            sid = _data(await client.call_tool(
+                "start_session", {"engine": "opencode-acp", "model": config.model}))["session_id"]  # fmt: skip
+            _data(await client.call_tool("run_turn", {"session_id": sid, "prompt": "hi"}))
+            assert _processes_of(tmp_path), "the server and its agent run while connected"
+        with anyio.fail_after(15):
+            while left := _processes_of(tmp_path):
+                await anyio.sleep(0.1)
+        assert not left
+
+
+def _processes_of(tmp_path: Path) -> list[int]:
+    """Processes whose environment mentions ``tmp_path`` (the server and the agents it runs)."""
+    needle = str(tmp_path).encode()
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def _delegate(client: Any, model: str | None) -> dict[str, Any]:
+    started = _data(await client.call_tool("start_session", {"engine": "opencode", "model": model}))
+    assert started["session_id"] == "opencode-1"
+    summary = _data(
+        await client.call_tool(
+            "run_turn", {"session_id": started["session_id"], "prompt": "say hi", "timeout": 120}
+        )
+    )
+    assert _data(await client.call_tool("close_session", {"session_id": "opencode-1"})) == {
+        "closed": True
+    }
+    return summary
+
+
+async def _wait_for_port(port: int) -> None:
+    with anyio.fail_after(30):
+        while True:
+            try:
+                stream = await anyio.connect_tcp("127.0.0.1", port)
+            except OSError:
+                await anyio.sleep(0.1)
+            else:
+                await stream.aclose()
+                return
+
+
+def test_the_http_transport_refuses_a_non_loopback_address(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from agentrun.cli import main
+
+    assert main(["mcp", "--transport", "http", "--host", "0.0.0.0"]) == 2
+    assert "loopback only" in capsys.readouterr().err
+
+
+@pytest.mark.agent
+async def test_claude_delegates_to_opencode_through_agentrun_mcp(tmp_path: Path) -> None:
+    """One real agent delegating to another: the pinned claude, given ``agentrun mcp`` as an
+    MCP server, calls start_session and run_turn; the opencode engine behind it answers from the
+    same scripted model server; everything on loopback."""
+    require_engine("claude")
+    require_engine("opencode")
+    from agentrun import SessionOptions, get_engine, run_turn
+    from agentrun.testing import claude_offline, opencode_offline
+    from agentrun.testing._script import ToolCall
+    from agentrun.testing._script import Turn as ScriptTurn
+
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    script = Script(
+        turns=[
+            ScriptTurn(
+                blocks=[
+                    ToolCall(
+                        tool="mcp__agentrun__start_session",
+                        arguments={"engine": "opencode", "model": "fake/fake-model"},
+                    )
+                ]
+            ),
+            ScriptTurn(
+                blocks=[
+                    ToolCall(
+                        tool="mcp__agentrun__run_turn",
+                        arguments={"session_id": "opencode-1", "prompt": "say hi", "timeout": 120},
+                    )
+                ]
+            ),
+            ModelTurn.text("Delegated answer."),  # opencode's turn, behind the MCP tool
+            ModelTurn.text("OpenCode answered: Delegated answer."),
+        ]
+    )
+    async with ModelServer(script) as server:
+        opencode = opencode_offline(server.url, tmp_path / "opencode")
+        mcp_config = {
+            "mcpServers": {
+                "agentrun": {
+                    "command": sys.executable,
+                    "args": ["-m", "agentrun", "mcp", "--root", str(workspace)],
+                    "env": {
+                        **opencode.env,
+                        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+                    },
+                }
+            }
+        }
+        claude = claude_offline(server.url, tmp_path / "claude")
+        options = SessionOptions(
+            cwd=str(workspace),
+            env=claude.env,
+            inherit_env=False,
+            model=claude.model,
+            allowed_tools=("mcp__agentrun",),
+            extra_args=("--mcp-config", json.dumps(mcp_config), "--strict-mcp-config"),
+        )
+        async with get_engine("claude").start(options) as session:
+            summary = await run_turn(session, "Ask OpenCode to say hi.", timeout=180)
+    calls = {call.name: call for call in summary.tool_calls}
+    assert set(calls) == {"mcp__agentrun__start_session", "mcp__agentrun__run_turn"}
+    output = calls["mcp__agentrun__run_turn"].output
+    assert isinstance(output, str), output
+    delegated = json.loads(output)  # the TurnSummary of OpenCode's turn, as claude saw it
+    assert delegated["ok"] is True and delegated["text"] == "Delegated answer."
+    assert delegated["model"] == "fake/fake-model" and delegated["context"]["size"] == 200_000
+    assert not calls["mcp__agentrun__run_turn"].is_error
+    assert summary.text == "OpenCode answered: Delegated answer."
