@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -125,23 +127,14 @@ async def test_cancel_turn_interrupts_a_running_turn(tmp_path: Path) -> None:
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_agentrun_mcp_drives_real_opencode(tmp_path: Path, transport: str) -> None:
     """``agentrun mcp`` as a user starts it, over stdio or streamable HTTP on loopback."""
-    require_engine("opencode")
     import socket
 
-    from agentrun.testing import opencode_offline
-
-    script = Script(turns=[ModelTurn.text("Delegated answer.").model_copy(update={"repeat": 3})])
-    async with ModelServer(script) as server:
-        config = opencode_offline(server.url, tmp_path / "agent")
-        workspace = tmp_path / "work"
-        workspace.mkdir()
-        argv = ["-m", "agentrun", "mcp", "--root", str(workspace)]
-        env = {**config.env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    async with _opencode_behind_agentrun_mcp(tmp_path) as (argv, env, model):
         if transport == "stdio":
             async with Client(
                 StdioServerParameters(command=sys.executable, args=argv, env=env)
             ) as client:
-                summary = await _delegate(client, config.model)
+                summary = await _delegate(client, model)
         else:
             with socket.socket() as probe:
                 probe.bind(("127.0.0.1", 0))
@@ -151,7 +144,7 @@ async def test_agentrun_mcp_drives_real_opencode(tmp_path: Path, transport: str)
                 try:
                     await _wait_for_port(port)
                     async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-                        summary = await _delegate(client, config.model)
+                        summary = await _delegate(client, model)
                 finally:
                     process.terminate()
                     with anyio.fail_after(10):
@@ -164,28 +157,36 @@ async def test_agentrun_mcp_drives_real_opencode(tmp_path: Path, transport: str)
 async def test_a_client_that_goes_away_leaves_no_agent_behind(tmp_path: Path) -> None:
     """The stdio client disconnects without closing its session: the server closes it, and
     neither the server nor the agent it started is left running."""
-    require_engine("opencode")
-    from agentrun.testing import opencode_offline
-
-    script = Script(turns=[ModelTurn.text("Still here.").model_copy(update={"repeat": 3})])
-    async with ModelServer(script) as server:
-        config = opencode_offline(server.url, tmp_path / "agent")
-        workspace = tmp_path / "work"
-        workspace.mkdir()
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "agentrun", "mcp", "--root", str(workspace)],
-            env={**config.env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-        )
+    async with _opencode_behind_agentrun_mcp(tmp_path) as (argv, env, model):
+        params = StdioServerParameters(command=sys.executable, args=argv, env=env)
         async with Client(params) as client:
             sid = _data(await client.call_tool(
-                "start_session", {"engine": "opencode-acp", "model": config.model}))["session_id"]  # fmt: skip
+                "start_session", {"engine": "opencode-acp", "model": model}))["session_id"]  # fmt: skip
             _data(await client.call_tool("run_turn", {"session_id": sid, "prompt": "hi"}))
             assert _processes_of(tmp_path), "the server and its agent run while connected"
         with anyio.fail_after(15):
             while left := _processes_of(tmp_path):
                 await anyio.sleep(0.1)
         assert not left
+
+
+@asynccontextmanager
+async def _opencode_behind_agentrun_mcp(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[list[str], dict[str, str], str | None]]:
+    """The command line and environment of ``agentrun mcp`` serving the pinned OpenCode, set up
+    offline against a model server that answers every turn with "Delegated answer."."""
+    require_engine("opencode")
+    from agentrun.testing import opencode_offline
+
+    script = Script(turns=[ModelTurn.text("Delegated answer.").model_copy(update={"repeat": 3})])
+    async with ModelServer(script) as server:
+        config = opencode_offline(server.url, tmp_path / "agent")
+        workspace = tmp_path / "work"
+        workspace.mkdir()
+        argv = ["-m", "agentrun", "mcp", "--root", str(workspace)]
+        env = {**config.env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        yield argv, env, config.model
 
 
 def _processes_of(tmp_path: Path) -> list[int]:
