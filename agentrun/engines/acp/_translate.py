@@ -213,6 +213,8 @@ class AcpState:
         self.cost_currency: str | None = None
         self._fresh = False
         self._init_pending = False
+        #: Session updates held back until the ``init`` goes out (see ``init_pending``).
+        self.before_init: list[Message] = []
         self._cost_base: float | None = None
         self._block: _Block | None = None
         self.tools: dict[str, ToolState] = {}
@@ -731,11 +733,17 @@ class AcpState:
 
     # -- the prompt turn -----------------------------------------------------------------
 
+    @property
+    def init_pending(self) -> bool:
+        """The session is open and its ``init`` waits for the first prompt."""
+        return self._init_pending
+
     def _init_once(self) -> list[Message]:
         if not self._init_pending:
             return []
         self._init_pending = False
-        return [self.init_message()]
+        held, self.before_init = self.before_init, []
+        return [self.init_message(), *held]
 
     def prompt_started(self) -> list[Message]:
         out = self._init_once()
@@ -955,6 +963,11 @@ class AcpTranslator:
                     and (state.session_id is not None)
                 ):
                     return [*state.prompt_started(), *state.update(params)]
+                if state.init_pending and not state.in_prompt and not state.replaying:
+                    # Updates between the session's opening and its first prompt (commands,
+                    # modes the options selected) follow the init, which goes out with it.
+                    state.before_init.extend(state.update(params))
+                    return []
                 return state.update(params)
             return []
         if "id" not in msg:
