@@ -179,3 +179,66 @@ def package_version(binary: str, name_prefix: str) -> str | None:
             return version.split("-", 1)[0]
         return None
     return None
+
+
+_NODE_VERSIONS: dict[str, tuple[int, ...] | None] = {}
+
+
+def _node_version(node: str) -> tuple[int, ...] | None:
+    """``node --version`` as numbers (cached per path), or ``None`` if it does not answer."""
+    if node not in _NODE_VERSIONS:
+        import subprocess
+
+        try:
+            done = subprocess.run(
+                [node, "--version"], capture_output=True, text=True, timeout=10, check=False
+            )
+            text = done.stdout.strip().lstrip("v")
+            _NODE_VERSIONS[node] = tuple(int(p) for p in text.split(".")[:3])
+        except (OSError, ValueError, subprocess.SubprocessError):
+            _NODE_VERSIONS[node] = None
+    return _NODE_VERSIONS[node]
+
+
+def resolve_node(*, minimum: int, engine: str) -> str:
+    """A Node.js of at least major version ``minimum``: the pinned runtime under
+    ``engines/node_modules`` (the registry's ``node-<platform>`` package), else ``node`` on
+    ``PATH`` if it is new enough."""
+    searched: list[str] = []
+    candidates: list[Path] = []
+    for engines in engines_dirs():
+        node_modules = engines / "node_modules"
+        candidates.extend(sorted(node_modules.glob("node-*/bin/node")))
+        candidates.append(node_modules / ".bin" / "node")
+    on_path = shutil.which("node")
+    if on_path is not None:
+        candidates.append(Path(on_path))
+    for cand in candidates:
+        searched.append(str(cand))
+        if not _is_executable(cand):
+            continue
+        version = _node_version(str(cand))
+        if version is not None and version[0] >= minimum:
+            return str(cand)
+    raise EngineUnavailableError(
+        f"the {engine} engine needs Node.js {minimum} or newer (none found)",
+        engine=engine,
+        install_hint=INSTALL_HINT,
+        searched=tuple(searched),
+    )
+
+
+def resolve_node_script(package: str, script: str, *, engine: str) -> str:
+    """The path of ``script`` inside the pinned npm ``package`` (``dist/index.js``)."""
+    searched: list[str] = []
+    for engines in engines_dirs():
+        path = engines / "node_modules" / package / script
+        searched.append(str(path))
+        if path.is_file():
+            return str(path)
+    raise EngineUnavailableError(
+        f"the {engine} engine needs the npm package {package} (not installed)",
+        engine=engine,
+        install_hint=INSTALL_HINT,
+        searched=tuple(searched),
+    )

@@ -26,6 +26,8 @@ _ENGINES: dict[str, str] = {
     "opencode": "agentrun.engines.opencode:OpenCodeEngine",
     "acp": "agentrun.engines.acp:AcpEngine",
     "opencode-acp": "agentrun.engines.acp:opencode_acp",
+    "claude-acp": "agentrun.engines.acp:claude_acp",
+    "codex-acp": "agentrun.engines.acp:codex_acp",
     "replay": "agentrun._replay:ReplayEngine",
     "scripted": "agentrun.testing._scripted:ScriptedEngine",
 }
@@ -38,6 +40,8 @@ _TRANSLATORS: dict[str, str] = {
     "opencode": "agentrun.engines.opencode:OpenCodeTranslator",
     "acp": "agentrun.engines.acp:AcpTranslator",
     "opencode-acp": "agentrun.engines.acp:AcpTranslator",
+    "claude-acp": "agentrun.engines.acp:AcpTranslator",
+    "codex-acp": "agentrun.engines.acp:AcpTranslator",
 }
 
 

@@ -8,13 +8,22 @@ Script building blocks are exported under unambiguous names (``ModelTurn``, ``Te
 
 from ._embedded import EMBEDDED_ENGINES, embedded_engine
 from ._faults import FAULTS, fault_prompt, fault_shim
-from ._modelserver import ApiKind, ModelServer, RecordedRequest, map_tool_call
+from ._modelserver import (
+    DEFAULT_SIDE_REQUESTS,
+    ApiKind,
+    ModelServer,
+    RecordedRequest,
+    SideRequest,
+    map_tool_call,
+)
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
 from ._offline import (
     OPENCODE_PLUGIN_VERSION,
     OfflineAgentConfig,
     base_env,
+    claude_acp_offline,
     claude_offline,
+    codex_acp_offline,
     codex_offline,
     offline_config,
     opencode_offline,
@@ -37,6 +46,7 @@ from ._scripted import Ask, Fail, Hang, ScriptedEngine, ScriptedSession, Sleep, 
 
 __all__ = [
     "DEFAULT_SHELL_COMMAND",
+    "DEFAULT_SIDE_REQUESTS",
     "EMBEDDED_ENGINES",
     "EXHAUSTED_TEXT",
     "FAULTS",
@@ -54,6 +64,7 @@ __all__ = [
     "ScriptUsage",
     "ScriptedEngine",
     "ScriptedSession",
+    "SideRequest",
     "Sleep",
     "StreamError",
     "TextBlock",
@@ -62,7 +73,9 @@ __all__ = [
     "TurnRecord",
     "base_env",
     "can_isolate_network",
+    "claude_acp_offline",
     "claude_offline",
+    "codex_acp_offline",
     "codex_offline",
     "default_script",
     "embedded_engine",

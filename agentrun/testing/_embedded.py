@@ -14,7 +14,13 @@ from typing import Any
 from .._options import SessionOptions
 from .._registry import get_engine
 from .._session import Engine
-from ._offline import OfflineAgentConfig, claude_offline, codex_offline, opencode_offline
+from ._offline import (
+    OfflineAgentConfig,
+    claude_offline,
+    codex_offline,
+    offline_config,
+    opencode_offline,
+)
 
 __all__ = ["EMBEDDED_ENGINES", "embedded_engine"]
 
@@ -25,10 +31,14 @@ EMBEDDED_ENGINES: dict[str, str] = {
     "codex-app-server": "codex",
     "opencode": "opencode",
     "opencode-acp": "opencode",
+    "claude-acp": "claude-acp",
+    "codex-acp": "codex-acp",
 }
 
 
 def _config(agent: str, url: str, directory: Path) -> OfflineAgentConfig:
+    if agent in ("claude-acp", "codex-acp"):
+        return offline_config(agent, url, directory)
     if agent == "claude":
         return claude_offline(url, directory)
     if agent == "codex":

@@ -8,9 +8,11 @@ three model APIs the pinned agents use, streaming a :class:`~agentrun.testing.Sc
 * ``POST /v1/responses`` - OpenAI Responses (SSE), Codex;
 * ``POST /v1/chat/completions`` - OpenAI Chat Completions (SSE), OpenCode.
 
-Every model request consumes the next scripted turn, except OpenCode's *title requests* (system
-prompt starting ``You are a title generator``), which are answered with ``Script.title``, and
-``count_tokens`` calls (about four request bytes per token). When the turns run out the server
+Every model request consumes the next scripted turn, except ``count_tokens`` calls (about four
+request bytes per token) and *side requests*: calls an agent makes beside the conversation
+(session titles, prompt suggestions), recognised by the :class:`SideRequest` matchers the server
+is given (:data:`DEFAULT_SIDE_REQUESTS`: OpenCode's, claude-agent-acp's and codex-acp's title
+requests) and answered aside, in the API's own shape. When the turns run out the server
 answers with :data:`~agentrun.testing.EXHAUSTED_TEXT` instead of hanging.
 
 Every request is recorded in :attr:`ModelServer.requests` (:class:`RecordedRequest`).
@@ -108,6 +110,8 @@ class RecordedRequest:
     api: ApiKind
     #: True for OpenCode's title-generator side request (no turn consumed).
     title_request: bool = False
+    #: The name of the :class:`SideRequest` that answered it (no turn consumed), or ``None``.
+    side_request: str | None = None
     #: Index into ``Script.turns`` of the turn that answered, or ``None``.
     turn_index: int | None = None
     #: True when the script had no turns left and the fallback text was sent.
@@ -126,7 +130,7 @@ class RecordedRequest:
     @property
     def is_model_call(self) -> bool:
         """A request that consumed (or tried to consume) a scripted turn."""
-        return self.api in ("anthropic", "responses", "chat") and not self.title_request
+        return self.api in ("anthropic", "responses", "chat") and self.side_request is None
 
 
 class _HttpProblem(Exception):
@@ -258,6 +262,64 @@ def _is_title_request(body: Any) -> bool:
     return _text_of(system).lstrip().startswith(TITLE_PROMPT_PREFIX)
 
 
+def _last_user_text(body: Mapping[str, Any]) -> str:
+    """The text of the last message or input item of a request (any of the three APIs)."""
+    items = body.get("messages")
+    if not isinstance(items, list):
+        items = body.get("input")
+    if isinstance(items, str):
+        return items
+    if not isinstance(items, list) or not items:
+        return ""
+    last = cast(list[Any], items)[-1]
+    if not isinstance(last, dict):
+        return ""
+    return _text_of(cast(dict[str, Any], last).get("content"))
+
+
+@dataclass(frozen=True)
+class SideRequest:
+    """A model request that an agent makes beside the conversation (a session title, a prompt
+    suggestion): ``match(api, body)`` recognises it and it is answered with ``answer`` (a
+    function of the script, so a script can choose the title) without consuming a turn."""
+
+    name: str
+    match: Callable[[ApiKind, Mapping[str, Any]], bool]
+    answer: Callable[[Script], str] = lambda script: script.title
+
+
+def _opencode_title(api: ApiKind, body: Mapping[str, Any]) -> bool:
+    return api == "chat" and _is_title_request(body)
+
+
+def _claude_session_title(api: ApiKind, body: Mapping[str, Any]) -> bool:
+    # Claude Code (as the Agent SDK runs it) names the session after a turn.
+    text = _last_user_text(body)
+    return api == "anthropic" and text.startswith("<session>") and "Write the title" in text
+
+
+def _claude_prompt_suggestion(api: ApiKind, body: Mapping[str, Any]) -> bool:
+    # Claude Code (under the Agent SDK) asks after a turn what the user might type next.
+    return api == "anthropic" and "Reply with ONLY the suggestion" in _last_user_text(body)
+
+
+def _codex_acp_title(api: ApiKind, body: Mapping[str, Any]) -> bool:
+    return api == "responses" and "focus only on creating a title" in _last_user_text(body)
+
+
+#: The side requests of the pinned agents: OpenCode's title generator, the session title and
+#: the prompt suggestion (answered with nothing) Claude Code asks for under claude-agent-acp,
+#: and codex-acp's title (JSON ``{"title"}``).
+DEFAULT_SIDE_REQUESTS: tuple[SideRequest, ...] = (
+    SideRequest("opencode-title", _opencode_title),
+    SideRequest("claude-session-title", _claude_session_title),
+    SideRequest("claude-prompt-suggestion", _claude_prompt_suggestion, lambda script: ""),
+    SideRequest(
+        "codex-acp-title", _codex_acp_title, lambda script: json.dumps({"title": script.title})
+    ),
+)
+
+
 def _classify(method: str, path: str) -> ApiKind:
     if method != "POST":
         return "other"
@@ -348,6 +410,9 @@ class ModelServer:
 
     ``script`` defaults to :func:`~agentrun.testing.default_script`. ``port=0`` picks a free
     port. ``on_request`` is called with every :class:`RecordedRequest` once it is answered.
+    ``side_requests`` recognise the calls answered aside (default:
+    :data:`DEFAULT_SIDE_REQUESTS`; pass ``()`` to let every call consume the script);
+    :attr:`side_requests_served` lists those answered.
     """
 
     def __init__(
@@ -358,8 +423,10 @@ class ModelServer:
         max_header_bytes: int = 64 * 1024,
         max_body_bytes: int = 64 * 1024 * 1024,
         on_request: Callable[[RecordedRequest], None] | None = None,
+        side_requests: Sequence[SideRequest] = DEFAULT_SIDE_REQUESTS,
     ) -> None:
         self.script: Script = script if script is not None else default_script()
+        self.side_requests: tuple[SideRequest, ...] = tuple(side_requests)
         self._queue = self.script.expanded()
         self._next = 0
         self._port = port
@@ -391,6 +458,11 @@ class ModelServer:
     def url(self) -> str:
         """``http://127.0.0.1:<port>`` (no trailing slash, no ``/v1``)."""
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def side_requests_served(self) -> list[RecordedRequest]:
+        """The side requests answered aside (titles, suggestions), in order."""
+        return [r for r in self.requests if r.side_request is not None]
 
     @property
     def model_requests(self) -> list[RecordedRequest]:
@@ -653,16 +725,28 @@ class ModelServer:
         model_name = model if isinstance(model, str) else "fake-model"
         stream = payload.get("stream") is True
 
-        if api == "chat" and _is_title_request(payload):
-            rec = self._record(req, api, parsed, title_request=True)
+        side = next((r for r in self.side_requests if r.match(api, payload)), None)
+        if side is not None:
+            rec = self._record(
+                req,
+                api,
+                parsed,
+                side_request=side.name,
+                title_request=side.name == "opencode-title",
+            )
             served = _Served(
-                turn=Turn.text(self.script.title),
+                turn=Turn.text(side.answer(self.script)),
                 turn_index=None,
                 exhausted=False,
                 seq=rec.seq,
                 usage=Usage(input_tokens=max(1, len(req.body) // 4), output_tokens=6),
             )
-            keep = await self._serve_chat(out, served, model_name, stream, keep)
+            if api == "anthropic":
+                keep = await self._serve_anthropic(out, served, model_name, stream, keep)
+            elif api == "responses":
+                keep = await self._serve_responses(out, served, model_name, stream, keep)
+            else:
+                keep = await self._serve_chat(out, served, model_name, stream, keep)
             self._finish(rec)
             return keep
 

@@ -54,6 +54,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, cast
 
 __all__ = [
     "OPENCODE_PLUGIN_VERSION",
@@ -353,10 +354,98 @@ def codex_offline(
     )
 
 
+#: The bundled Codex model whose metadata ``codex_acp_offline`` gives the fake model.
+_CODEX_TEMPLATE_MODEL = "gpt-5.5"
+
+
+def write_codex_model_catalog(
+    codex_home: Path, *, model: str, context_window: int, codex: str | None = None
+) -> Path:
+    """``$CODEX_HOME/catalog.json``: the pinned Codex's bundled metadata of one real model,
+    re-named ``model`` with ``context_window``, so Codex knows the fake model (no "Model
+    metadata ... not found" warning in the answer) and reports 95 % of the window."""
+    import subprocess
+
+    from .._binaries import resolve_binary
+
+    program = codex or resolve_binary("codex")
+    done = subprocess.run(
+        [program, "debug", "models", "--bundled"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**base_env(codex_home), "CODEX_HOME": str(codex_home)},
+    )
+    bundled = cast(list[dict[str, Any]], json.loads(done.stdout)["models"])
+    entry = next((m for m in bundled if m.get("slug") == _CODEX_TEMPLATE_MODEL), bundled[0])
+    entry = {**entry, "slug": model, "display_name": model, "context_window": context_window}
+    entry["upgrade"] = None
+    path = codex_home / "catalog.json"
+    path.write_text(json.dumps({"models": [entry]}))
+    return path
+
+
+def codex_acp_offline(
+    server_url: str,
+    directory: str | os.PathLike[str],
+    *,
+    model: str = "fake-model",
+    context_window: int = 131_072,
+    extra_env: Mapping[str, str] | None = None,
+) -> OfflineAgentConfig:
+    """codex-acp: the ``codex_offline`` provider, **without** ``approval_policy`` and
+    ``sandbox_mode`` (so permission requests reach the client), with a model catalog entry for
+    ``model`` and without the adapter's prompt-suggestion model calls."""
+    base = codex_offline(server_url, directory, model=model, extra_env=extra_env)
+    config_path = base.files[0]
+    codex_home = config_path.parent
+    catalog = write_codex_model_catalog(codex_home, model=model, context_window=context_window)
+    lines = [
+        line
+        for line in config_path.read_text().splitlines()
+        if not line.startswith(("approval_policy", "sandbox_mode"))
+    ]
+    lines.insert(1, f"model_catalog_json = {json.dumps(str(catalog))}")
+    config_path.write_text("\n".join(lines) + "\n")
+    env = {**base.env, "CODEX_ACP_PROMPT_SUGGESTIONS": "false"}
+    return replace(
+        base,
+        agent="codex-acp",
+        env=env,
+        context_window=context_window * 95 // 100,
+        files=(config_path, catalog),
+        args=(),
+        notes=(
+            *base.notes,
+            "no approval_policy / sandbox_mode: the read-only mode asks the client",
+            "model_catalog_json: the fake model has real metadata (no metadata warning)",
+            "CODEX_ACP_PROMPT_SUGGESTIONS=false: no suggestion model call after each turn",
+        ),
+    )
+
+
+def claude_acp_offline(
+    server_url: str,
+    directory: str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    extra_env: Mapping[str, str] | None = None,
+) -> OfflineAgentConfig:
+    """claude-agent-acp: the ``claude_offline`` environment (the adapter runs Claude Code)."""
+    base = claude_offline(server_url, directory, model=model, extra_env=extra_env)
+    return replace(base, agent="claude-acp")
+
+
 def offline_config(
     agent: str, server_url: str, directory: str | os.PathLike[str]
 ) -> OfflineAgentConfig:
-    """Dispatch on the agent name: ``claude``, ``opencode`` (or ``opencode-acp``), ``codex``."""
+    """Dispatch on the agent name: ``claude``, ``opencode`` (or ``opencode-acp``), ``codex``,
+    ``codex-app-server``, ``claude-acp``, ``codex-acp``."""
+    if agent == "claude-acp":
+        return claude_acp_offline(server_url, directory)
+    if agent == "codex-acp":
+        return codex_acp_offline(server_url, directory)
     if agent in ("claude", "claude-code"):
         return claude_offline(server_url, directory)
     if agent in ("opencode", "opencode-acp", "opencode-run"):

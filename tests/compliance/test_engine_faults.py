@@ -23,6 +23,7 @@ fault marker. Per engine, on asyncio and trio:
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -36,6 +37,7 @@ from agents_support import descendants, require_engine
 from agentrun import (
     AgentrunError,
     Engine,
+    EngineUnavailableError,
     Message,
     MessageType,
     ProcessExitError,
@@ -43,6 +45,7 @@ from agentrun import (
     SessionOptions,
     SessionTerminatedError,
     TurnTimeoutError,
+    get_engine,
     run_turn,
 )
 from agentrun._binaries import resolve_binary
@@ -107,15 +110,34 @@ async def _started(name: str, tmp_path: Path) -> AsyncIterator[tuple[Session, Pa
         )
         yield await _enter(engine, options), Path(shim_env["AGENTRUN_FAULT_PIDFILE"])
         return
-    program = EMBEDDED_ENGINES[name]
-    require_engine(program)
     async with ModelServer(Script(turns=[], exhausted_text=ANSWER)) as server:
-        shim, shim_env = fault_shim(agent_dir, resolve_binary(program))
+        shim, shim_env = fault_shim(agent_dir, _agent_program(name, agent_dir))
         engine, options = embedded_engine(
             name, server.url, agent_dir, cwd=str(workspace), binary=shim
         )
         options = options.model_copy(update={"env": {**options.env, **shim_env}})
         yield await _enter(engine, options), Path(shim_env["AGENTRUN_FAULT_PIDFILE"])
+
+
+def _agent_program(name: str, agent_dir: Path) -> str:
+    """The one program the fault shim wraps: the pinned binary, or for the presets that run a
+    script under a pinned Node.js, a small launcher of both."""
+    if name in ("claude-acp", "codex-acp"):
+        from agentrun.engines.acp import AcpEngine
+
+        engine = get_engine(name)
+        assert isinstance(engine, AcpEngine)
+        try:
+            argv = engine.command_for(SessionOptions())
+        except EngineUnavailableError as exc:
+            pytest.skip(str(exc))
+        launcher = agent_dir / f"{name}-launcher"
+        launcher.write_text("#!/bin/sh\nexec " + shlex.join(argv) + ' "$@"\n')
+        launcher.chmod(0o755)
+        return str(launcher)
+    program = EMBEDDED_ENGINES[name]
+    require_engine(program)
+    return resolve_binary(program)
 
 
 async def _enter(engine: Engine, options: SessionOptions) -> Session:

@@ -1,9 +1,11 @@
-"""The ACP client engine: any Agent Client Protocol agent, and the ``opencode acp`` preset.
+"""The ACP client engine: any Agent Client Protocol agent, and presets for ``opencode acp``,
+``claude-agent-acp`` (``claude-acp``) and ``codex-acp``.
 
 See ``docs/engines/acp.md``.
 """
 
 from ._engine import AcpEngine, AcpSession, AcpTimeoutError, opencode_acp
+from ._presets import claude_acp, codex_acp
 from ._translate import AcpState, AcpTranslator
 
 __all__ = [
@@ -12,5 +14,7 @@ __all__ = [
     "AcpState",
     "AcpTimeoutError",
     "AcpTranslator",
+    "claude_acp",
+    "codex_acp",
     "opencode_acp",
 ]

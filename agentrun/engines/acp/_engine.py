@@ -102,6 +102,9 @@ class AcpEngine(Engine):
     * Timeouts (seconds): ``handshake_timeout`` for ``initialize``, ``session_timeout`` for
       opening the session, ``request_timeout`` for the option requests, ``cancel_timeout`` for
       the ``cancelled`` answer to ``session/cancel``; the close timeouts bound shutdown.
+    * ``default_mode``: the agent mode selected when the session asks for none (no
+      ``acp.mode`` option, no ``agent_id``, no plan mode); presets use it to start in the mode
+      that asks for permission. A mode the agent does not offer is reported, not fatal.
     """
 
     name: str = "acp"
@@ -126,6 +129,7 @@ class AcpEngine(Engine):
         terminate_timeout: float = 5.0,
         max_line_bytes: int | None = None,
         catalog: Catalog | None = None,
+        default_mode: str | None = None,
     ) -> None:
         if resume_with not in ("load", "resume"):
             raise ConfigurationError("resume_with must be 'load' or 'resume'", option="resume_with")
@@ -152,6 +156,7 @@ class AcpEngine(Engine):
         self.terminate_timeout = terminate_timeout
         self.max_line_bytes = max_line_bytes
         self.catalog = catalog
+        self.default_mode = default_mode
 
     def start(self, options: SessionOptions | None = None) -> AcpSession:
         return AcpSession(self, options)
@@ -554,6 +559,11 @@ class AcpSession(JsonRpcSession):
             if plan is None:
                 raise self._not_offered("mode", "plan", mode_ids)
             await self._select_mode(plan, "mode")
+        elif raw_mode is None and session.agent_id is None and self.engine.default_mode:
+            if self.engine.default_mode in mode_ids:
+                await self._select_mode(self.engine.default_mode, "default_mode")
+            else:
+                unsupported.append(("default_mode", "the agent offers no such mode"))
         for key, value in sorted(session.options.items()):
             if key.startswith("acp.config."):
                 await self._set_config(key.removeprefix("acp.config."), value, key)
