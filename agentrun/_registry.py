@@ -28,6 +28,7 @@ _ENGINES: dict[str, str] = {
     "opencode-acp": "agentrun.engines.acp:opencode_acp",
     "claude-acp": "agentrun.engines.acp:claude_acp",
     "codex-acp": "agentrun.engines.acp:codex_acp",
+    "qwen": "agentrun.engines.acp:qwen",
     "replay": "agentrun._replay:ReplayEngine",
     "scripted": "agentrun.testing._scripted:ScriptedEngine",
 }
@@ -42,6 +43,7 @@ _TRANSLATORS: dict[str, str] = {
     "opencode-acp": "agentrun.engines.acp:AcpTranslator",
     "claude-acp": "agentrun.engines.acp:AcpTranslator",
     "codex-acp": "agentrun.engines.acp:AcpTranslator",
+    "qwen": "agentrun.engines.acp:AcpTranslator",
 }
 
 

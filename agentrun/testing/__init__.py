@@ -27,6 +27,7 @@ from ._offline import (
     codex_offline,
     offline_config,
     opencode_offline,
+    qwen_offline,
     write_opencode_plugin_stub,
 )
 from ._script import (
@@ -86,6 +87,7 @@ __all__ = [
     "network_is_loopback_only",
     "offline_config",
     "opencode_offline",
+    "qwen_offline",
     "run_isolated",
     "write_opencode_plugin_stub",
 ]

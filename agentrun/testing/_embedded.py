@@ -33,11 +33,12 @@ EMBEDDED_ENGINES: dict[str, str] = {
     "opencode-acp": "opencode",
     "claude-acp": "claude-acp",
     "codex-acp": "codex-acp",
+    "qwen": "qwen",
 }
 
 
 def _config(agent: str, url: str, directory: Path) -> OfflineAgentConfig:
-    if agent in ("claude-acp", "codex-acp"):
+    if agent in ("claude-acp", "codex-acp", "qwen"):
         return offline_config(agent, url, directory)
     if agent == "claude":
         return claude_offline(url, directory)

@@ -31,7 +31,7 @@ import json
 import math
 import sys
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, cast
@@ -170,6 +170,8 @@ class _Served:
     exhausted: bool
     seq: int
     usage: Usage = field(default_factory=Usage)
+    #: The tool names the request offered (for :func:`map_tool_call`).
+    offered: frozenset[str] = frozenset()
 
 
 class _Responder:
@@ -298,22 +300,23 @@ def _claude_session_title(api: ApiKind, body: Mapping[str, Any]) -> bool:
     return api == "anthropic" and text.startswith("<session>") and "Write the title" in text
 
 
-def _claude_prompt_suggestion(api: ApiKind, body: Mapping[str, Any]) -> bool:
-    # Claude Code (under the Agent SDK) asks after a turn what the user might type next.
-    return api == "anthropic" and "Reply with ONLY the suggestion" in _last_user_text(body)
+def _prompt_suggestion(api: ApiKind, body: Mapping[str, Any]) -> bool:
+    # Claude Code (under the Agent SDK) and Qwen Code ask after a turn what the user might
+    # type next.
+    return "Reply with ONLY the suggestion" in _last_user_text(body)
 
 
 def _codex_acp_title(api: ApiKind, body: Mapping[str, Any]) -> bool:
     return api == "responses" and "focus only on creating a title" in _last_user_text(body)
 
 
-#: The side requests of the pinned agents: OpenCode's title generator, the session title and
-#: the prompt suggestion (answered with nothing) Claude Code asks for under claude-agent-acp,
-#: and codex-acp's title (JSON ``{"title"}``).
+#: The side requests of the pinned agents: OpenCode's title generator, the session title
+#: Claude Code asks for under claude-agent-acp, the prompt suggestion (answered with nothing)
+#: of Claude Code and Qwen Code, and codex-acp's title (JSON ``{"title"}``).
 DEFAULT_SIDE_REQUESTS: tuple[SideRequest, ...] = (
     SideRequest("opencode-title", _opencode_title),
     SideRequest("claude-session-title", _claude_session_title),
-    SideRequest("claude-prompt-suggestion", _claude_prompt_suggestion, lambda script: ""),
+    SideRequest("prompt-suggestion", _prompt_suggestion, lambda script: ""),
     SideRequest(
         "codex-acp-title", _codex_acp_title, lambda script: json.dumps({"title": script.title})
     ),
@@ -342,14 +345,40 @@ def _shell_command(call: ToolCall) -> str:
     return str(value)
 
 
-def map_tool_call(api: ApiKind, call: ToolCall) -> tuple[str, dict[str, Any]]:
-    """The tool name and arguments ``call`` becomes in ``api``'s shape."""
+def _tool_names(body: Mapping[str, Any]) -> frozenset[str]:
+    """The names of the tools a request offers (Chat Completions, Anthropic and Responses)."""
+    tools = body.get("tools")
+    names: set[str] = set()
+    if isinstance(tools, list):
+        for tool in cast(list[Any], tools):
+            if not isinstance(tool, dict):
+                continue
+            entry = cast(dict[str, Any], tool)
+            function = entry.get("function")
+            name = (
+                cast(dict[str, Any], function).get("name")
+                if isinstance(function, dict)
+                else entry.get("name")
+            )
+            if isinstance(name, str):
+                names.add(name)
+    return frozenset(names)
+
+
+def map_tool_call(
+    api: ApiKind, call: ToolCall, offered: Collection[str] = ()
+) -> tuple[str, dict[str, Any]]:
+    """The tool name and arguments ``call`` becomes in ``api``'s shape; ``offered`` (the tool
+    names of the request) tells agents of one API apart (Qwen Code's ``run_shell_command``
+    beside OpenCode's ``bash``)."""
     if call.tool != "shell":
         return call.tool, dict(call.arguments)
     extra = {k: v for k, v in call.arguments.items() if k not in ("command", "cmd")}
     command = _shell_command(call)
     if api == "anthropic":
         return "Bash", {"command": command, **extra}
+    if api == "chat" and "run_shell_command" in offered and "bash" not in offered:
+        return "run_shell_command", {"command": command, **extra}
     if api == "chat":
         extra.setdefault("description", "Run a shell command")
         return "bash", {"command": command, **extra}
@@ -751,6 +780,7 @@ class ModelServer:
             return keep
 
         served = self._take_turn(len(req.body))
+        served.offered = _tool_names(payload)
         turn = served.turn
         err = turn.http_error
         rec = self._record(
@@ -1001,7 +1031,7 @@ class ModelServer:
         calls: list[tuple[str, str, str]] = []
         for i, block in enumerate(turn.content):
             if isinstance(block, ToolCall):
-                name, args = map_tool_call("chat", block)
+                name, args = map_tool_call("chat", block, served.offered)
                 calls.append((self._tool_id("chat", block, served, i), name, _dumps(args)))
         if not stream:
             text = "".join(b.text for b in turn.content if isinstance(b, Text))
@@ -1047,7 +1077,7 @@ class ModelServer:
                 for p in _pieces(block.text, turn.chunk_chars):
                     await self._emit(out, turn, chunk({"content": p}))
             else:
-                name, args = map_tool_call("chat", block)
+                name, args = map_tool_call("chat", block, served.offered)
                 cid = self._tool_id("chat", block, served, i)
                 head = {
                     "index": call_index,

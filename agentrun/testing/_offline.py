@@ -437,15 +437,67 @@ def claude_acp_offline(
     return replace(base, agent="claude-acp")
 
 
+def qwen_offline(
+    server_url: str,
+    directory: str | os.PathLike[str],
+    *,
+    model: str = "fake-model",
+    context_window: int = 131_072,
+    extra_env: Mapping[str, str] | None = None,
+) -> OfflineAgentConfig:
+    """Qwen Code: its OpenAI-compatible provider (Chat Completions) on the model server, from
+    ``~/.qwen/settings.json``; the model's context window set there (Qwen Code reports
+    ``usage_update`` only for a window it knows); no telemetry, usage statistics, update checks
+    or automatic memory (a model call after every turn)."""
+    home = _fresh_home(directory)
+    settings_dir = home / ".qwen"
+    settings_dir.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": model, "generationConfig": {"contextWindowSize": context_window}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "memory": {"enableManagedAutoMemory": False},
+    }
+    path = settings_dir / "settings.json"
+    path.write_text(json.dumps(settings, indent=2))
+    env = base_env(home)
+    env.update(
+        {
+            "OPENAI_BASE_URL": _strip(server_url) + "/v1",
+            "OPENAI_API_KEY": "sk-offline-not-a-real-key",
+            "OPENAI_MODEL": model,
+        }
+    )
+    if extra_env:
+        env.update(extra_env)
+    return OfflineAgentConfig(
+        agent="qwen",
+        env=env,
+        model=None,
+        context_window=context_window,
+        home=home,
+        files=(path,),
+        notes=(
+            "auth type openai: Chat Completions at OPENAI_BASE_URL (the model server)",
+            "model.generationConfig.contextWindowSize: the size usage_update reports",
+            "memory.enableManagedAutoMemory=false: no memory-extraction call after each turn",
+        ),
+    )
+
+
 def offline_config(
     agent: str, server_url: str, directory: str | os.PathLike[str]
 ) -> OfflineAgentConfig:
     """Dispatch on the agent name: ``claude``, ``opencode`` (or ``opencode-acp``), ``codex``,
-    ``codex-app-server``, ``claude-acp``, ``codex-acp``."""
+    ``codex-app-server``, ``claude-acp``, ``codex-acp``, ``qwen``."""
     if agent == "claude-acp":
         return claude_acp_offline(server_url, directory)
     if agent == "codex-acp":
         return codex_acp_offline(server_url, directory)
+    if agent == "qwen":
+        return qwen_offline(server_url, directory)
     if agent in ("claude", "claude-code"):
         return claude_offline(server_url, directory)
     if agent in ("opencode", "opencode-acp", "opencode-run"):

@@ -289,6 +289,30 @@ async def test_anthropic_max_tokens_and_non_streaming() -> None:
 # --------------------------------------------------------------------------- Chat Completions
 
 
+async def test_side_requests_are_answered_aside_in_each_api() -> None:
+    from agentrun.testing import DEFAULT_SIDE_REQUESTS, SideRequest
+
+    def marked(api: str, body: Any) -> bool:
+        return "SIDE-CALL" in json.dumps(body)
+
+    mine = SideRequest("mine", marked, lambda script: "aside")
+    suggestion = {**ANTHROPIC, "messages": [{"role": "user", "content": "... Reply with ONLY "
+                                             "the suggestion, no quotes or explanation."}]}  # fmt: skip
+    async with ModelServer(side_requests=(*DEFAULT_SIDE_REQUESTS, mine)) as server:
+        aside = await post(server, "/v1/messages", {**ANTHROPIC, "metadata": "SIDE-CALL",
+                                                     "stream": False})  # fmt: skip
+        await post(server, "/v1/messages", suggestion)
+        await post(server, "/v1/messages", ANTHROPIC)
+    assert aside.json()["content"] == [{"type": "text", "text": "aside"}]
+    assert [r.side_request for r in server.requests] == ["mine", "prompt-suggestion", None]
+    assert server.side_requests_served == server.requests[:2]
+    assert [r.turn_index for r in server.requests] == [None, None, 0]
+
+    async with ModelServer(side_requests=()) as server:
+        await post(server, "/v1/messages", suggestion)
+    assert server.requests[0].turn_index == 0  # no matchers: every call takes a turn
+
+
 async def test_chat_title_request_does_not_consume_a_turn() -> None:
     async with ModelServer() as server:
         title = await post(server, "/v1/chat/completions", TITLE)
@@ -519,6 +543,9 @@ def test_shell_tool_mapping_per_api() -> None:
     )
     exact = ToolCall(tool="Write", arguments={"file_path": "a", "content": "b"})
     assert map_tool_call("chat", exact) == ("Write", {"file_path": "a", "content": "b"})
+    # Qwen Code speaks Chat Completions too; its request offers run_shell_command, not bash.
+    qwen = map_tool_call("chat", call, frozenset({"run_shell_command", "write_file"}))
+    assert qwen == ("run_shell_command", {"command": "ls -la"})
 
 
 # --------------------------------------------------------------------------- HTTP layer

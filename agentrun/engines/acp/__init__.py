@@ -1,11 +1,11 @@
 """The ACP client engine: any Agent Client Protocol agent, and presets for ``opencode acp``,
-``claude-agent-acp`` (``claude-acp``) and ``codex-acp``.
+``claude-agent-acp`` (``claude-acp``), ``codex-acp`` and Qwen Code (``qwen``).
 
 See ``docs/engines/acp.md``.
 """
 
 from ._engine import AcpEngine, AcpSession, AcpTimeoutError, opencode_acp
-from ._presets import claude_acp, codex_acp
+from ._presets import claude_acp, codex_acp, qwen
 from ._translate import AcpState, AcpTranslator
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "claude_acp",
     "codex_acp",
     "opencode_acp",
+    "qwen",
 ]

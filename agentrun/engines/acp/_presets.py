@@ -6,6 +6,9 @@
 * ``codex-acp``: ``@agentclientprotocol/codex-acp`` (``codex app-server`` behind an ACP
   front), with the pinned ``codex`` as its Codex; starts in ``read-only``, which asks (its own
   default, ``agent``, lets a reviewer model decide).
+* ``qwen``: Qwen Code (``@qwen-code/qwen-code``) with ``--acp``, on a Node.js of at least 22;
+  starts in ``default``, which asks before edits and shell commands (its own ACP default,
+  ``auto``, lets a classifier decide).
 
 ``SessionOptions.binary`` (or ``binary=``) replaces the whole command with one program (an
 installed ``claude-agent-acp`` or ``codex-acp``); ``options={"acp.mode": ...}`` picks another
@@ -22,7 +25,7 @@ from ..._errors import EngineUnavailableError
 from ..._options import SessionOptions
 from ._engine import AcpEngine
 
-__all__ = ["claude_acp", "codex_acp"]
+__all__ = ["claude_acp", "codex_acp", "qwen"]
 
 
 def _node_command(
@@ -84,4 +87,24 @@ def codex_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     options.setdefault("name", "codex-acp")
     options.setdefault("default_mode", "read-only")
     options.setdefault("session_env", session_env)
+    return AcpEngine(command, **options)
+
+
+def qwen(binary: str | None = None, **options: Any) -> AcpEngine:
+    """Qwen Code 0.24 (pinned) in ACP mode, in mode ``default``. Other keyword arguments go to
+    :class:`AcpEngine`."""
+
+    def command(session: SessionOptions) -> list[str]:
+        argv = _node_command(
+            session,
+            binary,
+            engine="qwen",
+            package="@qwen-code/qwen-code",
+            script="cli.js",
+            node_major=22,
+        )
+        return [*argv, "--acp"]
+
+    options.setdefault("name", "qwen")
+    options.setdefault("default_mode", "default")
     return AcpEngine(command, **options)

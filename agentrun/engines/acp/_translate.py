@@ -215,6 +215,8 @@ class AcpState:
         self._init_pending = False
         #: Session updates held back until the ``init`` goes out (see ``init_pending``).
         self.before_init: list[Message] = []
+        #: Per-call usage an agent sends in a chunk's ``_meta.usage`` (Qwen Code), this prompt.
+        self.call_usage: list[dict[str, Any]] = []
         self._cost_base: float | None = None
         self._block: _Block | None = None
         self.tools: dict[str, ToolState] = {}
@@ -446,6 +448,11 @@ class AcpState:
                 )
             )
             return out
+        call_usage = _dict((chunk.meta or {}).get("usage"))
+        if kind == "text" and call_usage is not None and not content.text:
+            # One model call's usage on an empty chunk (Qwen Code), not text.
+            self.call_usage.append(call_usage)
+            return []
         notice = _dict((chunk.meta or {}).get("claudeCode"))
         if kind == "text" and notice is not None and notice.get("kind") == "informational":
             # A notice from the adapter (a billing or mode warning), not the model's answer.
@@ -748,6 +755,7 @@ class AcpState:
     def prompt_started(self) -> list[Message]:
         out = self._init_once()
         self.in_prompt = True
+        self.call_usage = []
         if self.session_cost is not None:
             self._cost_base = self.session_cost
         else:
@@ -778,6 +786,8 @@ class AcpState:
             stop = fields.get("stopReason")
             stop_reason = stop if isinstance(stop, str) else None
             reported = None
+        if reported is None and self.call_usage:
+            reported = _summed_call_usage(self.call_usage)
         cost, data = self._turn_data()
         usage = account_usage(
             _usage_of(reported, cost),
@@ -846,6 +856,25 @@ class AcpState:
 
 def _not_found(code: int, message: str) -> bool:
     return code == -32602 and "not found" in message.lower()
+
+
+def _summed_call_usage(calls: list[dict[str, Any]]) -> AcpUsage:
+    """A prompt's usage from its calls' ``_meta.usage`` (Gemini's convention, as Qwen Code sends
+    it: ``inputTokens`` counts cached input, ``outputTokens`` excludes thought tokens)."""
+
+    def total(key: str) -> int | None:
+        values = [v for c in calls if isinstance(v := c.get(key), int) and v >= 0]
+        return sum(values) if values else None
+
+    prompt, cached = total("inputTokens"), total("cachedReadTokens")
+    uncached = None if prompt is None else max(0, prompt - (cached or 0))
+    return AcpUsage(
+        input_tokens=uncached,
+        output_tokens=total("outputTokens"),
+        thought_tokens=total("thoughtTokens"),
+        cached_read_tokens=cached,
+        total_tokens=total("totalTokens"),
+    )
 
 
 def _usage_of(reported: AcpUsage | None, cost: float | None) -> Usage | None:

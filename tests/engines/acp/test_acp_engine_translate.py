@@ -347,6 +347,34 @@ def test_an_adapters_informational_notice_is_not_answer_text() -> None:
     assert summary.text == "Hello from the fake model."
 
 
+def test_per_call_usage_in_meta_is_the_prompts_usage_when_it_reports_none() -> None:
+    # Qwen Code: each model call's usage on an empty agent_message_chunk (inputTokens counts
+    # the cached input), no usage in the prompt's response.
+    t = AcpTranslator()
+    _session(t)
+
+    def call(input_tokens: int, cached: int, output: int) -> dict[str, Any]:
+        usage = {"inputTokens": input_tokens, "outputTokens": output, "thoughtTokens": 0,
+                 "totalTokens": input_tokens + output, "cachedReadTokens": cached}  # fmt: skip
+        return _update({"sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": ""}, "_meta": {"usage": usage}})  # fmt: skip
+
+    out = t.feed(_update({"sessionUpdate": "agent_message_chunk",
+                          "content": {"type": "text", "text": "Ran it."}}))  # fmt: skip
+    out += t.feed(call(3000, 2000, 7))
+    out += t.feed(call(3100, 2900, 5))
+    out += t.feed(_recv({"id": 3, "result": {"stopReason": "end_turn"}}))
+    summary = TurnSummary.from_messages(out)
+    assert summary.text == "Ran it."
+    assert summary.usage is not None
+    assert (summary.usage.input_tokens, summary.usage.cache_read_tokens) == (1200, 4900)
+    assert (summary.usage.output_tokens, summary.usage.usage_source) == (12, "reported")
+    # The next prompt starts from nothing.
+    t.feed(_send({"id": 4, "method": "session/prompt", "params": {"sessionId": "s1"}}))
+    (second,) = t.feed(_recv({"id": 4, "result": {"stopReason": "end_turn"}}))
+    assert second.usage is None
+
+
 def test_cost_is_the_difference_from_before_the_prompt() -> None:
     t = AcpTranslator()
     _session(t)

@@ -30,9 +30,12 @@ from agentrun.testing import (
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
+#: name -> (npm package, its script, the window the gauge shows, the fill of a 1000 + 2000
+#: cached input, 7 output call: the Claude and Codex adapters count the answer in, Qwen not)
 PRESETS = {
-    "claude-acp": ("@agentclientprotocol/claude-agent-acp", 1_000_000),
-    "codex-acp": ("@agentclientprotocol/codex-acp", 124_518),
+    "claude-acp": ("@agentclientprotocol/claude-agent-acp", "dist/index.js", 1_000_000, 3007),
+    "codex-acp": ("@agentclientprotocol/codex-acp", "dist/index.js", 124_518, 3007),
+    "qwen": ("@qwen-code/qwen-code", "cli.js", 131_072, 3000),
 }
 
 
@@ -40,7 +43,7 @@ PRESETS = {
 def preset(request: pytest.FixtureRequest) -> str:
     name = str(request.param)
     try:
-        resolve_node_script(PRESETS[name][0], "dist/index.js", engine=name)
+        resolve_node_script(PRESETS[name][0], PRESETS[name][1], engine=name)
         get_engine(name).check()
     except EngineUnavailableError as exc:
         pytest.skip(str(exc))
@@ -96,8 +99,7 @@ async def test_two_turns_with_usage_and_a_sized_gauge(preset: str, tmp_path: Pat
     assert [r.turn_index for r in scripted] == [0, 1], "side calls must not eat the script"
     for summary in (first, second):
         assert summary.context is not None
-        assert summary.context.size == PRESETS[preset][1]
-        assert summary.context.used == 3007  # both adapters count the answer in (1000+2000+7)
+        assert (summary.context.size, summary.context.used) == PRESETS[preset][2:]
         assert summary.usage is not None and summary.usage.output_tokens == 7
 
 
@@ -123,7 +125,7 @@ async def test_a_tool_allowed_and_one_rejected(preset: str, tmp_path: Path) -> N
         allowed, refused = await _closed_without_leftovers(get_engine(preset), options, body)
     workspace = tmp_path / "workspace"
     assert len(asked) == 2, asked
-    assert "allowed.txt" in str(asked[0].input)
+    assert "allowed.txt" in str(asked[0].input), asked
     assert allowed.ok and (workspace / "allowed.txt").exists()
     assert allowed.denials == []
     assert len(refused.denials) == 1, refused
