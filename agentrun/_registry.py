@@ -29,6 +29,7 @@ _ENGINES: dict[str, str] = {
     "claude-acp": "agentrun.engines.acp:claude_acp",
     "codex-acp": "agentrun.engines.acp:codex_acp",
     "qwen": "agentrun.engines.acp:qwen",
+    "gemini": "agentrun.engines.acp:gemini",
     "replay": "agentrun._replay:ReplayEngine",
     "scripted": "agentrun.testing._scripted:ScriptedEngine",
 }
@@ -44,6 +45,7 @@ _TRANSLATORS: dict[str, str] = {
     "claude-acp": "agentrun.engines.acp:AcpTranslator",
     "codex-acp": "agentrun.engines.acp:AcpTranslator",
     "qwen": "agentrun.engines.acp:AcpTranslator",
+    "gemini": "agentrun.engines.acp:AcpTranslator",
 }
 
 

@@ -34,11 +34,12 @@ EMBEDDED_ENGINES: dict[str, str] = {
     "claude-acp": "claude-acp",
     "codex-acp": "codex-acp",
     "qwen": "qwen",
+    "gemini": "gemini",
 }
 
 
 def _config(agent: str, url: str, directory: Path) -> OfflineAgentConfig:
-    if agent in ("claude-acp", "codex-acp", "qwen"):
+    if agent in ("claude-acp", "codex-acp", "qwen", "gemini"):
         return offline_config(agent, url, directory)
     if agent == "claude":
         return claude_offline(url, directory)

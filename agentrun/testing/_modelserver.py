@@ -1,12 +1,14 @@
 """A scripted model server for offline tests of real agent programs.
 
 :class:`ModelServer` listens on ``127.0.0.1`` (a random free port by default) and speaks the
-three model APIs the pinned agents use, streaming a :class:`~agentrun.testing.Script`:
+four model APIs the pinned agents use, streaming a :class:`~agentrun.testing.Script`:
 
 * ``POST /v1/messages`` - Anthropic Messages (SSE), Claude Code (``?beta=true``);
 * ``POST /v1/messages/count_tokens`` - ``{"input_tokens": N}``, Claude Code's context report;
 * ``POST /v1/responses`` - OpenAI Responses (SSE), Codex;
-* ``POST /v1/chat/completions`` - OpenAI Chat Completions (SSE), OpenCode.
+* ``POST /v1/chat/completions`` - OpenAI Chat Completions (SSE), OpenCode and Qwen Code;
+* ``POST /v1beta/models/<m>:streamGenerateContent?alt=sse`` / ``:generateContent`` - the Gemini
+  API, Gemini CLI (``:countTokens`` answers ``{"totalTokens": N}``).
 
 Every model request consumes the next scripted turn, except ``count_tokens`` calls (about four
 request bytes per token) and *side requests*: calls an agent makes beside the conversation
@@ -54,9 +56,21 @@ from ._script import (
 
 __all__ = ["ApiKind", "ModelServer", "RecordedRequest"]
 
-ApiKind = Literal["anthropic", "count_tokens", "responses", "chat", "other"]
+ApiKind = Literal["anthropic", "count_tokens", "responses", "chat", "gemini", "other"]
 
 TITLE_PROMPT_PREFIX = "You are a title generator"
+
+#: Gemini API ``error.status`` by HTTP status.
+_GEMINI_ERROR_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 _REASONS = {
     100: "Continue",
@@ -335,6 +349,10 @@ def _classify(method: str, path: str) -> ApiKind:
         return "responses"
     if p.endswith("/chat/completions"):
         return "chat"
+    if "/models/" in p and p.endswith((":streamGenerateContent", ":generateContent")):
+        return "gemini"
+    if "/models/" in p and p.endswith(":countTokens"):
+        return "count_tokens"
     return "other"
 
 
@@ -377,7 +395,9 @@ def map_tool_call(
     command = _shell_command(call)
     if api == "anthropic":
         return "Bash", {"command": command, **extra}
-    if api == "chat" and "run_shell_command" in offered and "bash" not in offered:
+    if api == "gemini" or (
+        api == "chat" and "run_shell_command" in offered and "bash" not in offered
+    ):
         return "run_shell_command", {"command": command, **extra}
     if api == "chat":
         extra.setdefault("description", "Run a shell command")
@@ -746,13 +766,18 @@ class ModelServer:
 
         if api == "count_tokens":
             rec = self._record(req, api, parsed)
-            await self._send_json(out, 200, {"input_tokens": max(1, len(req.body) // 4)}, keep)
+            tokens = max(1, len(req.body) // 4)
+            answer = {"totalTokens": tokens} if ":" in path else {"input_tokens": tokens}
+            await self._send_json(out, 200, answer, keep)
             self._finish(rec)
             return keep
 
         model = payload.get("model")
         model_name = model if isinstance(model, str) else "fake-model"
         stream = payload.get("stream") is True
+        if api == "gemini":
+            model_name = path.rsplit("/", 1)[-1].split(":", 1)[0]
+            stream = path.endswith(":streamGenerateContent")
 
         side = next((r for r in self.side_requests if r.match(api, payload)), None)
         if side is not None:
@@ -772,6 +797,8 @@ class ModelServer:
             )
             if api == "anthropic":
                 keep = await self._serve_anthropic(out, served, model_name, stream, keep)
+            elif api == "gemini":
+                keep = await self._serve_gemini(out, served, model_name, stream, keep)
             elif api == "responses":
                 keep = await self._serve_responses(out, served, model_name, stream, keep)
             else:
@@ -803,6 +830,8 @@ class ModelServer:
             return await self._serve_anthropic(out, served, model_name, stream, keep)
         if api == "responses":
             return await self._serve_responses(out, served, model_name, stream, keep)
+        if api == "gemini":
+            return await self._serve_gemini(out, served, model_name, stream, keep)
         return await self._serve_chat(out, served, model_name, stream, keep)
 
     async def _send_json(
@@ -840,6 +869,14 @@ class ModelServer:
                 "request_id": request_id,
             }
             headers.setdefault("request-id", request_id)
+        elif api == "gemini":
+            body = {
+                "error": {
+                    "code": err.status,
+                    "message": err.message,
+                    "status": err.error_type or _GEMINI_ERROR_STATUS.get(err.status, "INTERNAL"),
+                }
+            }
         else:
             etype = err.error_type or _OPENAI_ERROR_TYPES.get(err.status, "server_error")
             body = {
@@ -853,6 +890,75 @@ class ModelServer:
             if api == "chat" and not lower & {"retry-after", "retry-after-ms"}:
                 headers["retry-after-ms"] = "50"
         await self._send_json(out, err.status, body, keep, headers=list(headers.items()))
+
+    # ------------------------------------------------------------------ Gemini
+
+    async def _serve_gemini(
+        self, out: _Responder, served: _Served, model: str, stream: bool, keep: bool
+    ) -> bool:
+        """Gemini API: ``GenerateContentResponse`` objects, one per SSE event when streamed
+        (``:streamGenerateContent?alt=sse``); function calls are sent whole."""
+        turn, usage = served.turn, served.usage
+        finish = {"end_turn": "STOP", "tool_use": "STOP", "max_tokens": "MAX_TOKENS"}[
+            turn.resolved_stop_reason()
+        ]
+        metadata = {
+            "promptTokenCount": usage.prompt_tokens,
+            "candidatesTokenCount": max(0, usage.output_tokens - usage.reasoning_tokens),
+            "totalTokenCount": usage.prompt_tokens + usage.output_tokens,
+            "cachedContentTokenCount": usage.cache_read_tokens,
+            "thoughtsTokenCount": usage.reasoning_tokens,
+        }
+        response_id = f"offline-{served.seq:06d}"
+
+        def response(parts: list[dict[str, Any]], last: bool = False) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+            body: dict[str, Any] = {
+                "candidates": [candidate],
+                "modelVersion": model,
+                "responseId": response_id,
+            }
+            if last:
+                candidate["finishReason"] = finish
+                body["usageMetadata"] = metadata
+            return body
+
+        def call_part(block: ToolCall, index: int) -> dict[str, Any]:
+            name, args = map_tool_call("gemini", block, served.offered)
+            call = {"name": name, "args": args, "id": self._tool_id("gemini", block, served, index)}
+            return {"functionCall": call, "thoughtSignature": "b2ZmbGluZQ=="}
+
+        if not stream:
+            parts: list[dict[str, Any]] = []
+            for i, block in enumerate(turn.content):
+                if isinstance(block, Thinking):
+                    parts.append({"text": block.text, "thought": True})
+                elif isinstance(block, Text):
+                    parts.append({"text": block.text})
+                else:
+                    parts.append(call_part(block, i))
+            await self._send_json(out, 200, response(parts, last=True), keep)
+            return keep
+
+        await self._sse_start(out, served, chunked=True, keep=keep)
+        for i, block in enumerate(turn.content):
+            if isinstance(block, Thinking):
+                for p in _pieces(block.text, turn.chunk_chars):
+                    await self._emit(out, turn, _dumps(response([{"text": p, "thought": True}])))
+            elif isinstance(block, Text):
+                for p in _pieces(block.text, turn.chunk_chars):
+                    await self._emit(out, turn, _dumps(response([{"text": p}])))
+            else:
+                await self._emit(out, turn, _dumps(response([call_part(block, i)])))
+        serr = turn.stream_error
+        if serr is not None:
+            error = {"error": {"code": 500, "message": serr.message, "status": "INTERNAL"}}
+            await self._emit(out, turn, _dumps(error))
+            await out.finish()
+            return False
+        await self._emit(out, turn, _dumps(response([], last=True)))
+        await out.finish()
+        return keep
 
     # ------------------------------------------------------------------ SSE plumbing
 

@@ -487,17 +487,68 @@ def qwen_offline(
     )
 
 
+def gemini_offline(
+    server_url: str,
+    directory: str | os.PathLike[str],
+    *,
+    model: str = "fake-model",
+    extra_env: Mapping[str, str] | None = None,
+) -> OfflineAgentConfig:
+    """Gemini CLI: the Gemini API on the model server (``GOOGLE_GEMINI_BASE_URL``, a dummy
+    ``GEMINI_API_KEY``), API-key auth chosen in ``~/.gemini/settings.json``, a fixed model (no
+    model router), no telemetry, usage statistics, update checks or IDE connection."""
+    home = _fresh_home(directory)
+    settings_dir = home / ".gemini"
+    settings_dir.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "model": {"name": model},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "ide": {"enabled": False},
+    }
+    path = settings_dir / "settings.json"
+    path.write_text(json.dumps(settings, indent=2))
+    env = base_env(home)
+    env.update(
+        {
+            "GOOGLE_GEMINI_BASE_URL": _strip(server_url),
+            "GEMINI_API_KEY": "offline-not-a-real-key",
+            "GEMINI_CLI_NO_RELAUNCH": "true",
+            "NO_BROWSER": "1",
+        }
+    )
+    if extra_env:
+        env.update(extra_env)
+    return OfflineAgentConfig(
+        agent="gemini",
+        env=env,
+        model=None,
+        context_window=None,
+        home=home,
+        files=(path,),
+        notes=(
+            "GOOGLE_GEMINI_BASE_URL: the Gemini API on the model server (http on loopback)",
+            "model.name fixed: no model-router classifier call",
+            "GEMINI_CLI_NO_RELAUNCH: one process (no relaunch with a larger heap)",
+        ),
+    )
+
+
 def offline_config(
     agent: str, server_url: str, directory: str | os.PathLike[str]
 ) -> OfflineAgentConfig:
     """Dispatch on the agent name: ``claude``, ``opencode`` (or ``opencode-acp``), ``codex``,
-    ``codex-app-server``, ``claude-acp``, ``codex-acp``, ``qwen``."""
+    ``codex-app-server``, ``claude-acp``, ``codex-acp``, ``qwen``, ``gemini``."""
     if agent == "claude-acp":
         return claude_acp_offline(server_url, directory)
     if agent == "codex-acp":
         return codex_acp_offline(server_url, directory)
     if agent == "qwen":
         return qwen_offline(server_url, directory)
+    if agent == "gemini":
+        return gemini_offline(server_url, directory)
     if agent in ("claude", "claude-code"):
         return claude_offline(server_url, directory)
     if agent in ("opencode", "opencode-acp", "opencode-run"):

@@ -122,7 +122,7 @@ async def _started(name: str, tmp_path: Path) -> AsyncIterator[tuple[Session, Pa
 def _agent_program(name: str, agent_dir: Path) -> str:
     """The one program the fault shim wraps: the pinned binary, or for the presets that run a
     script under a pinned Node.js, a small launcher of both."""
-    if name in ("claude-acp", "codex-acp", "qwen"):
+    if name in ("claude-acp", "codex-acp", "qwen", "gemini"):
         from agentrun.engines.acp import AcpEngine
 
         engine = get_engine(name)
@@ -133,7 +133,7 @@ def _agent_program(name: str, agent_dir: Path) -> str:
             pytest.skip(str(exc))
         launcher = agent_dir / f"{name}-launcher"
         # The presets' own arguments (``--acp``) come back from the engine through the shim.
-        program = argv[:2] if name == "qwen" else argv
+        program = argv[:2] if name in ("qwen", "gemini") else argv
         launcher.write_text("#!/bin/sh\nexec " + shlex.join(program) + ' "$@"\n')
         launcher.chmod(0o755)
         return str(launcher)

@@ -944,3 +944,55 @@ async def test_an_error_in_the_block_leaves_the_server_as_itself() -> None:
     with pytest.raises(KeyError):
         async with ModelServer():
             raise KeyError("mine")
+
+
+# --------------------------------------------------------------------------- Gemini API
+
+GEMINI = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+
+
+async def test_gemini_streams_text_thinking_and_a_whole_function_call_with_usage() -> None:
+    turn = Turn(
+        blocks=[
+            Thinking(text="ponder"),
+            Text(text="Running it."),
+            ToolCall(arguments={"command": "ls"}),
+        ],
+        usage=Usage(input_tokens=100, cache_read_tokens=50, output_tokens=9, reasoning_tokens=4),
+        chunk_chars=4,
+    )
+    async with ModelServer(Script(turns=[turn])) as server:
+        reply = await post(
+            server, "/v1beta/models/fake-model:streamGenerateContent?alt=sse", GEMINI
+        )
+    events = reply.sse_json()
+    parts = [p for e in events for p in e["candidates"][0]["content"]["parts"]]
+    assert "".join(p["text"] for p in parts if p.get("thought")) == "ponder"
+    assert (
+        "".join(p["text"] for p in parts if "text" in p and not p.get("thought")) == "Running it."
+    )
+    (call,) = [p["functionCall"] for p in parts if "functionCall" in p]
+    assert (call["name"], call["args"]) == ("run_shell_command", {"command": "ls"})
+    last = events[-1]
+    assert last["candidates"][0]["finishReason"] == "STOP"
+    assert last["modelVersion"] == "fake-model"
+    assert last["usageMetadata"] == {
+        "promptTokenCount": 150, "candidatesTokenCount": 5, "totalTokenCount": 159,
+        "cachedContentTokenCount": 50, "thoughtsTokenCount": 4,
+    }  # fmt: skip
+    assert server.requests[0].api == "gemini" and server.requests[0].turn_index == 0
+
+
+async def test_gemini_whole_answer_count_tokens_and_errors() -> None:
+    script = Script(turns=[Turn.text("Plain."), Turn.error(429, "slow down")])
+    async with ModelServer(script) as server:
+        whole = await post(server, "/v1beta/models/m:generateContent", GEMINI)
+        counted = await post(server, "/v1beta/models/m:countTokens", GEMINI)
+        limited = await post(server, "/v1beta/models/m:generateContent", GEMINI)
+    assert whole.json()["candidates"][0]["content"]["parts"] == [{"text": "Plain."}]
+    assert counted.json()["totalTokens"] >= 1
+    assert limited.status == 429
+    assert limited.json() == {
+        "error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}
+    }
+    assert [r.api for r in server.requests] == ["gemini", "count_tokens", "gemini"]

@@ -1,11 +1,12 @@
 """The ACP client engine: any Agent Client Protocol agent, and presets for ``opencode acp``,
-``claude-agent-acp`` (``claude-acp``), ``codex-acp`` and Qwen Code (``qwen``).
+``claude-agent-acp`` (``claude-acp``), ``codex-acp``, Gemini CLI (``gemini``) and Qwen Code
+(``qwen``).
 
 See ``docs/engines/acp.md``.
 """
 
 from ._engine import AcpEngine, AcpSession, AcpTimeoutError, opencode_acp
-from ._presets import claude_acp, codex_acp, qwen
+from ._presets import claude_acp, codex_acp, gemini, qwen
 from ._translate import AcpState, AcpTranslator
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "AcpTranslator",
     "claude_acp",
     "codex_acp",
+    "gemini",
     "opencode_acp",
     "qwen",
 ]

@@ -6,6 +6,8 @@
 * ``codex-acp``: ``@agentclientprotocol/codex-acp`` (``codex app-server`` behind an ACP
   front), with the pinned ``codex`` as its Codex; starts in ``read-only``, which asks (its own
   default, ``agent``, lets a reviewer model decide).
+* ``gemini``: Gemini CLI (``@google/gemini-cli``) with ``--acp``; starts in ``default``
+  where the agent offers modes.
 * ``qwen``: Qwen Code (``@qwen-code/qwen-code``) with ``--acp``, on a Node.js of at least 22;
   starts in ``default``, which asks before edits and shell commands (its own ACP default,
   ``auto``, lets a classifier decide).
@@ -25,7 +27,7 @@ from ..._errors import EngineUnavailableError
 from ..._options import SessionOptions
 from ._engine import AcpEngine
 
-__all__ = ["claude_acp", "codex_acp", "qwen"]
+__all__ = ["claude_acp", "codex_acp", "gemini", "qwen"]
 
 
 def _node_command(
@@ -106,5 +108,25 @@ def qwen(binary: str | None = None, **options: Any) -> AcpEngine:
         return [*argv, "--acp"]
 
     options.setdefault("name", "qwen")
+    options.setdefault("default_mode", "default")
+    return AcpEngine(command, **options)
+
+
+def gemini(binary: str | None = None, **options: Any) -> AcpEngine:
+    """Gemini CLI 0.61 (pinned) in ACP mode. Other keyword arguments go to
+    :class:`AcpEngine`."""
+
+    def command(session: SessionOptions) -> list[str]:
+        argv = _node_command(
+            session,
+            binary,
+            engine="gemini",
+            package="@google/gemini-cli",
+            script="bundle/gemini.js",
+            node_major=20,
+        )
+        return [*argv, "--acp"]
+
+    options.setdefault("name", "gemini")
     options.setdefault("default_mode", "default")
     return AcpEngine(command, **options)

@@ -788,6 +788,8 @@ class AcpState:
             reported = None
         if reported is None and self.call_usage:
             reported = _summed_call_usage(self.call_usage)
+        if reported is None:
+            reported = _quota_usage(fields.get("_meta"))
         cost, data = self._turn_data()
         usage = account_usage(
             _usage_of(reported, cost),
@@ -874,6 +876,20 @@ def _summed_call_usage(calls: list[dict[str, Any]]) -> AcpUsage:
         thought_tokens=total("thoughtTokens"),
         cached_read_tokens=cached,
         total_tokens=total("totalTokens"),
+    )
+
+
+def _quota_usage(meta: Any) -> AcpUsage | None:
+    """Gemini CLI's prompt totals in the response's ``_meta.quota.token_count``."""
+    quota = _dict((_dict(meta) or {}).get("quota"))
+    count = _dict((quota or {}).get("token_count"))
+    if count is None:
+        return None
+    numbers = {k: v for k, v in count.items() if isinstance(v, int) and v >= 0}
+    if "input_tokens" not in numbers and "output_tokens" not in numbers:
+        return None
+    return AcpUsage(
+        input_tokens=numbers.get("input_tokens"), output_tokens=numbers.get("output_tokens")
     )
 
 

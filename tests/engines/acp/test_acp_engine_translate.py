@@ -375,6 +375,18 @@ def test_per_call_usage_in_meta_is_the_prompts_usage_when_it_reports_none() -> N
     assert second.usage is None
 
 
+def test_gemini_cli_prompt_totals_in_the_responses_meta_are_its_usage() -> None:
+    t = AcpTranslator()
+    _session(t)
+    quota = {"token_count": {"input_tokens": 24273, "output_tokens": 18}}
+    (result,) = t.feed(
+        _recv({"id": 3, "result": {"stopReason": "end_turn", "_meta": {"quota": quota}}})
+    )
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (24273, 18)
+    assert result.usage.usage_source == "reported"
+
+
 def test_cost_is_the_difference_from_before_the_prompt() -> None:
     t = AcpTranslator()
     _session(t)
