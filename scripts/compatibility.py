@@ -29,14 +29,21 @@ ROOT = Path(__file__).resolve().parent.parent
 LATEST = ROOT / ".compat" / "latest"
 DOC = ROOT / "docs" / "compatibility.md"
 
-#: npm package -> (agent name, the e2e test modules that exercise it).
-AGENTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "@anthropic-ai/claude-code": ("claude", ("tests/engines/claude/test_claude_e2e.py",)),
+_PRESETS = ("tests/engines/acp_presets/test_presets_e2e.py",)
+
+#: npm package -> (agent name, the e2e test modules that exercise it, a ``-k`` selection).
+AGENTS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
+    "@anthropic-ai/claude-code": ("claude", ("tests/engines/claude/test_claude_e2e.py",), None),
     "opencode-ai": (
         "opencode",
         ("tests/engines/opencode/test_opencode_e2e.py", "tests/engines/acp/test_acp_e2e.py"),
+        None,
     ),
-    "@openai/codex": ("codex", ("tests/engines/codex",)),
+    "@openai/codex": ("codex", ("tests/engines/codex",), None),
+    "@agentclientprotocol/claude-agent-acp": ("claude-acp", _PRESETS, "claude-acp"),
+    "@agentclientprotocol/codex-acp": ("codex-acp", _PRESETS, "codex-acp"),
+    "@google/gemini-cli": ("gemini", _PRESETS, "gemini"),
+    "@qwen-code/qwen-code": ("qwen", _PRESETS, "qwen"),
 }
 
 
@@ -68,7 +75,9 @@ def _install_latest(versions: dict[str, str]) -> None:
     )  # fmt: skip
 
 
-def _run_tests(modules: tuple[str, ...], engines_dir: Path | None, junit: Path) -> dict[str, str]:
+def _run_tests(
+    modules: tuple[str, ...], keyword: str | None, engines_dir: Path | None, junit: Path
+) -> dict[str, str]:
     existing = [m for m in modules if (ROOT / m).exists()]
     if not existing:
         return {}
@@ -79,7 +88,7 @@ def _run_tests(modules: tuple[str, ...], engines_dir: Path | None, junit: Path) 
     argv = [
         sys.executable, "-m", "agentrun.testing", "netns", "--",
         sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--junitxml={junit}",
-        "-o", "addopts=", *existing,
+        "-o", "addopts=", *(["-k", keyword] if keyword else []), *existing,
     ]  # fmt: skip
     subprocess.run(argv, cwd=ROOT, env=env, check=False)
     return _outcomes(junit)
@@ -105,6 +114,21 @@ def _pinned() -> dict[str, str]:
     return {p: v for p, v in manifest["dependencies"].items() if p in AGENTS}
 
 
+def _kept_sections(run_packages: set[str]) -> dict[str, list[str]]:
+    """The sections of the current document for agents this run leaves out (``--agents``)."""
+    if not DOC.exists():
+        return {}
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in DOC.read_text().splitlines():
+        if line.startswith("## "):
+            package = line.split("`")[1] if line.count("`") >= 2 else ""
+            current = None if package in run_packages else sections.setdefault(package, [])
+        if current is not None:
+            current.append(line)
+    return sections
+
+
 def _write(runs: list[Run], today: str) -> str:
     lines = [
         "# Compatibility matrix",
@@ -114,9 +138,11 @@ def _write(runs: list[Run], today: str) -> str:
         "offline against the embedded model server. A pin moves only when the latest passes.",
         "",
     ]
-    for package, (agent, _) in AGENTS.items():
+    kept = _kept_sections({r.package for r in runs})
+    for package, (agent, _, _) in AGENTS.items():
         mine = [r for r in runs if r.package == package]
         if not mine:
+            lines += kept.get(package, [])
             continue
         scenarios = sorted({s for r in mine for s in r.outcomes})
         lines += [f"## {agent} (`{package}`)", ""]
@@ -150,11 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     reports = ROOT / ".compat" / "reports"
     reports.mkdir(parents=True, exist_ok=True)
     for package, version in pinned.items():
-        agent, modules = AGENTS[package]
+        agent, modules, keyword = AGENTS[package]
         pinned_run = Run(agent, package, version, "pinned")
-        pinned_run.outcomes = _run_tests(modules, None, reports / f"{agent}-pinned.xml")
+        pinned_run.outcomes = _run_tests(modules, keyword, None, reports / f"{agent}-pinned.xml")
         latest_run = Run(agent, package, latest[package], "latest")
-        latest_run.outcomes = _run_tests(modules, LATEST, reports / f"{agent}-latest.xml")
+        latest_run.outcomes = _run_tests(modules, keyword, LATEST, reports / f"{agent}-latest.xml")
         runs += [pinned_run, latest_run]
     today = dt.date.today().isoformat()
     DOC.write_text(_write(runs, today))
