@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, cast
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 from ._messages import (
     BackgroundTask,
@@ -133,19 +133,19 @@ class TurnSummary(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
 
     turn: int | None = None
-    tool_calls: list[ToolCallSummary] = []
+    tool_calls: list[ToolCallSummary] = Field(default_factory=list[ToolCallSummary])
     usage: Usage | None = None
     context: ContextSummary | None = None
     stop_reason: str | None = None
-    denials: list[PermissionDenial] = []
-    errors: list[ErrorInfo] = []
+    denials: list[PermissionDenial] = Field(default_factory=list[PermissionDenial])
+    errors: list[ErrorInfo] = Field(default_factory=list[ErrorInfo])
     resume_id: str | None = None
     session_id: str | None = None
     model: str | None = None
     ok: bool = False
     has_result: bool = False
-    questions: list[QuestionRecord] = []
-    background_tasks: list[BackgroundTask] = []
+    questions: list[QuestionRecord] = Field(default_factory=list[QuestionRecord])
+    background_tasks: list[BackgroundTask] = Field(default_factory=list[BackgroundTask])
     messages: int = 0
     retries: int = 0
     duration_s: float | None = None
