@@ -33,14 +33,13 @@ from typing import Any, ClassVar, Protocol
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import AgentrunError, SessionTerminatedError
 from ._messages import Message, MessageType
 from ._observe import spawn_env
 from ._options import SessionOptions
 from ._session import Session, TurnContext
-from ._streams import receive_soon, send_soon
+from ._streams import Receiver, Sender, channel, receive_soon, send_soon
 from ._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
 
 __all__ = ["LongLivedSession", "WireTranslator"]
@@ -95,7 +94,7 @@ class LongLivedSession(Session):
         self.translator: WireTranslator = self._new_translator()
         self._proc: AgentProcess | None = None
         self._host: ProcessHost | None = None
-        self._queue: MemoryObjectSendStream[Message | _Ended] | None = None
+        self._queue: Sender[Message | _Ended] | None = None
         self._early: list[Message] = []
         self._turn_started = False
         self._ended = False
@@ -245,7 +244,7 @@ class LongLivedSession(Session):
             raise SessionTerminatedError(self._terminated, engine=self.engine_name)
         if self._proc is None or self._ended:
             raise await self._exit_error(f"starting turn {ctx.number}")
-        send, recv = anyio.create_memory_object_stream[Message | _Ended](1024)
+        send, recv = channel[Message | _Ended](1024)
         early, self._early = self._early, []
         self._turn_started = True
         # The stream starts with the init, whatever the agent said before its session was ready.
@@ -297,9 +296,7 @@ class LongLivedSession(Session):
         finally:
             done.set()
 
-    async def _pump(
-        self, ctx: TurnContext, recv: MemoryObjectReceiveStream[Message | _Ended]
-    ) -> None:
+    async def _pump(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
         while True:
             try:
                 item = await receive_soon(recv)
@@ -318,9 +315,7 @@ class LongLivedSession(Session):
             if item.type is MessageType.RESULT:
                 return
 
-    async def _cancel(
-        self, ctx: TurnContext, recv: MemoryObjectReceiveStream[Message | _Ended]
-    ) -> None:
+    async def _cancel(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
         """Interrupt the turn in the agent and consume its end, bounded; kill if it never ends."""
         if self._queue is None or self._ended:
             return

@@ -47,7 +47,6 @@ from typing import Any, ClassVar, cast, final
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import (
     AgentrunError,
@@ -68,7 +67,7 @@ from ._options import SessionOptions
 from ._permissions import PermissionDecision, PermissionRequest, ask_permission
 from ._policy import BudgetLimit, ContextGauge, tokens_of
 from ._questions import QuestionAnswer, QuestionRequest, ask_question
-from ._streams import receive_soon, send_soon
+from ._streams import Receiver, Sender, channel, receive_soon, send_soon
 from ._summary import TurnSummary
 
 __all__ = [
@@ -592,8 +591,8 @@ class Turn:
         self._started_at = 0.0
         self._deadline = math.inf
         self._scope: anyio.CancelScope | None = None
-        self._send: MemoryObjectSendStream[Message] | None = None
-        self._recv: MemoryObjectReceiveStream[Message] | None = None
+        self._send: Sender[Message] | None = None
+        self._recv: Receiver[Message] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
 
     @property
@@ -625,7 +624,7 @@ class Turn:
         if remaining is not None and self._started_at + remaining < self._deadline:
             self._deadline = self._started_at + remaining
             self._deadline_from_budget = True
-        self._send, self._recv = anyio.create_memory_object_stream[Message](_BUFFER)
+        self._send, self._recv = channel[Message](_BUFFER)
         self._scope = anyio.CancelScope()
         self._refresh_deadline()
         task_group = anyio.create_task_group()
