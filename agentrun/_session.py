@@ -716,13 +716,17 @@ class Turn:
         return self.idle_timeout
 
     def _refresh_deadline(self) -> None:
-        if self._scope is None:
+        scope = self._scope
+        if scope is None:
             return
         deadline = self._deadline
         limit = self._idle_limit()
         if limit is not None:
             deadline = min(deadline, self._quiet_since + self._quiet_extra + limit)
-        self._scope.deadline = deadline
+        if deadline != scope.deadline:
+            # Setting a deadline re-arms the scope's timer even when it did not move: once per
+            # message without an idle limit, for nothing.
+            scope.deadline = deadline
 
     def _heard(self, message: Message) -> None:
         """The agent said something: the quiet clocks restart, and what it said is noted."""
