@@ -39,7 +39,7 @@ from ._messages import Message, MessageType
 from ._observe import spawn_env
 from ._options import SessionOptions
 from ._session import Session, TurnContext
-from ._streams import Receiver, Sender, channel, receive_soon, send_soon
+from ._streams import Receiver, Sender, channel, send_soon
 from ._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
 
 __all__ = ["LongLivedSession", "WireTranslator"]
@@ -95,6 +95,11 @@ class LongLivedSession(Session):
         self._proc: AgentProcess | None = None
         self._host: ProcessHost | None = None
         self._queue: Sender[Message | _Ended] | None = None
+        #: The running turn (set with ``_queue``).
+        self._ctx: TurnContext | None = None
+        #: True while the turn's pump waits for the queue: the reader may then deliver a
+        #: message itself, in order, instead of waking the pump for it.
+        self._pump_idle = False
         self._early: list[Message] = []
         self._turn_started = False
         self._ended = False
@@ -221,6 +226,14 @@ class LongLivedSession(Session):
         queue = self._queue
         for message in messages:
             if queue is not None:
+                ctx = self._ctx
+                if (
+                    self._pump_idle
+                    and ctx is not None
+                    and not queue.buffered
+                    and ctx.emit_nowait(message)
+                ):
+                    continue
                 try:
                     await send_soon(queue, message)
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -252,6 +265,7 @@ class LongLivedSession(Session):
         for message in early:
             await ctx.emit(message)
         self._queue = send
+        self._ctx = ctx
         prompt_done = anyio.Event()
         try:
             if self.prompt_waits:
@@ -271,6 +285,7 @@ class LongLivedSession(Session):
             raise
         finally:
             self._queue = None
+            self._ctx = None
             send.close()
             recv.close()
 
@@ -299,7 +314,14 @@ class LongLivedSession(Session):
     async def _pump(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
         while True:
             try:
-                item = await receive_soon(recv)
+                try:
+                    item = recv.receive_nowait()
+                except anyio.WouldBlock:
+                    self._pump_idle = True
+                    try:
+                        item = await recv.receive()
+                    finally:
+                        self._pump_idle = False
             except anyio.EndOfStream:
                 return
             if isinstance(item, _Ended):

@@ -518,6 +518,12 @@ class TurnContext:
         """Deliver one message of this turn (tagged with its number) to the consumer."""
         await self._turn.deliver(message)
 
+    def emit_nowait(self, message: Message) -> bool:
+        """Deliver ``message`` at once if that needs no waiting and nothing beyond handing it
+        over (no policy, hand-off or observer work); False, and nothing done, otherwise: then
+        :meth:`emit` it. Lets an engine's reader deliver without a task switch."""
+        return self._turn.deliver_nowait(message)
+
 
 @final
 class Turn:
@@ -803,6 +809,35 @@ class Turn:
             text=f"{self.session.engine_name} has been quiet for {quiet} ({what})",
             data=data,
         )
+
+    def deliver_nowait(self, message: Message) -> bool:
+        """:meth:`deliver` for a message that needs nothing but handing over, when the consumer
+        has room (see :meth:`TurnContext.emit_nowait`)."""
+        send = self._send
+        kind = message.type
+        if (
+            send is None
+            or OBSERVERS
+            or self.cancelling
+            or self.nonblocking
+            or self._handoff_from is not None
+            or kind is MessageType.INIT
+            or kind is MessageType.RESULT
+            or kind is MessageType.STALL
+            or kind is MessageType.CONTEXT_WINDOW
+            or message.usage is not None
+            or send.buffered >= _BUFFER
+        ):
+            return False
+        message = message.in_turn(self.number)
+        self.summary.add(message)
+        try:
+            send.send_nowait(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.nonblocking = True  # the consumer is gone
+            return True
+        self._heard(message)
+        return True
 
     async def deliver(self, message: Message) -> None:
         # The first turn after a hand-off says so once the new agent session's id is known,

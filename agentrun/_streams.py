@@ -83,6 +83,11 @@ class Sender(Generic[T]):
     def __init__(self, state: _State[T]) -> None:
         self._state = state
 
+    @property
+    def buffered(self) -> int:
+        """How many items wait for the receiver."""
+        return len(self._state.items)
+
     def send_nowait(self, item: T) -> None:
         state = self._state
         if state.send_closed:
