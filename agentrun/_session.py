@@ -821,14 +821,19 @@ class Turn:
             or self.cancelling
             or self.nonblocking
             or self._handoff_from is not None
-            or kind is MessageType.INIT
             or kind is MessageType.RESULT
             or kind is MessageType.STALL
-            or kind is MessageType.CONTEXT_WINDOW
-            or message.usage is not None
             or send.buffered >= _BUFFER
         ):
             return False
+        if kind is MessageType.CONTEXT_WINDOW or message.usage is not None:
+            # A reading or usage is work for the context policy or the budget, when set.
+            session = self.session
+            if (
+                session._context_gauge is not None  # pyright: ignore[reportPrivateUsage]
+                or session.options.budget is not None
+            ):
+                return False
         message = message.in_turn(self.number)
         self.summary.add(message)
         try:
