@@ -50,7 +50,7 @@ compliance: $(STAMP) $(ENGINES_STAMP)
 
 # Every benchmark, one table of ratios (docs/performance.md); BENCH_ARGS=--quick for a short run.
 bench: $(STAMP)
-	cd bench && ../$(BIN)/python run.py $(BENCH_ARGS)
+	cd bench && PYTHONPATH=$(CURDIR) ../$(BIN)/python run.py $(BENCH_ARGS)
 
 # Opt-in: the latest published agents beside the pinned ones; writes docs/compatibility.md.
 compat: $(STAMP) $(ENGINES_STAMP)

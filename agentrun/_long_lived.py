@@ -33,14 +33,13 @@ from typing import Any, ClassVar, Protocol
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import AgentrunError, SessionTerminatedError
 from ._messages import Message, MessageType
 from ._observe import spawn_env
 from ._options import SessionOptions
 from ._session import Session, TurnContext
-from ._streams import receive_soon, send_soon
+from ._streams import Receiver, Sender, channel, send_soon
 from ._subprocess import AgentProcess, ProcessHost, ProcessSpec, merge_env
 
 __all__ = ["LongLivedSession", "WireTranslator"]
@@ -95,7 +94,12 @@ class LongLivedSession(Session):
         self.translator: WireTranslator = self._new_translator()
         self._proc: AgentProcess | None = None
         self._host: ProcessHost | None = None
-        self._queue: MemoryObjectSendStream[Message | _Ended] | None = None
+        self._queue: Sender[Message | _Ended] | None = None
+        #: The running turn (set with ``_queue``).
+        self._ctx: TurnContext | None = None
+        #: True while the turn's pump waits for the queue: the reader may then deliver a
+        #: message itself, in order, instead of waking the pump for it.
+        self._pump_idle = False
         self._early: list[Message] = []
         self._turn_started = False
         self._ended = False
@@ -222,6 +226,14 @@ class LongLivedSession(Session):
         queue = self._queue
         for message in messages:
             if queue is not None:
+                ctx = self._ctx
+                if (
+                    self._pump_idle
+                    and ctx is not None
+                    and not queue.buffered
+                    and ctx.emit_nowait(message)
+                ):
+                    continue
                 try:
                     await send_soon(queue, message)
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -245,7 +257,7 @@ class LongLivedSession(Session):
             raise SessionTerminatedError(self._terminated, engine=self.engine_name)
         if self._proc is None or self._ended:
             raise await self._exit_error(f"starting turn {ctx.number}")
-        send, recv = anyio.create_memory_object_stream[Message | _Ended](1024)
+        send, recv = channel[Message | _Ended](1024)
         early, self._early = self._early, []
         self._turn_started = True
         # The stream starts with the init, whatever the agent said before its session was ready.
@@ -253,6 +265,7 @@ class LongLivedSession(Session):
         for message in early:
             await ctx.emit(message)
         self._queue = send
+        self._ctx = ctx
         prompt_done = anyio.Event()
         try:
             if self.prompt_waits:
@@ -272,6 +285,7 @@ class LongLivedSession(Session):
             raise
         finally:
             self._queue = None
+            self._ctx = None
             send.close()
             recv.close()
 
@@ -297,12 +311,17 @@ class LongLivedSession(Session):
         finally:
             done.set()
 
-    async def _pump(
-        self, ctx: TurnContext, recv: MemoryObjectReceiveStream[Message | _Ended]
-    ) -> None:
+    async def _pump(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
         while True:
             try:
-                item = await receive_soon(recv)
+                try:
+                    item = recv.receive_nowait()
+                except anyio.WouldBlock:
+                    self._pump_idle = True
+                    try:
+                        item = await recv.receive()
+                    finally:
+                        self._pump_idle = False
             except anyio.EndOfStream:
                 return
             if isinstance(item, _Ended):
@@ -318,9 +337,7 @@ class LongLivedSession(Session):
             if item.type is MessageType.RESULT:
                 return
 
-    async def _cancel(
-        self, ctx: TurnContext, recv: MemoryObjectReceiveStream[Message | _Ended]
-    ) -> None:
+    async def _cancel(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
         """Interrupt the turn in the agent and consume its end, bounded; kill if it never ends."""
         if self._queue is None or self._ended:
             return

@@ -20,7 +20,7 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -69,8 +69,6 @@ class MessageType(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
-
-_KNOWN_TYPES: dict[str, MessageType] = {t.value: t for t in MessageType}
 
 #: Where a context-window number came from, best first.
 #: ``agent``: the agent reported it (ACP ``usage_update``, Claude's ``modelUsage.contextWindow``).
@@ -308,7 +306,9 @@ class Message(_Model):
     replays when a session is loaded; it never counts toward a turn.
     """
 
-    type: MessageType | str
+    #: A known kind becomes its :class:`MessageType`, any other string stays as it is (tried in
+    #: this order by pydantic-core itself: no Python validator runs per message).
+    type: Annotated[MessageType | str, Field(union_mode="left_to_right")]
     turn: int | None = None
     subtype: str | None = None
     text: str | None = None
@@ -326,13 +326,6 @@ class Message(_Model):
     replayed: bool = False
     data: dict[str, Any] | None = None
     raw: Any = Field(default=None, exclude=True, repr=False)
-
-    @field_validator("type", mode="before")
-    @classmethod
-    def _known_type(cls, value: object) -> object:
-        if isinstance(value, str) and not isinstance(value, MessageType):
-            return _KNOWN_TYPES.get(value, value)
-        return value
 
     @property
     def is_delta(self) -> bool:

@@ -47,7 +47,6 @@ from typing import Any, ClassVar, cast, final
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._errors import (
     AgentrunError,
@@ -68,7 +67,7 @@ from ._options import SessionOptions
 from ._permissions import PermissionDecision, PermissionRequest, ask_permission
 from ._policy import BudgetLimit, ContextGauge, tokens_of
 from ._questions import QuestionAnswer, QuestionRequest, ask_question
-from ._streams import receive_soon, send_soon
+from ._streams import Receiver, Sender, channel, receive_soon, send_soon
 from ._summary import TurnSummary
 
 __all__ = [
@@ -519,6 +518,12 @@ class TurnContext:
         """Deliver one message of this turn (tagged with its number) to the consumer."""
         await self._turn.deliver(message)
 
+    def emit_nowait(self, message: Message) -> bool:
+        """Deliver ``message`` at once if that needs no waiting and nothing beyond handing it
+        over (no policy, hand-off or observer work); False, and nothing done, otherwise: then
+        :meth:`emit` it. Lets an engine's reader deliver without a task switch."""
+        return self._turn.deliver_nowait(message)
+
 
 @final
 class Turn:
@@ -592,8 +597,8 @@ class Turn:
         self._started_at = 0.0
         self._deadline = math.inf
         self._scope: anyio.CancelScope | None = None
-        self._send: MemoryObjectSendStream[Message] | None = None
-        self._recv: MemoryObjectReceiveStream[Message] | None = None
+        self._send: Sender[Message] | None = None
+        self._recv: Receiver[Message] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
 
     @property
@@ -625,7 +630,7 @@ class Turn:
         if remaining is not None and self._started_at + remaining < self._deadline:
             self._deadline = self._started_at + remaining
             self._deadline_from_budget = True
-        self._send, self._recv = anyio.create_memory_object_stream[Message](_BUFFER)
+        self._send, self._recv = channel[Message](_BUFFER)
         self._scope = anyio.CancelScope()
         self._refresh_deadline()
         task_group = anyio.create_task_group()
@@ -717,13 +722,17 @@ class Turn:
         return self.idle_timeout
 
     def _refresh_deadline(self) -> None:
-        if self._scope is None:
+        scope = self._scope
+        if scope is None:
             return
         deadline = self._deadline
         limit = self._idle_limit()
         if limit is not None:
             deadline = min(deadline, self._quiet_since + self._quiet_extra + limit)
-        self._scope.deadline = deadline
+        if deadline != scope.deadline:
+            # Setting a deadline re-arms the scope's timer even when it did not move: once per
+            # message without an idle limit, for nothing.
+            scope.deadline = deadline
 
     def _heard(self, message: Message) -> None:
         """The agent said something: the quiet clocks restart, and what it said is noted."""
@@ -800,6 +809,40 @@ class Turn:
             text=f"{self.session.engine_name} has been quiet for {quiet} ({what})",
             data=data,
         )
+
+    def deliver_nowait(self, message: Message) -> bool:
+        """:meth:`deliver` for a message that needs nothing but handing over, when the consumer
+        has room (see :meth:`TurnContext.emit_nowait`)."""
+        send = self._send
+        kind = message.type
+        if (
+            send is None
+            or OBSERVERS
+            or self.cancelling
+            or self.nonblocking
+            or self._handoff_from is not None
+            or kind is MessageType.RESULT
+            or kind is MessageType.STALL
+            or send.buffered >= _BUFFER
+        ):
+            return False
+        if kind is MessageType.CONTEXT_WINDOW or message.usage is not None:
+            # A reading or usage is work for the context policy or the budget, when set.
+            session = self.session
+            if (
+                session._context_gauge is not None  # pyright: ignore[reportPrivateUsage]
+                or session.options.budget is not None
+            ):
+                return False
+        message = message.in_turn(self.number)
+        self.summary.add(message)
+        try:
+            send.send_nowait(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.nonblocking = True  # the consumer is gone
+            return True
+        self._heard(message)
+        return True
 
     async def deliver(self, message: Message) -> None:
         # The first turn after a hand-off says so once the new agent session's id is known,

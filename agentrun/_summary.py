@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, cast
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, computed_field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
 from ._messages import (
     BackgroundTask,
@@ -69,6 +69,50 @@ class ContextSummary(BaseModel):
         )
 
 
+class _Fold:
+    """The running state of a :class:`TurnSummary` (private; plain attributes)."""
+
+    __slots__ = (
+        "all_text",
+        "joined_all_text",
+        "joined_text",
+        "joined_thinking",
+        "result_text",
+        "tail_text",
+        "tail_thinking",
+        "thinking",
+        "tools",
+    )
+
+    def __init__(self) -> None:
+        self.tail_text: list[str] = []
+        self.all_text: list[str] = []
+        self.thinking: list[str] = []
+        #: Thinking blocks since the last tool activity (text: ``tail_text``).
+        self.tail_thinking = 0
+        self.joined_text: str | None = None
+        self.joined_all_text: str | None = None
+        self.joined_thinking: str | None = None
+        self.tools: dict[str, ToolCallSummary] = {}
+        self.result_text: str | None = None
+
+    def _key(self) -> tuple[object, ...]:
+        # What the state holds (the joined strings are caches of it).
+        return (
+            self.tail_text,
+            self.all_text,
+            self.thinking,
+            self.tail_thinking,
+            self.tools,
+            self.result_text,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Fold) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class TurnSummary(BaseModel):
     """What one turn produced. See the module docstring for the field contract.
 
@@ -89,123 +133,139 @@ class TurnSummary(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
 
     turn: int | None = None
-    tool_calls: list[ToolCallSummary] = []
+    tool_calls: list[ToolCallSummary] = Field(default_factory=list[ToolCallSummary])
     usage: Usage | None = None
     context: ContextSummary | None = None
     stop_reason: str | None = None
-    denials: list[PermissionDenial] = []
-    errors: list[ErrorInfo] = []
+    denials: list[PermissionDenial] = Field(default_factory=list[PermissionDenial])
+    errors: list[ErrorInfo] = Field(default_factory=list[ErrorInfo])
     resume_id: str | None = None
     session_id: str | None = None
     model: str | None = None
     ok: bool = False
     has_result: bool = False
-    questions: list[QuestionRecord] = []
-    background_tasks: list[BackgroundTask] = []
+    questions: list[QuestionRecord] = Field(default_factory=list[QuestionRecord])
+    background_tasks: list[BackgroundTask] = Field(default_factory=list[BackgroundTask])
     messages: int = 0
     retries: int = 0
     duration_s: float | None = None
 
-    # Blocks are kept and joined once, when read: folding a message costs the same at the
-    # 100,000th message as at the first.
-    _tail_text: list[str] = PrivateAttr(default_factory=list[str])
-    _all_text: list[str] = PrivateAttr(default_factory=list[str])
-    _thinking: list[str] = PrivateAttr(default_factory=list[str])
-    #: Thinking blocks since the last tool activity (text: ``_tail_text``).
-    _tail_thinking: int = PrivateAttr(default=0)
-    _joined_text: str | None = PrivateAttr(default=None)
-    _joined_all_text: str | None = PrivateAttr(default=None)
-    _joined_thinking: str | None = PrivateAttr(default=None)
-    _tools: dict[str, ToolCallSummary] = PrivateAttr(default_factory=dict[str, ToolCallSummary])
-    _result_text: str | None = PrivateAttr(default=None)
+    # The running state of the fold lives in one plain object: folding a message touches no
+    # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a
+    # message costs the same at the 100,000th message as at the first).
+    _fold: _Fold = PrivateAttr(default_factory=lambda: _Fold())
+
+    def _state(self) -> _Fold:
+        return cast("dict[str, _Fold]", self.__pydantic_private__)["_fold"]
 
     @computed_field
     @property
     def text(self) -> str:
         """The final answer: the result's text, else the main thread's text blocks after its last
         tool activity, joined by blank lines."""
-        if self._result_text is not None:
-            return self._result_text
-        if self._joined_text is None:
-            self._joined_text = "\n\n".join(self._tail_text)
-        return self._joined_text
+        state = self._state()
+        if state.result_text is not None:
+            return state.result_text
+        if state.joined_text is None:
+            state.joined_text = "\n\n".join(state.tail_text)
+        return state.joined_text
 
     @computed_field
     @property
     def all_text(self) -> str:
         """Every main-thread text block of the turn, in order, joined by blank lines (what the
         agent said before its tools ran included)."""
-        if self._joined_all_text is None:
-            self._joined_all_text = "\n\n".join(self._all_text)
-        return self._joined_all_text
+        state = self._state()
+        if state.joined_all_text is None:
+            state.joined_all_text = "\n\n".join(state.all_text)
+        return state.joined_all_text
 
     @computed_field
     @property
     def thinking(self) -> str:
         """Every main-thread thinking block, joined by blank lines."""
-        if self._joined_thinking is None:
-            self._joined_thinking = "\n\n".join(self._thinking)
-        return self._joined_thinking
+        state = self._state()
+        if state.joined_thinking is None:
+            state.joined_thinking = "\n\n".join(state.thinking)
+        return state.joined_thinking
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
         summary = cls()
+        add = summary.add
         for message in messages:
-            summary.add(message)
+            add(message)
         return summary
 
     def add(self, message: Message) -> None:
         """Fold one message into the summary."""
-        if message.replayed:
+        # Fields are written to the instance's own dict (what pydantic's assignment does when
+        # it does not validate, less its per-call dispatch) and marked set, as assignment would.
+        fields = vars(message)
+        if fields["replayed"]:
             return
-        self.messages += 1
-        if message.turn is not None and self.turn is None:
-            self.turn = message.turn
-        kind = message.type
-        main = message.parent_tool_use_id is None
-        if kind is MessageType.TEXT:
-            if main and message.text:
-                self._tail_text.append(message.text)
-                self._all_text.append(message.text)
-                self._joined_text = self._joined_all_text = None
+        own = vars(self)
+        own["messages"] += 1
+        fields_set = self.__pydantic_fields_set__
+        fields_set.add("messages")
+        if own["turn"] is None and fields["turn"] is not None:
+            own["turn"] = fields["turn"]
+            fields_set.add("turn")
+        kind = fields["type"]
+        if kind is MessageType.TEXT_DELTA or kind is MessageType.THINKING_DELTA:
+            pass
+        elif kind is MessageType.TEXT:
+            text = fields["text"]
+            if text and fields["parent_tool_use_id"] is None:
+                state = self._state()
+                state.tail_text.append(text)
+                state.all_text.append(text)
+                state.joined_text = state.joined_all_text = None
         elif kind is MessageType.THINKING:
-            if main and message.text:
-                self._thinking.append(message.text)
-                self._tail_thinking += 1
-                self._joined_thinking = None
+            text = fields["text"]
+            if text and fields["parent_tool_use_id"] is None:
+                state = self._state()
+                state.thinking.append(text)
+                state.tail_thinking += 1
+                state.joined_thinking = None
         elif kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
-            if message.tool is not None:
+            if fields["tool"] is not None:
                 self._tool(message, is_result=kind is MessageType.TOOL_RESULT)
-            if main:
-                self._tail_thinking = 0
-            if main and self._tail_text:
-                self._tail_text.clear()
-                self._joined_text = None
+            if fields["parent_tool_use_id"] is None:
+                state = self._state()
+                state.tail_thinking = 0
+                if state.tail_text:
+                    state.tail_text.clear()
+                    state.joined_text = None
         elif kind is MessageType.CONTEXT_WINDOW:
-            if message.context is not None and main:
-                self.context = ContextSummary.from_reading(message.context)
+            reading = fields["context"]
+            if reading is not None and fields["parent_tool_use_id"] is None:
+                own["context"] = ContextSummary.from_reading(reading)
+                fields_set.add("context")
                 self._merge_context_into_usage()
         elif kind is MessageType.INIT:
             self._init(message)
         elif kind is MessageType.ERROR:
-            if message.error is not None:
-                self.errors.append(message.error)
-                if message.error.fatal:
+            error = fields["error"]
+            if error is not None:
+                self.errors.append(error)
+                if error.fatal:
                     self.ok = False
         elif kind is MessageType.RESULT:
             self._result(message)
         elif kind is MessageType.RETRY:
             self._retried()
-        elif kind is MessageType.QUESTION and message.data is not None:
-            self.questions.append(QuestionRecord.model_validate(message.data))
-        elif kind is MessageType.SYSTEM and message.subtype == "background_tasks":
+        elif kind is MessageType.QUESTION and fields["data"] is not None:
+            self.questions.append(QuestionRecord.model_validate(fields["data"]))
+        elif kind is MessageType.SYSTEM and fields["subtype"] == "background_tasks":
             tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
             self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
-        if message.denials:
-            for denial in message.denials:
+        denials = fields["denials"]
+        if denials:
+            for denial in denials:
                 self._deny(denial)
-        if message.resume_id:
-            self.resume_id = message.resume_id
+        if fields["resume_id"]:
+            self.resume_id = fields["resume_id"]
 
     # -- parts -------------------------------------------------------------------------------
 
@@ -213,32 +273,40 @@ class TurnSummary(BaseModel):
         """The agent retries a failed model call: what that call streamed since the last tool
         activity is streamed again by the retry, so it leaves the turn's text and thinking."""
         self.retries += 1
-        if self._tail_text:
-            del self._all_text[len(self._all_text) - len(self._tail_text) :]
-            self._tail_text.clear()
-            self._joined_text = self._joined_all_text = None
-        if self._tail_thinking:
-            del self._thinking[len(self._thinking) - self._tail_thinking :]
-            self._tail_thinking = 0
-            self._joined_thinking = None
+        state = self._state()
+        if state.tail_text:
+            del state.all_text[len(state.all_text) - len(state.tail_text) :]
+            state.tail_text.clear()
+            state.joined_text = state.joined_all_text = None
+        if state.tail_thinking:
+            del state.thinking[len(state.thinking) - state.tail_thinking :]
+            state.tail_thinking = 0
+            state.joined_thinking = None
 
     def _tool(self, message: Message, *, is_result: bool) -> None:
         tool = message.tool
         assert tool is not None
-        entry = self._tools.get(tool.id) if tool.id is not None else None
+        tools = self._state().tools
+        entry = tools.get(tool.id) if tool.id is not None else None
         if entry is None:
             entry = ToolCallSummary(id=tool.id, name=tool.name, input=tool.input)
             self.tool_calls.append(entry)
             if tool.id is not None:
-                self._tools[tool.id] = entry
-        if tool.name is not None and entry.name is None:
-            entry.name = tool.name
-        if tool.input is not None and (entry.input is None or entry.input == {}):
-            entry.input = tool.input
+                tools[tool.id] = entry
+        # The entry is the summary's own (never shared): its fields are written directly.
+        known = vars(entry)
+        changed = entry.__pydantic_fields_set__
+        if tool.name is not None and known["name"] is None:
+            known["name"] = tool.name
+            changed.add("name")
+        if tool.input is not None and (known["input"] is None or known["input"] == {}):
+            known["input"] = tool.input
+            changed.add("input")
         if is_result:
-            entry.output = tool.output
-            entry.is_error = tool.is_error
-            entry.completed = True
+            known["output"] = tool.output
+            known["is_error"] = tool.is_error
+            known["completed"] = True
+            changed.update(("output", "is_error", "completed"))
 
     def _init(self, message: Message) -> None:
         init = message.init
@@ -257,7 +325,7 @@ class TurnSummary(BaseModel):
         if message.stop_reason is not None:
             self.stop_reason = message.stop_reason
         if message.text:
-            self._result_text = message.text
+            self._state().result_text = message.text
         if message.error is not None:
             # The agent often reports an error as an event and again on its result: keep one
             # record, the result's (which says whether it ended the turn).
