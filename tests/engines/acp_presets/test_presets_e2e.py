@@ -209,3 +209,38 @@ def test_an_explicit_binary_replaces_the_node_command(tmp_path: Path) -> None:
     program.chmod(0o755)
     engine = get_engine("claude-acp", binary=str(program))
     assert engine.command_for(SessionOptions()) == [str(program)]  # type: ignore[attr-defined]
+
+
+#: The mode the Claude and Codex presets start in (the one that asks), and the adapter's own
+#: default (which never asks), that a user may still choose.
+MODES = {"claude-acp": ("default", "auto"), "codex-acp": ("read-only", "agent")}
+
+
+@pytest.fixture(params=sorted(MODES))
+def moded(request: pytest.FixtureRequest) -> str:
+    name = str(request.param)
+    try:
+        resolve_node_script(PRESETS[name][0], PRESETS[name][1], engine=name)
+        get_engine(name).check()
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
+    return name
+
+
+@pytest.mark.parametrize("chosen", [False, True], ids=["preset-mode", "user-mode"])
+async def test_the_asking_mode_by_default_and_the_users_choice(
+    moded: str, chosen: bool, tmp_path: Path
+) -> None:
+    preset = moded
+    asking, own = MODES[preset]
+    extra: dict[str, Any] = {"options": {"acp.mode": own}} if chosen else {}
+    async with ModelServer(Script(turns=[ModelTurn.text("Hi.")])) as server:
+        options = _session(preset, server, tmp_path, **extra)
+
+        async def body(session: Any) -> Any:
+            summary = await run_turn(session, "say hi", timeout=90)
+            return summary, session.state.mode
+
+        summary, mode = await _closed_without_leftovers(get_engine(preset), options, body)
+    assert (summary.ok, summary.text) == (True, "Hi.")
+    assert mode == (own if chosen else asking)
