@@ -437,6 +437,22 @@ def claude_acp_offline(
     return replace(base, agent="claude-acp")
 
 
+def _write_gemini_style_settings(folder: Path, *, auth: str, **sections: Any) -> Path:
+    """``settings.json`` of Gemini CLI and its fork Qwen Code: the auth type, no telemetry,
+    usage statistics or update checks, plus ``sections``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, Any] = {
+        "security": {"auth": {"selectedType": auth}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        **sections,
+    }
+    path = folder / "settings.json"
+    path.write_text(json.dumps(settings, indent=2))
+    return path
+
+
 def qwen_offline(
     server_url: str,
     directory: str | os.PathLike[str],
@@ -450,18 +466,12 @@ def qwen_offline(
     ``usage_update`` only for a window it knows); no telemetry, usage statistics, update checks
     or automatic memory (a model call after every turn)."""
     home = _fresh_home(directory)
-    settings_dir = home / ".qwen"
-    settings_dir.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "security": {"auth": {"selectedType": "openai"}},
-        "model": {"name": model, "generationConfig": {"contextWindowSize": context_window}},
-        "privacy": {"usageStatisticsEnabled": False},
-        "telemetry": {"enabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-        "memory": {"enableManagedAutoMemory": False},
-    }
-    path = settings_dir / "settings.json"
-    path.write_text(json.dumps(settings, indent=2))
+    path = _write_gemini_style_settings(
+        home / ".qwen",
+        auth="openai",
+        model={"name": model, "generationConfig": {"contextWindowSize": context_window}},
+        memory={"enableManagedAutoMemory": False},
+    )
     env = base_env(home)
     env.update(
         {
@@ -498,18 +508,9 @@ def gemini_offline(
     ``GEMINI_API_KEY``), API-key auth chosen in ``~/.gemini/settings.json``, a fixed model (no
     model router), no telemetry, usage statistics, update checks or IDE connection."""
     home = _fresh_home(directory)
-    settings_dir = home / ".gemini"
-    settings_dir.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "model": {"name": model},
-        "privacy": {"usageStatisticsEnabled": False},
-        "telemetry": {"enabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-        "ide": {"enabled": False},
-    }
-    path = settings_dir / "settings.json"
-    path.write_text(json.dumps(settings, indent=2))
+    path = _write_gemini_style_settings(
+        home / ".gemini", auth="gemini-api-key", model={"name": model}, ide={"enabled": False}
+    )
     env = base_env(home)
     env.update(
         {

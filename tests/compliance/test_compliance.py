@@ -48,9 +48,11 @@ FUTURE_EVENTS: dict[str, Any] = {
 
 def _wire_format(name: str) -> str:
     """How the engine's transcripts are recorded (stdout lines, or both JSON-RPC directions)."""
+    from agentrun.engines.acp import AcpTranslator
+
     if name == "codex-app-server":
         return "codex-jsonrpc"
-    return "jsonrpc" if name in ("acp", "opencode-acp") else "stdout"
+    return "jsonrpc" if isinstance(get_translator(name), AcpTranslator) else "stdout"
 
 
 def _available() -> list[str]:

@@ -20,6 +20,7 @@ mode.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 from ..._binaries import resolve_binary, resolve_node, resolve_node_script
@@ -30,54 +31,51 @@ from ._engine import AcpEngine
 __all__ = ["claude_acp", "codex_acp", "gemini", "qwen"]
 
 
-def _node_command(
-    session: SessionOptions,
-    binary: str | None,
-    *,
-    engine: str,
-    package: str,
-    script: str,
-    node_major: int,
-) -> list[str]:
-    explicit = session.binary if session.binary is not None else binary
-    if explicit is not None:
-        return [resolve_binary(engine, explicit=explicit, engine=engine)]
-    path = resolve_node_script(package, script, engine=engine)
-    return [resolve_node(minimum=node_major, engine=engine), path]
+@dataclass(frozen=True)
+class _NodeAgent:
+    """An ACP agent shipped as an npm package and run as ``node <script> <args>``."""
+
+    name: str
+    package: str
+    script: str
+    node_major: int
+    default_mode: str
+    args: tuple[str, ...] = ()
+
+    def engine(self, binary: str | None, options: dict[str, Any]) -> AcpEngine:
+        def command(session: SessionOptions) -> list[str]:
+            explicit = session.binary if session.binary is not None else binary
+            if explicit is not None:
+                program = [resolve_binary(self.name, explicit=explicit, engine=self.name)]
+            else:
+                script = resolve_node_script(self.package, self.script, engine=self.name)
+                program = [resolve_node(minimum=self.node_major, engine=self.name), script]
+            return [*program, *self.args]
+
+        options.setdefault("name", self.name)
+        options.setdefault("default_mode", self.default_mode)
+        return AcpEngine(command, **options)
+
+
+_CLAUDE_ACP = _NodeAgent(
+    "claude-acp", "@agentclientprotocol/claude-agent-acp", "dist/index.js", 22, "default"
+)
+_CODEX_ACP = _NodeAgent(
+    "codex-acp", "@agentclientprotocol/codex-acp", "dist/index.js", 20, "read-only"
+)
+_QWEN = _NodeAgent("qwen", "@qwen-code/qwen-code", "cli.js", 22, "default", ("--acp",))
+_GEMINI = _NodeAgent("gemini", "@google/gemini-cli", "bundle/gemini.js", 20, "default", ("--acp",))
 
 
 def claude_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     """``claude-agent-acp`` 0.101 (pinned), in mode ``default``. Other keyword arguments go to
     :class:`AcpEngine`."""
-
-    def command(session: SessionOptions) -> list[str]:
-        return _node_command(
-            session,
-            binary,
-            engine="claude-acp",
-            package="@agentclientprotocol/claude-agent-acp",
-            script="dist/index.js",
-            node_major=22,
-        )
-
-    options.setdefault("name", "claude-acp")
-    options.setdefault("default_mode", "default")
-    return AcpEngine(command, **options)
+    return _CLAUDE_ACP.engine(binary, options)
 
 
 def codex_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     """``codex-acp`` 2.6 (pinned) over the pinned ``codex``, in mode ``read-only``. Other
     keyword arguments go to :class:`AcpEngine`."""
-
-    def command(session: SessionOptions) -> list[str]:
-        return _node_command(
-            session,
-            binary,
-            engine="codex-acp",
-            package="@agentclientprotocol/codex-acp",
-            script="dist/index.js",
-            node_major=20,
-        )
 
     def session_env(session: SessionOptions) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -86,47 +84,17 @@ def codex_acp(binary: str | None = None, **options: Any) -> AcpEngine:
                 env["CODEX_PATH"] = resolve_binary("codex", engine="codex-acp")
         return env
 
-    options.setdefault("name", "codex-acp")
-    options.setdefault("default_mode", "read-only")
     options.setdefault("session_env", session_env)
-    return AcpEngine(command, **options)
+    return _CODEX_ACP.engine(binary, options)
 
 
 def qwen(binary: str | None = None, **options: Any) -> AcpEngine:
     """Qwen Code 0.24 (pinned) in ACP mode, in mode ``default``. Other keyword arguments go to
     :class:`AcpEngine`."""
-
-    def command(session: SessionOptions) -> list[str]:
-        argv = _node_command(
-            session,
-            binary,
-            engine="qwen",
-            package="@qwen-code/qwen-code",
-            script="cli.js",
-            node_major=22,
-        )
-        return [*argv, "--acp"]
-
-    options.setdefault("name", "qwen")
-    options.setdefault("default_mode", "default")
-    return AcpEngine(command, **options)
+    return _QWEN.engine(binary, options)
 
 
 def gemini(binary: str | None = None, **options: Any) -> AcpEngine:
-    """Gemini CLI 0.61 (pinned) in ACP mode. Other keyword arguments go to
+    """Gemini CLI 0.61 (pinned) in ACP mode, in mode ``default``. Other keyword arguments go to
     :class:`AcpEngine`."""
-
-    def command(session: SessionOptions) -> list[str]:
-        argv = _node_command(
-            session,
-            binary,
-            engine="gemini",
-            package="@google/gemini-cli",
-            script="bundle/gemini.js",
-            node_major=20,
-        )
-        return [*argv, "--acp"]
-
-    options.setdefault("name", "gemini")
-    options.setdefault("default_mode", "default")
-    return AcpEngine(command, **options)
+    return _GEMINI.engine(binary, options)

@@ -41,15 +41,19 @@ PRESETS = {
 }
 
 
-@pytest.fixture(params=sorted(PRESETS))
-def preset(request: pytest.FixtureRequest) -> str:
-    name = str(request.param)
+def _installed(name: str) -> str:
+    """``name``, or skip the test when its adapter or Node.js is not installed."""
     try:
         resolve_node_script(PRESETS[name][0], PRESETS[name][1], engine=name)
         get_engine(name).check()
     except EngineUnavailableError as exc:
         pytest.skip(str(exc))
     return name
+
+
+@pytest.fixture(params=sorted(PRESETS))
+def preset(request: pytest.FixtureRequest) -> str:
+    return _installed(str(request.param))
 
 
 def _session(preset: str, server: ModelServer, tmp_path: Path, **options: Any) -> SessionOptions:
@@ -211,20 +215,18 @@ def test_an_explicit_binary_replaces_the_node_command(tmp_path: Path) -> None:
     assert engine.command_for(SessionOptions()) == [str(program)]  # type: ignore[attr-defined]
 
 
-#: The mode the Claude and Codex presets start in (the one that asks), and the adapter's own
+#: The mode the Claude, Codex and Qwen presets start in (the one that asks), and the adapter's own
 #: default (which never asks), that a user may still choose.
-MODES = {"claude-acp": ("default", "auto"), "codex-acp": ("read-only", "agent")}
+MODES = {
+    "claude-acp": ("default", "auto"),
+    "codex-acp": ("read-only", "agent"),
+    "qwen": ("default", "auto"),
+}
 
 
 @pytest.fixture(params=sorted(MODES))
 def moded(request: pytest.FixtureRequest) -> str:
-    name = str(request.param)
-    try:
-        resolve_node_script(PRESETS[name][0], PRESETS[name][1], engine=name)
-        get_engine(name).check()
-    except EngineUnavailableError as exc:
-        pytest.skip(str(exc))
-    return name
+    return _installed(str(request.param))
 
 
 @pytest.mark.parametrize("chosen", [False, True], ids=["preset-mode", "user-mode"])
