@@ -113,21 +113,30 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-@lru_cache(maxsize=1)
-def _builtin_data() -> dict[str, Any]:
+@lru_cache(maxsize=4)
+def packaged_json(name: str) -> dict[str, Any]:
+    """A JSON table shipped in the package (``catalog.json``, ``prices.json``), read once."""
     from importlib import resources
 
-    text = resources.files("agentrun").joinpath("catalog.json").read_text(encoding="utf-8")
+    text = resources.files("agentrun").joinpath(name).read_text(encoding="utf-8")
     return cast("dict[str, Any]", json.loads(text))
+
+
+def user_extension(env: str) -> dict[str, Any] | None:
+    """The JSON table in the file named by ``$env``, which extends a built-in one."""
+    path = os.environ.get(env)
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return cast("dict[str, Any]", json.load(fh))
 
 
 def default_catalog() -> Catalog:
     """The built-in catalog, extended by the file named in ``$AGENTRUN_MODEL_CATALOG``."""
-    catalog = Catalog(_builtin_data())
-    extra = os.environ.get(CATALOG_ENV)
-    if extra:
-        with open(extra, encoding="utf-8") as fh:
-            catalog.extend(cast("dict[str, Any]", json.load(fh)))
+    catalog = Catalog(packaged_json("catalog.json"))
+    extra = user_extension(CATALOG_ENV)
+    if extra is not None:
+        catalog.extend(extra)
     return catalog
 
 

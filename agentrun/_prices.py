@@ -14,14 +14,11 @@ Long-context surcharges are not applied: an estimate for a call beyond such a th
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, cast, overload
 
-from ._context import SharedDefault, model_keys
+from ._context import SharedDefault, model_keys, packaged_json, user_extension
 from ._messages import Usage, UsageSource
 
 __all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices"]
@@ -127,21 +124,12 @@ def _price(value: object) -> float | None:
     return float(value)
 
 
-@lru_cache(maxsize=1)
-def _builtin_data() -> dict[str, Any]:
-    from importlib import resources
-
-    text = resources.files("agentrun").joinpath("prices.json").read_text(encoding="utf-8")
-    return cast("dict[str, Any]", json.loads(text))
-
-
 def default_prices() -> PriceCatalog:
     """The built-in prices, extended by the file named in ``$AGENTRUN_PRICE_CATALOG``."""
-    catalog = PriceCatalog(_builtin_data())
-    extra = os.environ.get(PRICES_ENV)
-    if extra:
-        with open(extra, encoding="utf-8") as fh:
-            catalog.extend(cast("dict[str, Any]", json.load(fh)))
+    catalog = PriceCatalog(packaged_json("prices.json"))
+    extra = user_extension(PRICES_ENV)
+    if extra is not None:
+        catalog.extend(extra)
     return catalog
 
 

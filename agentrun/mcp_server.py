@@ -53,10 +53,8 @@ EngineFactory = Callable[[], Engine]
 class _Hosted:
     """One session and the task that holds it open."""
 
-    def __init__(self, engine: str, session: Session, cwd: str) -> None:
-        self.engine = engine
+    def __init__(self, session: Session) -> None:
         self.session = session
-        self.cwd = cwd
         self.closing = anyio.Event()
         self.closed = anyio.Event()
         self.turn: Turn | None = None
@@ -138,7 +136,7 @@ class _Sessions:
         hosted: _Hosted | None = None
         try:
             async with engine.start(options) as session:
-                hosted = _Hosted(engine_name, session, options.cwd or "")
+                hosted = _Hosted(session)
                 task_status.started(hosted)
                 await hosted.closing.wait()
         except AgentrunError as exc:

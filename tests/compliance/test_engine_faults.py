@@ -132,8 +132,10 @@ def _agent_program(name: str, agent_dir: Path) -> str:
         except EngineUnavailableError as exc:
             pytest.skip(str(exc))
         launcher = agent_dir / f"{name}-launcher"
-        # The presets' own arguments (``--acp``) come back from the engine through the shim.
-        program = argv[:2] if name in ("qwen", "gemini") else argv
+        # The preset's own arguments (``--acp``) come back from the engine through the shim:
+        # they are what it adds after an explicit program.
+        own_args = engine.command_for(SessionOptions(binary=sys.executable))[1:]
+        program = argv[: len(argv) - len(own_args)]
         launcher.write_text("#!/bin/sh\nexec " + shlex.join(program) + ' "$@"\n')
         launcher.chmod(0o755)
         return str(launcher)

@@ -448,13 +448,16 @@ class AcpState:
                 )
             )
             return out
-        call_usage = _dict((chunk.meta or {}).get("usage"))
-        if kind == "text" and call_usage is not None and not content.text:
-            # One model call's usage on an empty chunk (Qwen Code), not text.
-            self.call_usage.append(call_usage)
-            return []
-        notice = _dict((chunk.meta or {}).get("claudeCode"))
-        if kind == "text" and notice is not None and notice.get("kind") == "informational":
+        meta = chunk.meta
+        notice = None
+        if meta and kind == "text":
+            call_usage = _dict(meta.get("usage"))
+            if call_usage is not None and not content.text:
+                # One model call's usage on an empty chunk (Qwen Code), not text.
+                self.call_usage.append(call_usage)
+                return []
+            notice = _dict(meta.get("claudeCode"))
+        if notice is not None and notice.get("kind") == "informational":
             # A notice from the adapter (a billing or mode warning), not the model's answer.
             out = self._announce_pending()
             out.append(
