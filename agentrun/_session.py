@@ -566,6 +566,10 @@ class Turn:
         self._last_seen: Message | None = None
         self._stall_reported = False
         self._quiet_watch: anyio.CancelScope | None = None
+        #: Whether anything reads the quiet clocks (an idle or tool timeout, stall reports):
+        #: without, a message needs no note of when it came or what it was.
+        #: (Decided when the turn starts.)
+        self._watches_quiet = False
         #: Set on the first turn after a hand-off: (summary, previous id, fill before).
         self._handoff_from: tuple[str, str | None, int | None] | None = None
         #: The turn's number in its session (1, 2, ...), set when the turn starts.
@@ -632,16 +636,17 @@ class Turn:
             self._deadline_from_budget = True
         self._send, self._recv = channel[Message](_BUFFER)
         self._scope = anyio.CancelScope()
+        self._watches_quiet = (
+            self.stall_after is not None
+            or self.idle_timeout is not None
+            or self.tool_timeout is not None
+        )
         self._refresh_deadline()
         task_group = anyio.create_task_group()
         await task_group.__aenter__()
         self._task_group = task_group
         task_group.start_soon(self._drive)
-        if (
-            self.stall_after is not None
-            or self.idle_timeout is not None
-            or (self.tool_timeout is not None)
-        ):
+        if self._watches_quiet:
             self._quiet_watch = anyio.CancelScope()
             task_group.start_soon(self._watch_quiet, self._quiet_watch)
         return self
@@ -736,6 +741,8 @@ class Turn:
 
     def _heard(self, message: Message) -> None:
         """The agent said something: the quiet clocks restart, and what it said is noted."""
+        if not self._watches_quiet:
+            return
         kind = message.type
         if kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
             tool = message.tool
@@ -826,14 +833,10 @@ class Turn:
             or send.buffered >= _BUFFER
         ):
             return False
-        if kind is MessageType.CONTEXT_WINDOW or message.usage is not None:
-            # A reading or usage is work for the context policy or the budget, when set.
-            session = self.session
-            if (
-                session._context_gauge is not None  # pyright: ignore[reportPrivateUsage]
-                or session.options.budget is not None
-            ):
-                return False
+        if (kind is MessageType.CONTEXT_WINDOW or message.usage is not None) and (
+            self._has_policies()
+        ):
+            return False  # a reading or usage is work for the context policy or the budget
         message = message.in_turn(self.number)
         self.summary.add(message)
         try:
@@ -877,8 +880,18 @@ class Turn:
             new_id = message.resume_id or (message.init.session_id if message.init else None)
             if new_id is not None:
                 await self._deliver_handoff_note(new_id)
-        if message.type is MessageType.CONTEXT_WINDOW or message.usage is not None:
+        if (message.type is MessageType.CONTEXT_WINDOW or message.usage is not None) and (
+            self._has_policies()
+        ):
             await self._apply_policies(message)
+
+    def _has_policies(self) -> bool:
+        """A context policy or a budget looks at readings and usage."""
+        session = self.session
+        return (
+            session._context_gauge is not None  # pyright: ignore[reportPrivateUsage]
+            or session.options.budget is not None
+        )
 
     async def _apply_policies(self, message: Message) -> None:
         """Context thresholds and the budget, on a message that carries usage or a reading."""
@@ -1202,7 +1215,7 @@ async def _consume_one(
             async for message in turn:
                 if on_message is not None:
                     outcome = on_message(message)
-                    if inspect.isawaitable(outcome):
+                    if outcome is not None and inspect.isawaitable(outcome):
                         await outcome
         if bound.cancelled_caught:
             turn.cancel()

@@ -49,6 +49,8 @@ from ._translate import ClaudeTranslator
 __all__ = ["ClaudeEngine", "ClaudeSession"]
 
 _ENGINE = "claude"
+#: The event types of the control protocol, answered by the session rather than translated.
+_CONTROL = ("control_request", "control_response")  # a tuple: any value may be tested
 #: The tool Claude Code asks the user questions with (its answers are the tool's input).
 QUESTION_TOOL = "AskUserQuestion"
 
@@ -208,8 +210,10 @@ class ClaudeSession(LongLivedSession):
                             )
                         ]
                     )
-                elif not await self._control(cast(dict[str, Any], event)):
-                    await self._route(self.translator.feed(event))
+                else:
+                    ev = cast(dict[str, Any], event)
+                    if ev.get("type") not in _CONTROL or not await self._control(ev):
+                        await self._route(self.translator.feed(ev))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
