@@ -47,6 +47,7 @@ from typing import Literal, cast
 import anyio
 import anyio.abc
 import anyio.lowlevel
+from anyio.lowlevel import RunVar
 
 from ._env import merge_env, validate_env
 from ._errors import (
@@ -255,17 +256,18 @@ def _spawn_error(spec: ProcessSpec, exc: OSError) -> AgentrunError:
 PROCESS_TREE_ENV = "AGENTRUN_PROCESS_TREE"
 
 
-def _tree_members(token: str, leader: int) -> set[int]:
-    """Live processes that carry ``token`` in their environment or descend from ``leader``
-    (Linux; elsewhere nothing is found and the process group is all that is stopped)."""
+def _tree_members(trees: dict[str, int]) -> dict[str, set[int]]:
+    """For each ``token -> leader``: the live processes that carry the token in their
+    environment or descend from the leader (Linux; elsewhere nothing is found and the process
+    group is all that is stopped). One pass over ``/proc`` serves every tree asked about."""
+    found: dict[str, set[int]] = {token: set() for token in trees}
     try:
         names = os.listdir("/proc")
     except OSError:
-        return set()
-    entry = f"{PROCESS_TREE_ENV}={token}".encode()
+        return found
+    prefix = f"{PROCESS_TREE_ENV}=".encode()
     me = os.getpid()
     children: dict[int, list[int]] = {}
-    found: set[int] = set()
     for name in names:
         if not name.isdigit() or int(name) == me:
             continue
@@ -278,28 +280,93 @@ def _tree_members(token: str, leader: int) -> set[int]:
                 continue  # a zombie holds nothing; its parent reaps it
             children.setdefault(int(fields[1]), []).append(pid)
             with open(f"/proc/{pid}/environ", "rb") as fh:
-                if entry in fh.read().split(b"\0"):
-                    found.add(pid)
+                environ = fh.read()
         except (OSError, ValueError, IndexError):
             continue
-    stack = [leader]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    found.discard(leader)
+        if prefix in environ:
+            for entry in environ.split(b"\0"):
+                if entry.startswith(prefix):
+                    members = found.get(entry[len(prefix) :].decode("ascii", "replace"))
+                    if members is not None:
+                        members.add(pid)
+    for token, leader in trees.items():
+        members = found[token]
+        stack = [leader]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child not in members:
+                    members.add(child)
+                    stack.append(child)
+        members.discard(leader)
     return found
 
 
-def _kill_tree(token: str, leader: int) -> int:
-    """SIGKILL every process of the tree; how many were signalled."""
-    killed = 0
-    for pid in _tree_members(token, leader):
-        with contextlib.suppress(OSError):
-            os.kill(pid, _SIGKILL)
-            killed += 1
+def _kill_trees(trees: dict[str, int]) -> dict[str, int]:
+    """SIGKILL every process of each tree; how many were signalled, per tree."""
+    killed: dict[str, int] = {}
+    for token, members in _tree_members(trees).items():
+        killed[token] = 0
+        for pid in members:
+            with contextlib.suppress(OSError):
+                os.kill(pid, _SIGKILL)
+                killed[token] += 1
     return killed
+
+
+class _TreeKiller:
+    """Stops the trees of closing programs, one ``/proc`` scan (in a worker thread) for all the
+    closes waiting at the time: many sessions closing at once cost a few scans rather than one
+    each, and never more than one scanning thread competes with the event loop for the GIL."""
+
+    def __init__(self) -> None:
+        #: Closes waiting for a scan that has not started yet: token -> leader.
+        self._unscanned: dict[str, int] = {}
+        #: Results of finished scans for the closes still waiting: token -> processes killed.
+        self._killed: dict[str, int] = {}
+        self._waiting: set[str] = set()
+        #: Set when the scan under way ends (None: no scan under way).
+        self._scan_done: anyio.Event | None = None
+
+    async def kill(self, token: str, leader: int) -> int:
+        """Kill the tree of ``token``/``leader``; how many processes were signalled."""
+        self._waiting.add(token)
+        self._unscanned[token] = leader
+        try:
+            while token not in self._killed:
+                if self._scan_done is not None:
+                    await self._scan_done.wait()
+                else:
+                    await self._scan()
+            return self._killed[token]
+        finally:
+            self._waiting.discard(token)
+            self._unscanned.pop(token, None)
+            self._killed.pop(token, None)
+
+    async def _scan(self) -> None:
+        trees, self._unscanned = self._unscanned, {}
+        self._scan_done = done = anyio.Event()
+        killed = dict.fromkeys(trees, 0)
+        try:
+            # Not abandoned on cancel: once started, the scan serves every tree it took.
+            killed.update(await anyio.to_thread.run_sync(_kill_trees, trees))
+        finally:
+            self._killed.update((t, n) for t, n in killed.items() if t in self._waiting)
+            self._scan_done = None
+            done.set()
+
+
+_TREE_KILLER: RunVar[_TreeKiller] = RunVar("agentrun_tree_killer")
+
+
+async def _kill_tree(token: str, leader: int) -> int:
+    """SIGKILL every process of the tree (see :class:`_TreeKiller`); how many were signalled."""
+    try:
+        killer = _TREE_KILLER.get()
+    except LookupError:
+        killer = _TreeKiller()
+        _TREE_KILLER.set(killer)
+    return await killer.kill(token, leader)
 
 
 async def _spawn(spec: ProcessSpec, tree_token: str) -> anyio.abc.Process:
@@ -679,7 +746,7 @@ class AgentProcess:
         self.send_signal_group(_SIGKILL)
         # Descendants that left the group still carry the tree's token.
         with anyio.move_on_after(spec.kill_timeout):
-            killed = await anyio.to_thread.run_sync(_kill_tree, self._tree_token, pid)
+            killed = await _kill_tree(self._tree_token, pid)
             if killed:
                 _log.info("pid %d: stopped %d descendants outside its process group", pid, killed)
         assert self._stderr_done is not None

@@ -17,6 +17,7 @@ import anyio
 import pytest
 from repo_paths import FAKES, REPO
 
+from agentrun import _subprocess
 from agentrun._errors import (
     ConfigurationError,
     EngineUnavailableError,
@@ -502,6 +503,65 @@ async def test_exit_is_seen_from_the_process_when_a_detached_child_holds_stdout(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(grandchild, signal.SIGKILL)
+
+
+@pytest.mark.anyio
+async def test_closes_at_once_share_their_scans_and_stop_every_detached_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Twelve programs close, each leaving a grandchild outside its process group. The first
+    # scan of /proc is held until the other eleven closes wait: one more scan serves them all,
+    # and every grandchild is stopped.
+    scans: list[int] = []
+    closing: list[int] = []
+    kill_trees = _subprocess._kill_trees  # pyright: ignore[reportPrivateUsage]
+    kill_tree = _subprocess._kill_tree  # pyright: ignore[reportPrivateUsage]
+
+    def held_scan(trees: dict[str, int]) -> dict[str, int]:
+        scans.append(len(trees))
+        deadline = time.monotonic() + 10
+        while len(scans) == 1 and len(closing) < 12 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return kill_trees(trees)
+
+    async def counted_close(token: str, leader: int) -> int:
+        closing.append(leader)
+        return await kill_tree(token, leader)
+
+    monkeypatch.setattr(_subprocess, "_kill_trees", held_scan)
+    monkeypatch.setattr(_subprocess, "_kill_tree", counted_close)
+    grandchildren: list[int] = []
+
+    async def one() -> None:
+        async with open_process(fake("detached_stdout", orphan_grace=0.2)) as p:
+            lines = [line async for line in p.lines()]
+        grandchildren.append(json.loads(cast(bytes, lines[0]))["grandchild"])
+
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for _ in range(12):
+                    tg.start_soon(one)
+        assert scans == [1, 11]
+        assert all(wait_dead(pid) for pid in grandchildren)
+    finally:
+        for pid in grandchildren:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.anyio
+async def test_a_close_cancelled_while_waiting_for_a_scan_leaves_nothing_behind() -> None:
+    killer = _subprocess._TreeKiller()  # pyright: ignore[reportPrivateUsage]
+    async with anyio.create_task_group() as tg:
+        # The first close scans; the second, cancelled while it waits, leaves no record.
+        tg.start_soon(killer.kill, "first", 2**22 + 1)
+        await anyio.wait_all_tasks_blocked()
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await killer.kill("second", 2**22 + 2)
+    assert await killer.kill("third", 2**22 + 3) == 0
+    assert not killer._waiting and not killer._killed and not killer._unscanned  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.mark.anyio
