@@ -819,7 +819,8 @@ class Turn:
 
     def deliver_nowait(self, message: Message) -> bool:
         """:meth:`deliver` for a message that needs nothing but handing over, when the consumer
-        has room (see :meth:`TurnContext.emit_nowait`)."""
+        has room (see :meth:`TurnContext.emit_nowait`). A reading's context thresholds are
+        applied here too; a budget, a hand-off note or an observer needs :meth:`deliver`."""
         send = self._send
         kind = message.type
         if (
@@ -833,19 +834,39 @@ class Turn:
             or send.buffered >= _BUFFER
         ):
             return False
-        if (kind is MessageType.CONTEXT_WINDOW or message.usage is not None) and (
-            self._has_policies()
-        ):
-            return False  # a reading or usage is work for the context policy or the budget
+        notes: list[Message] = []
+        if kind is MessageType.CONTEXT_WINDOW or message.usage is not None:
+            session = self.session
+            if session.options.budget is not None:
+                return False  # the budget may stop the turn
+            gauge = session._context_gauge  # pyright: ignore[reportPrivateUsage]
+            if gauge is not None and kind is MessageType.CONTEXT_WINDOW:
+                if send.buffered + len(gauge.policy.thresholds) >= _BUFFER:
+                    return False  # no room for the notes it may set off
+                notes = self._threshold_notes(message)
+        self._hand_over(send, message)
+        for note in notes:
+            self._hand_over(send, note)
+        return True
+
+    def _hand_over(self, send: Sender[Message], message: Message) -> None:
         message = message.in_turn(self.number)
         self.summary.add(message)
+        if self.nonblocking:
+            return
         try:
             send.send_nowait(message)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.nonblocking = True  # the consumer is gone
-            return True
+            return
         self._heard(message)
-        return True
+
+    def _threshold_notes(self, message: Message) -> list[Message]:
+        """The ``context_threshold`` messages a main-thread reading sets off."""
+        gauge = self.session._context_gauge  # pyright: ignore[reportPrivateUsage]
+        if gauge is None or message.parent_tool_use_id is not None or message.context is None:
+            return []
+        return gauge.observe(message.context)
 
     async def deliver(self, message: Message) -> None:
         # The first turn after a hand-off says so once the new agent session's id is known,
@@ -895,15 +916,11 @@ class Turn:
 
     async def _apply_policies(self, message: Message) -> None:
         """Context thresholds and the budget, on a message that carries usage or a reading."""
-        session = self.session
-        main = message.parent_tool_use_id is None
         if message.type is MessageType.CONTEXT_WINDOW:
-            gauge = session._context_gauge  # pyright: ignore[reportPrivateUsage]
-            if gauge is not None and main and message.context is not None:
-                for note in gauge.observe(message.context):
-                    await self.deliver(note)
+            for note in self._threshold_notes(message):
+                await self.deliver(note)
             return
-        budget = session.options.budget
+        budget = self.session.options.budget
         usage = message.usage
         if budget is None or usage is None or message.type is MessageType.RESULT:
             return

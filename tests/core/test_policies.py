@@ -19,6 +19,7 @@ from agentrun import (
     Usage,
     run_turn,
 )
+from agentrun._session import Session, TurnContext
 from agentrun.testing import ScriptedEngine, ScriptedSession, Sleep
 from agentrun.testing._scripted import result, text
 
@@ -150,3 +151,45 @@ async def test_the_live_view_shows_a_crossing() -> None:
     async with engine.start() as session:
         await run_turn(session, "go", on_message=renderer.message)
     assert "▲ context 90% full (crossed 75%)" in out.getvalue()
+
+
+class _HandingOver(Session):
+    """Delivers like a long-lived engine's reader: straight to the consumer when it can."""
+
+    engine_name = "handing-over"
+
+    def __init__(self, turns: list[list[Message]], options: SessionOptions) -> None:
+        super().__init__(options)
+        self._script = turns
+        self.handed_over: list[str] = []
+
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        for message in self._script[ctx.number - 1]:
+            if ctx.emit_nowait(message):
+                self.handed_over.append(str(message.type))
+            else:
+                await ctx.emit(message)
+
+
+async def test_readings_handed_straight_to_the_consumer_set_off_their_thresholds_in_order() -> None:
+    script = [
+        [reading(500), reading(800), result("a")],
+        [reading(850), reading(960), result("b")],
+        [reading(300), reading(760), result("c")],
+    ]
+    streams: list[list[str]] = []
+    async with _HandingOver(script, SessionOptions()) as session:
+        for _ in script:
+            seen: list[Message] = []
+            await run_turn(session, "go", on_message=seen.append)
+            streams.append(
+                [f"{m.type}:{m.data['threshold'] if m.data else m.context.used_tokens}"
+                 for m in seen if m.context is not None]
+            )  # fmt: skip
+    assert streams == [
+        ["context_window:500", "context_window:800", "context_threshold:0.75"],
+        ["context_window:850", "context_window:960", "context_threshold:0.9",
+         "context_threshold:0.95"],
+        ["context_window:300", "context_window:760", "context_threshold:0.75"],
+    ]  # fmt: skip
+    assert session.handed_over.count("context_window") == 6
