@@ -275,8 +275,10 @@ class LongLivedSession(Session):
                 await self._prompt(ctx, prompt_done)
             await self._pump(ctx, recv)
             # What answers the prompt (when it is what ends the turn) arrives with the result.
-            with anyio.move_on_after(self.cancel_timeout):
-                await prompt_done.wait()
+            # (Waiting on a set event would still pass through the event loop once.)
+            if not prompt_done.is_set():
+                with anyio.move_on_after(self.cancel_timeout):
+                    await prompt_done.wait()
             await self._turn_ended(ctx)
         except anyio.get_cancelled_exc_class():
             ctx.begin_cancel()
