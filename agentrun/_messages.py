@@ -20,7 +20,7 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -84,6 +84,29 @@ class _Model(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(
         frozen=True, extra="forbid", ser_json_inf_nan="null"
     )
+
+
+_M = TypeVar("_M", bound=_Model)
+_setattr = object.__setattr__
+
+
+def copy_with(model: _M, update: dict[str, Any]) -> _M:
+    """``model.model_copy(update=update)`` without its per-call dispatch, for the vocabulary's
+    own models (no extra fields, no private attributes: a subclass that may have either takes
+    ``model_copy``). Like it, the updated values are not validated: they are the library's."""
+    cls = type(model)
+    if cls.__private_attributes__ or model.__pydantic_extra__ is not None:
+        return model.model_copy(update=update)
+    fields = model.__dict__.copy()
+    fields.update(update)
+    fields_set = model.__pydantic_fields_set__.copy()
+    fields_set.update(update)
+    copied = object.__new__(cls)
+    _setattr(copied, "__dict__", fields)
+    _setattr(copied, "__pydantic_extra__", None)
+    _setattr(copied, "__pydantic_fields_set__", fields_set)
+    _setattr(copied, "__pydantic_private__", None)
+    return copied
 
 
 #: Where a turn's token figures or cost came from.

@@ -26,6 +26,7 @@ from ._messages import (
     MessageType,
     PermissionDenial,
     Usage,
+    copy_with,
 )
 from ._questions import QuestionRecord
 
@@ -248,9 +249,10 @@ class TurnSummary(BaseModel):
         elif kind is MessageType.ERROR:
             error = fields["error"]
             if error is not None:
-                self.errors.append(error)
+                own["errors"].append(error)
                 if error.fatal:
-                    self.ok = False
+                    own["ok"] = False
+                    fields_set.add("ok")
         elif kind is MessageType.RESULT:
             self._result(message)
         elif kind is MessageType.RETRY:
@@ -265,14 +267,16 @@ class TurnSummary(BaseModel):
             for denial in denials:
                 self._deny(denial)
         if fields["resume_id"]:
-            self.resume_id = fields["resume_id"]
+            own["resume_id"] = fields["resume_id"]
+            fields_set.add("resume_id")
 
     # -- parts -------------------------------------------------------------------------------
 
     def _retried(self) -> None:
         """The agent retries a failed model call: what that call streamed since the last tool
         activity is streamed again by the retry, so it leaves the turn's text and thinking."""
-        self.retries += 1
+        vars(self)["retries"] += 1
+        self.__pydantic_fields_set__.add("retries")
         state = self._state()
         if state.tail_text:
             del state.all_text[len(state.all_text) - len(state.tail_text) :]
@@ -312,49 +316,65 @@ class TurnSummary(BaseModel):
         init = message.init
         if init is None:
             return
+        own = vars(self)
         if init.model:
-            self.model = init.model
+            own["model"] = init.model
+            self.__pydantic_fields_set__.add("model")
         if init.session_id:
-            self.session_id = init.session_id
+            own["session_id"] = init.session_id
+            self.__pydantic_fields_set__.add("session_id")
 
     def _result(self, message: Message) -> None:
-        self.has_result = True
-        if message.usage is not None:
-            self.usage = message.usage
+        # Written like the counters in :meth:`add`: to the instance's dict, marked set.
+        own = vars(self)
+        fields_set = self.__pydantic_fields_set__
+        fields = vars(message)
+        own["has_result"] = True
+        fields_set.add("has_result")
+        if fields["usage"] is not None:
+            own["usage"] = fields["usage"]
+            fields_set.add("usage")
             self._merge_context_into_usage()
-        if message.stop_reason is not None:
-            self.stop_reason = message.stop_reason
-        if message.text:
-            self._state().result_text = message.text
-        if message.error is not None:
+        stop_reason = fields["stop_reason"]
+        if stop_reason is not None:
+            own["stop_reason"] = stop_reason
+            fields_set.add("stop_reason")
+        if fields["text"]:
+            self._state().result_text = fields["text"]
+        error: ErrorInfo | None = fields["error"]
+        errors: list[ErrorInfo] = own["errors"]
+        if error is not None:
             # The agent often reports an error as an event and again on its result: keep one
             # record, the result's (which says whether it ended the turn).
             same = [
                 i
-                for i, e in enumerate(self.errors)
-                if e.message == message.error.message and e.code == message.error.code
+                for i, e in enumerate(errors)
+                if e.message == error.message and e.code == error.code
             ]
             if same:
-                self.errors[same[-1]] = message.error
+                errors[same[-1]] = error
             else:
-                self.errors.append(message.error)
-        fatal = any(e.fatal for e in self.errors)
-        cancelled = message.stop_reason == "cancelled"
-        self.ok = message.error is None and not fatal and not cancelled
-        data = message.data or {}
-        model = data.get("model")
+                errors.append(error)
+        fatal = any(e.fatal for e in errors)
+        cancelled = stop_reason == "cancelled"
+        own["ok"] = error is None and not fatal and not cancelled
+        fields_set.add("ok")
+        data = fields["data"]
+        model = data.get("model") if data else None
         if isinstance(model, str) and model:
-            self.model = model
+            own["model"] = model
+            fields_set.add("model")
 
     def _merge_context_into_usage(self) -> None:
-        if self.usage is None or self.context is None:
+        own = vars(self)
+        usage: Usage | None = own["usage"]
+        context: ContextSummary | None = own["context"]
+        if usage is None or context is None:
             return
-        self.usage = self.usage.model_copy(
-            update={
-                "context_used_tokens": self.context.used,
-                "context_size_tokens": self.context.size,
-            }
+        own["usage"] = copy_with(
+            usage, {"context_used_tokens": context.used, "context_size_tokens": context.size}
         )
+        self.__pydantic_fields_set__.add("usage")
 
     def _deny(self, denial: PermissionDenial) -> None:
         for i, known in enumerate(self.denials):

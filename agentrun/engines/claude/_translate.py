@@ -38,6 +38,7 @@ from ..._messages import (
     ToolCall,
     Usage,
     UsageSource,
+    copy_with,
 )
 from ..._prices import account_usage
 
@@ -603,11 +604,9 @@ class ClaudeTranslator:
         usage = self._turn_usage(ev, since_last)
         last = self.tracker.last
         if last is not None:
-            usage = usage.model_copy(
-                update={
-                    "context_used_tokens": last.used_tokens,
-                    "context_size_tokens": last.size_tokens,
-                }
+            usage = copy_with(
+                usage,
+                {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
             )
         errors = [e for e in _list(ev.get("errors")) if isinstance(e, str)]
         text = _str(ev.get("result"))
@@ -702,5 +701,5 @@ class ClaudeTranslator:
                 cost_source = "derived"
             elif not self.resumed:
                 cost = total_cost
-        usage = usage.model_copy(update={"cost_usd": cost})
+        usage = copy_with(usage, {"cost_usd": cost})
         return account_usage(usage, model=model, cost=cost_source)
