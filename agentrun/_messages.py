@@ -88,6 +88,7 @@ class _Model(BaseModel):
 
 _M = TypeVar("_M", bound=_Model)
 _setattr = object.__setattr__
+_new = object.__new__
 
 
 def copy_with(model: _M, update: dict[str, Any]) -> _M:
@@ -101,7 +102,7 @@ def copy_with(model: _M, update: dict[str, Any]) -> _M:
     fields.update(update)
     fields_set = model.__pydantic_fields_set__.copy()
     fields_set.update(update)
-    copied = object.__new__(cls)
+    copied = _new(cls)
     _setattr(copied, "__dict__", fields)
     _setattr(copied, "__pydantic_extra__", None)
     _setattr(copied, "__pydantic_fields_set__", fields_set)
@@ -358,17 +359,18 @@ class Message(_Model):
         """This message tagged with its turn number (a copy; the message itself is immutable).
         A shallow copy of the fields, cheaper than ``model_copy``: the library tags every
         message it delivers."""
-        if self.turn == turn:
+        fields = self.__dict__
+        if fields["turn"] == turn:
             return self
-        tagged = object.__new__(type(self))
-        fields = self.__dict__.copy()
+        tagged = _new(type(self))
+        fields = fields.copy()
         fields["turn"] = turn
-        object.__setattr__(tagged, "__dict__", fields)
-        object.__setattr__(
-            tagged, "__pydantic_fields_set__", {*self.__pydantic_fields_set__, "turn"}
-        )
-        object.__setattr__(tagged, "__pydantic_extra__", None)
-        object.__setattr__(tagged, "__pydantic_private__", None)
+        fields_set = self.__pydantic_fields_set__.copy()
+        fields_set.add("turn")
+        _setattr(tagged, "__dict__", fields)
+        _setattr(tagged, "__pydantic_fields_set__", fields_set)
+        _setattr(tagged, "__pydantic_extra__", None)
+        _setattr(tagged, "__pydantic_private__", None)
         return tagged
 
     # -- constructors used by engines ------------------------------------------------------
