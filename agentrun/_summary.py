@@ -13,7 +13,7 @@ The JSON form (``model_dump(mode="json")``) uses stable field names tools can re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
@@ -25,12 +25,28 @@ from ._messages import (
     Message,
     MessageType,
     PermissionDenial,
+    ToolCall,
     Usage,
     copy_with,
 )
 from ._questions import QuestionRecord
 
 __all__ = ["ContextSummary", "ToolCallSummary", "TurnSummary"]
+
+_M = TypeVar("_M", bound=BaseModel)
+_setattr = object.__setattr__
+
+
+def _assemble(cls: type[_M], fields: dict[str, Any], fields_set: set[str]) -> _M:
+    """What validating ``fields_set``'s part of ``fields`` (every field, in order) makes, for
+    values that already are what validation would return: fields of validated messages and the
+    summary's own figures. Only for the models of this module (no extra, no private state)."""
+    model = object.__new__(cls)
+    _setattr(model, "__dict__", fields)
+    _setattr(model, "__pydantic_fields_set__", fields_set)
+    _setattr(model, "__pydantic_extra__", None)
+    _setattr(model, "__pydantic_private__", None)
+    return model
 
 
 class ToolCallSummary(BaseModel):
@@ -61,13 +77,17 @@ class ContextSummary(BaseModel):
     @classmethod
     def from_reading(cls, reading: ContextWindow) -> ContextSummary:
         fraction = reading.fraction
-        return cls(
-            used=reading.used_tokens,
-            size=reading.size_tokens,
-            fraction=None if fraction is None else round(fraction, 6),
-            used_source=reading.used_source,
-            size_source=reading.size_source,
-        )
+        fields: dict[str, Any] = {
+            "used": reading.used_tokens,
+            "size": reading.size_tokens,
+            "fraction": None if fraction is None else round(fraction, 6),
+            "used_source": reading.used_source,
+            "size_source": reading.size_source,
+        }
+        if cls is not ContextSummary or type(reading) is not ContextWindow:
+            return cls(**fields)
+        # The reading's fields were validated when it was made; the fraction is a float.
+        return _assemble(cls, fields, {*fields})
 
 
 class _Fold:
@@ -157,7 +177,7 @@ class TurnSummary(BaseModel):
     _fold: _Fold = PrivateAttr(default_factory=lambda: _Fold())
 
     def _state(self) -> _Fold:
-        return cast("dict[str, _Fold]", self.__pydantic_private__)["_fold"]
+        return self.__pydantic_private__["_fold"]  # pyright: ignore[reportOptionalSubscript, reportUnknownVariableType]
 
     @computed_field
     @property
@@ -192,7 +212,7 @@ class TurnSummary(BaseModel):
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
-        summary = cls()
+        summary = cls() if cls is not TurnSummary else _empty_summary()
         add = summary.add
         for message in messages:
             add(message)
@@ -293,7 +313,22 @@ class TurnSummary(BaseModel):
         tools = self._state().tools
         entry = tools.get(tool.id) if tool.id is not None else None
         if entry is None:
-            entry = ToolCallSummary(id=tool.id, name=tool.name, input=tool.input)
+            if type(tool) is ToolCall:
+                # Its fields were validated when the tool call was made.
+                entry = _assemble(
+                    ToolCallSummary,
+                    {
+                        "id": tool.id,
+                        "name": tool.name,
+                        "input": tool.input,
+                        "output": None,
+                        "is_error": None,
+                        "completed": False,
+                    },
+                    {"id", "name", "input"},
+                )
+            else:
+                entry = ToolCallSummary(id=tool.id, name=tool.name, input=tool.input)
             self.tool_calls.append(entry)
             if tool.id is not None:
                 tools[tool.id] = entry
@@ -390,3 +425,23 @@ class TurnSummary(BaseModel):
                 self.denials[i] = merged
                 return
         self.denials.append(denial)
+
+
+#: ``TurnSummary()``'s fields: the immutable defaults, and the fields made by a factory (each a
+#: ``list[...]``: a fresh empty list per summary).
+_DEFAULTS: dict[str, Any] = {
+    name: field.default for name, field in TurnSummary.model_fields.items()
+}
+_FRESH_LISTS: tuple[str, ...] = tuple(
+    name for name, field in TurnSummary.model_fields.items() if field.default_factory is not None
+)
+
+
+def _empty_summary() -> TurnSummary:
+    """``TurnSummary()`` without the validator (there is nothing to validate)."""
+    fields = _DEFAULTS.copy()
+    for name in _FRESH_LISTS:
+        fields[name] = []
+    summary = _assemble(TurnSummary, fields, set())
+    _setattr(summary, "__pydantic_private__", {"_fold": _Fold()})
+    return summary
