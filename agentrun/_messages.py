@@ -110,6 +110,30 @@ def copy_with(model: _M, update: dict[str, Any]) -> _M:
     return copied
 
 
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
+    """What ``cls(**fields)`` makes, for values that already are what its validation returns
+    and that the library made itself: constants, figures it computed, fields of models it
+    validated (a value read from an agent's event is validated, never assembled). The other
+    fields take their defaults; the given ones are marked set. Only for the vocabulary's own
+    classes (no default factories, no extra fields, no private attributes)."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        defaults = _DEFAULTS[cls] = {
+            name: field.default for name, field in cls.model_fields.items()
+        }
+    values = defaults.copy()
+    values.update(fields)
+    model = _new(cls)
+    _setattr(model, "__dict__", values)
+    _setattr(model, "__pydantic_fields_set__", set(fields))
+    _setattr(model, "__pydantic_extra__", None)
+    _setattr(model, "__pydantic_private__", None)
+    return model
+
+
 #: Where a turn's token figures or cost came from.
 #: ``reported``: the agent reported them for this turn (or for each of its calls or steps).
 #: ``derived``: the library computed them from what the agent reported, e.g. the difference of

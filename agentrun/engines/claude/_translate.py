@@ -38,6 +38,7 @@ from ..._messages import (
     ToolCall,
     Usage,
     UsageSource,
+    assemble,
     copy_with,
 )
 from ..._prices import account_usage
@@ -68,7 +69,7 @@ def _without(event: Json, *keys: str) -> Json:
 def call_usage(usage: Json | None) -> Usage:
     """Usage of one API call (Anthropic shape) in our convention (already the same)."""
     if usage is None:
-        return Usage()
+        return assemble(Usage, {})
     details = _obj(usage.get("output_tokens_details")) or {}
     return Usage(
         input_tokens=_int(usage.get("input_tokens")),
@@ -382,14 +383,16 @@ class ClaudeTranslator:
             return None
         self._observed_calls.add(message_id)
         u = call_usage(usage)
-        return self.tracker.observe_call(
-            Usage(
-                input_tokens=u.input_tokens,
-                cache_read_tokens=u.cache_read_tokens,
-                cache_write_tokens=u.cache_write_tokens,
-            ),
-            raw=raw,
+        # The prompt side of the call's usage, validated just now.
+        prompt = assemble(
+            Usage,
+            {
+                "input_tokens": u.input_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+            },
         )
+        return self.tracker.observe_call(prompt, raw=raw)
 
     # -- user ------------------------------------------------------------------------------------
 
@@ -492,8 +495,10 @@ class ClaudeTranslator:
             if parent is None and stop is not None:
                 self._last_stop_reason = stop
             usage = call_usage(_obj(event.get("usage")))
-            per_call = Usage(
-                output_tokens=usage.output_tokens, thinking_tokens=usage.thinking_tokens
+            # The output side of the call's usage, validated just now.
+            per_call = assemble(
+                Usage,
+                {"output_tokens": usage.output_tokens, "thinking_tokens": usage.thinking_tokens},
             )
             if message_id is not None:
                 self._call_output[message_id] = per_call
