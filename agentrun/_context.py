@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar, cast
 
-from ._messages import ContextSource, ContextWindow, Message, Usage
+from ._messages import ContextSource, ContextWindow, Message, MessageType, Usage, assemble
 
 __all__ = ["Catalog", "ContextTracker", "ModelInfo", "default_catalog"]
 
@@ -241,6 +241,33 @@ class ContextTracker:
         self, used: int | None, used_source: ContextSource | None, *, raw: Any = None
     ) -> Message:
         size, size_source = self.size()
+        if (
+            used_source == "call_usage"
+            and type(used) is int
+            and (size_source is None or (size_source == "catalog" and type(size) is int))
+        ):
+            # Every number is the library's: the prompt of a validated call's usage (above
+            # zero) and the catalog's window (above zero), nothing the agent said unchecked.
+            reading = assemble(
+                ContextWindow,
+                {
+                    "used_tokens": used,
+                    "size_tokens": size,
+                    "used_source": used_source,
+                    "size_source": size_source,
+                },
+            )
+            self.last = reading
+            usage = assemble(Usage, {"context_used_tokens": used, "context_size_tokens": size})
+            return assemble(
+                Message,
+                {
+                    "type": MessageType.CONTEXT_WINDOW,
+                    "context": reading,
+                    "usage": usage,
+                    "raw": raw,
+                },
+            )
         reading = ContextWindow(
             used_tokens=used,
             size_tokens=size,

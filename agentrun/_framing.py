@@ -293,20 +293,30 @@ def cap_nesting(value: object, limit: int = MAX_NESTING) -> object:
     if not isinstance(value, (dict, list)):
         return value
     stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
     while stack:
-        container, depth = stack.pop()
-        keys: list[Any] = (
-            list(cast("dict[Any, Any]", container))
+        container, depth = pop()
+        if depth >= limit:
+            # Its containers are the ones too deep (a value is replaced, none added: the
+            # container can be written while it is iterated).
+            if isinstance(container, dict):
+                for key, child in cast("dict[Any, Any]", container).items():
+                    if isinstance(child, (dict, list)):
+                        container[key] = NESTING_MARKER
+            else:
+                for index, child in enumerate(cast("list[Any]", container)):
+                    if isinstance(child, (dict, list)):
+                        container[index] = NESTING_MARKER
+            continue
+        children = (
+            cast("dict[Any, Any]", container).values()
             if isinstance(container, dict)
-            else list(range(len(cast("list[Any]", container))))
+            else cast("list[Any]", container)
         )
-        for key in keys:
-            child = cast(Any, container[key])
+        depth += 1
+        for child in children:
             if isinstance(child, (dict, list)):
-                if depth >= limit:
-                    container[key] = NESTING_MARKER
-                else:
-                    stack.append((cast(Any, child), depth + 1))
+                push((child, depth))  # pyright: ignore[reportUnknownArgumentType]
     return cast(object, value)
 
 

@@ -20,7 +20,7 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -84,6 +84,54 @@ class _Model(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(
         frozen=True, extra="forbid", ser_json_inf_nan="null"
     )
+
+
+_M = TypeVar("_M", bound=_Model)
+_setattr = object.__setattr__
+_new = object.__new__
+
+
+def copy_with(model: _M, update: dict[str, Any]) -> _M:
+    """``model.model_copy(update=update)`` without its per-call dispatch, for the vocabulary's
+    own models (no extra fields, no private attributes: a subclass that may have either takes
+    ``model_copy``). Like it, the updated values are not validated: they are the library's."""
+    cls = type(model)
+    if cls.__private_attributes__ or model.__pydantic_extra__ is not None:
+        return model.model_copy(update=update)
+    fields = model.__dict__.copy()
+    fields.update(update)
+    fields_set = model.__pydantic_fields_set__.copy()
+    fields_set.update(update)
+    copied = _new(cls)
+    _setattr(copied, "__dict__", fields)
+    _setattr(copied, "__pydantic_extra__", None)
+    _setattr(copied, "__pydantic_fields_set__", fields_set)
+    _setattr(copied, "__pydantic_private__", None)
+    return copied
+
+
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
+    """What ``cls(**fields)`` makes, for values that already are what its validation returns
+    and that the library made itself: constants, figures it computed, fields of models it
+    validated (a value read from an agent's event is validated, never assembled). The other
+    fields take their defaults; the given ones are marked set. Only for the vocabulary's own
+    classes (no default factories, no extra fields, no private attributes)."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        defaults = _DEFAULTS[cls] = {
+            name: field.default for name, field in cls.model_fields.items()
+        }
+    values = defaults.copy()
+    values.update(fields)
+    model = _new(cls)
+    _setattr(model, "__dict__", values)
+    _setattr(model, "__pydantic_fields_set__", set(fields))
+    _setattr(model, "__pydantic_extra__", None)
+    _setattr(model, "__pydantic_private__", None)
+    return model
 
 
 #: Where a turn's token figures or cost came from.
@@ -335,17 +383,18 @@ class Message(_Model):
         """This message tagged with its turn number (a copy; the message itself is immutable).
         A shallow copy of the fields, cheaper than ``model_copy``: the library tags every
         message it delivers."""
-        if self.turn == turn:
+        fields = self.__dict__
+        if fields["turn"] == turn:
             return self
-        tagged = object.__new__(type(self))
-        fields = self.__dict__.copy()
+        tagged = _new(type(self))
+        fields = fields.copy()
         fields["turn"] = turn
-        object.__setattr__(tagged, "__dict__", fields)
-        object.__setattr__(
-            tagged, "__pydantic_fields_set__", {*self.__pydantic_fields_set__, "turn"}
-        )
-        object.__setattr__(tagged, "__pydantic_extra__", None)
-        object.__setattr__(tagged, "__pydantic_private__", None)
+        fields_set = self.__pydantic_fields_set__.copy()
+        fields_set.add("turn")
+        _setattr(tagged, "__dict__", fields)
+        _setattr(tagged, "__pydantic_fields_set__", fields_set)
+        _setattr(tagged, "__pydantic_extra__", None)
+        _setattr(tagged, "__pydantic_private__", None)
         return tagged
 
     # -- constructors used by engines ------------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, cast, overload
 
 from ._context import SharedDefault, model_keys, packaged_json, user_extension
-from ._messages import Usage, UsageSource
+from ._messages import Usage, UsageSource, copy_with
 
 __all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices"]
 
@@ -189,10 +189,11 @@ def account_usage(
         cost_source = "estimated" if cost_usd is not None else "unavailable"
     else:
         cost_source = "unavailable"
-    return usage.model_copy(
-        update={
+    return copy_with(
+        usage,
+        {
             "cost_usd": cost_usd,
             "usage_source": tokens if has_tokens else "unavailable",
             "cost_source": cost_source,
-        }
+        },
     )

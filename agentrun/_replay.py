@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import SendNotSupportedError
-from ._framing import LineFramer, LineTooLong
+from ._framing import DEFAULT_MAX_LINE_BYTES, JsonProblem, LineFramer, LineTooLong, decode_json_line
 from ._messages import Message, MessageType
 from ._options import SessionOptions
 from ._registry import get_translator
 from ._session import Engine, Session, TurnContext
-from ._translate import Translator, decode_line
+from ._translate import Translator, decode_line, frame_problem_message
 
 __all__ = ["ReplayEngine", "read_events", "replay_turns", "translate_events"]
 
@@ -60,14 +60,42 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
         load_sidecars(path)
     turns: list[list[Message]] = []
     current: list[Message] = []
-    for message in translate_events(read_events(path, engine=engine), translator):
-        current.append(message.in_turn(len(turns) + 1))
-        if message.type is MessageType.RESULT:
+    number = 1
+    result = MessageType.RESULT
+    for message in _replayed(path, engine, translator):
+        current.append(message.in_turn(number))
+        if message.type is result:
             turns.append(current)
             current = []
+            number += 1
     if current:
         turns.append(current)
     return turns
+
+
+def _replayed(
+    path: str | os.PathLike[str], engine: str, translator: Translator
+) -> Iterator[Message]:
+    """``translate_events(read_events(path, engine=engine), translator)`` in one frame: the
+    same lines, decoded and translated in the same order, with less Python per line."""
+    framer = LineFramer(DEFAULT_MAX_LINE_BYTES)
+    feed = translator.feed
+    # Unbuffered: the framer takes chunks of any size, and a transcript is read in one or two.
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            for item in framer.feed(chunk) if chunk else framer.flush():
+                if isinstance(item, LineTooLong):
+                    yield frame_problem_message(item, engine=engine)
+                    continue
+                event = decode_json_line(item)
+                if isinstance(event, JsonProblem):
+                    yield frame_problem_message(event, engine=engine)
+                else:
+                    yield from feed(event)
+            if not chunk:
+                break
+    yield from translator.finish()
 
 
 class ReplayEngine(Engine):

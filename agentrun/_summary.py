@@ -13,7 +13,7 @@ The JSON form (``model_dump(mode="json")``) uses stable field names tools can re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
@@ -25,11 +25,28 @@ from ._messages import (
     Message,
     MessageType,
     PermissionDenial,
+    ToolCall,
     Usage,
+    copy_with,
 )
 from ._questions import QuestionRecord
 
 __all__ = ["ContextSummary", "ToolCallSummary", "TurnSummary"]
+
+_M = TypeVar("_M", bound=BaseModel)
+_setattr = object.__setattr__
+
+
+def _assemble(cls: type[_M], fields: dict[str, Any], fields_set: set[str]) -> _M:
+    """What validating ``fields_set``'s part of ``fields`` (every field, in order) makes, for
+    values that already are what validation would return: fields of validated messages and the
+    summary's own figures. Only for the models of this module (no extra, no private state)."""
+    model = object.__new__(cls)
+    _setattr(model, "__dict__", fields)
+    _setattr(model, "__pydantic_fields_set__", fields_set)
+    _setattr(model, "__pydantic_extra__", None)
+    _setattr(model, "__pydantic_private__", None)
+    return model
 
 
 class ToolCallSummary(BaseModel):
@@ -60,13 +77,17 @@ class ContextSummary(BaseModel):
     @classmethod
     def from_reading(cls, reading: ContextWindow) -> ContextSummary:
         fraction = reading.fraction
-        return cls(
-            used=reading.used_tokens,
-            size=reading.size_tokens,
-            fraction=None if fraction is None else round(fraction, 6),
-            used_source=reading.used_source,
-            size_source=reading.size_source,
-        )
+        fields: dict[str, Any] = {
+            "used": reading.used_tokens,
+            "size": reading.size_tokens,
+            "fraction": None if fraction is None else round(fraction, 6),
+            "used_source": reading.used_source,
+            "size_source": reading.size_source,
+        }
+        if cls is not ContextSummary or type(reading) is not ContextWindow:
+            return cls(**fields)
+        # The reading's fields were validated when it was made; the fraction is a float.
+        return _assemble(cls, fields, {*fields})
 
 
 class _Fold:
@@ -156,7 +177,7 @@ class TurnSummary(BaseModel):
     _fold: _Fold = PrivateAttr(default_factory=lambda: _Fold())
 
     def _state(self) -> _Fold:
-        return cast("dict[str, _Fold]", self.__pydantic_private__)["_fold"]
+        return self.__pydantic_private__["_fold"]  # pyright: ignore[reportOptionalSubscript, reportUnknownVariableType]
 
     @computed_field
     @property
@@ -191,7 +212,7 @@ class TurnSummary(BaseModel):
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
-        summary = cls()
+        summary = cls() if cls is not TurnSummary else _empty_summary()
         add = summary.add
         for message in messages:
             add(message)
@@ -248,9 +269,10 @@ class TurnSummary(BaseModel):
         elif kind is MessageType.ERROR:
             error = fields["error"]
             if error is not None:
-                self.errors.append(error)
+                own["errors"].append(error)
                 if error.fatal:
-                    self.ok = False
+                    own["ok"] = False
+                    fields_set.add("ok")
         elif kind is MessageType.RESULT:
             self._result(message)
         elif kind is MessageType.RETRY:
@@ -265,14 +287,16 @@ class TurnSummary(BaseModel):
             for denial in denials:
                 self._deny(denial)
         if fields["resume_id"]:
-            self.resume_id = fields["resume_id"]
+            own["resume_id"] = fields["resume_id"]
+            fields_set.add("resume_id")
 
     # -- parts -------------------------------------------------------------------------------
 
     def _retried(self) -> None:
         """The agent retries a failed model call: what that call streamed since the last tool
         activity is streamed again by the retry, so it leaves the turn's text and thinking."""
-        self.retries += 1
+        vars(self)["retries"] += 1
+        self.__pydantic_fields_set__.add("retries")
         state = self._state()
         if state.tail_text:
             del state.all_text[len(state.all_text) - len(state.tail_text) :]
@@ -289,7 +313,22 @@ class TurnSummary(BaseModel):
         tools = self._state().tools
         entry = tools.get(tool.id) if tool.id is not None else None
         if entry is None:
-            entry = ToolCallSummary(id=tool.id, name=tool.name, input=tool.input)
+            if type(tool) is ToolCall:
+                # Its fields were validated when the tool call was made.
+                entry = _assemble(
+                    ToolCallSummary,
+                    {
+                        "id": tool.id,
+                        "name": tool.name,
+                        "input": tool.input,
+                        "output": None,
+                        "is_error": None,
+                        "completed": False,
+                    },
+                    {"id", "name", "input"},
+                )
+            else:
+                entry = ToolCallSummary(id=tool.id, name=tool.name, input=tool.input)
             self.tool_calls.append(entry)
             if tool.id is not None:
                 tools[tool.id] = entry
@@ -312,49 +351,65 @@ class TurnSummary(BaseModel):
         init = message.init
         if init is None:
             return
+        own = vars(self)
         if init.model:
-            self.model = init.model
+            own["model"] = init.model
+            self.__pydantic_fields_set__.add("model")
         if init.session_id:
-            self.session_id = init.session_id
+            own["session_id"] = init.session_id
+            self.__pydantic_fields_set__.add("session_id")
 
     def _result(self, message: Message) -> None:
-        self.has_result = True
-        if message.usage is not None:
-            self.usage = message.usage
+        # Written like the counters in :meth:`add`: to the instance's dict, marked set.
+        own = vars(self)
+        fields_set = self.__pydantic_fields_set__
+        fields = vars(message)
+        own["has_result"] = True
+        fields_set.add("has_result")
+        if fields["usage"] is not None:
+            own["usage"] = fields["usage"]
+            fields_set.add("usage")
             self._merge_context_into_usage()
-        if message.stop_reason is not None:
-            self.stop_reason = message.stop_reason
-        if message.text:
-            self._state().result_text = message.text
-        if message.error is not None:
+        stop_reason = fields["stop_reason"]
+        if stop_reason is not None:
+            own["stop_reason"] = stop_reason
+            fields_set.add("stop_reason")
+        if fields["text"]:
+            self._state().result_text = fields["text"]
+        error: ErrorInfo | None = fields["error"]
+        errors: list[ErrorInfo] = own["errors"]
+        if error is not None:
             # The agent often reports an error as an event and again on its result: keep one
             # record, the result's (which says whether it ended the turn).
             same = [
                 i
-                for i, e in enumerate(self.errors)
-                if e.message == message.error.message and e.code == message.error.code
+                for i, e in enumerate(errors)
+                if e.message == error.message and e.code == error.code
             ]
             if same:
-                self.errors[same[-1]] = message.error
+                errors[same[-1]] = error
             else:
-                self.errors.append(message.error)
-        fatal = any(e.fatal for e in self.errors)
-        cancelled = message.stop_reason == "cancelled"
-        self.ok = message.error is None and not fatal and not cancelled
-        data = message.data or {}
-        model = data.get("model")
+                errors.append(error)
+        fatal = any(e.fatal for e in errors)
+        cancelled = stop_reason == "cancelled"
+        own["ok"] = error is None and not fatal and not cancelled
+        fields_set.add("ok")
+        data = fields["data"]
+        model = data.get("model") if data else None
         if isinstance(model, str) and model:
-            self.model = model
+            own["model"] = model
+            fields_set.add("model")
 
     def _merge_context_into_usage(self) -> None:
-        if self.usage is None or self.context is None:
+        own = vars(self)
+        usage: Usage | None = own["usage"]
+        context: ContextSummary | None = own["context"]
+        if usage is None or context is None:
             return
-        self.usage = self.usage.model_copy(
-            update={
-                "context_used_tokens": self.context.used,
-                "context_size_tokens": self.context.size,
-            }
+        own["usage"] = copy_with(
+            usage, {"context_used_tokens": context.used, "context_size_tokens": context.size}
         )
+        self.__pydantic_fields_set__.add("usage")
 
     def _deny(self, denial: PermissionDenial) -> None:
         for i, known in enumerate(self.denials):
@@ -370,3 +425,23 @@ class TurnSummary(BaseModel):
                 self.denials[i] = merged
                 return
         self.denials.append(denial)
+
+
+#: ``TurnSummary()``'s fields: the immutable defaults, and the fields made by a factory (each a
+#: ``list[...]``: a fresh empty list per summary).
+_DEFAULTS: dict[str, Any] = {
+    name: field.default for name, field in TurnSummary.model_fields.items()
+}
+_FRESH_LISTS: tuple[str, ...] = tuple(
+    name for name, field in TurnSummary.model_fields.items() if field.default_factory is not None
+)
+
+
+def _empty_summary() -> TurnSummary:
+    """``TurnSummary()`` without the validator (there is nothing to validate)."""
+    fields = _DEFAULTS.copy()
+    for name in _FRESH_LISTS:
+        fields[name] = []
+    summary = _assemble(TurnSummary, fields, set())
+    _setattr(summary, "__pydantic_private__", {"_fold": _Fold()})
+    return summary

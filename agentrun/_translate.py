@@ -8,7 +8,7 @@ exactly the same code.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol, TypedDict, cast, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from ._context import ContextTracker
 from ._framing import JsonProblem, LineTooLong, decode_json_line
@@ -74,11 +74,11 @@ class AgentTranslator:
     def feed(self, event: Any) -> list[Message]:
         """Messages of one decoded event: a problem the framer reported passes through, a value
         that is not a JSON object is a ``protocol`` error, an object goes to :meth:`_feed_event`."""
+        if isinstance(event, dict):
+            return self._feed_event(event)  # pyright: ignore[reportUnknownArgumentType]
         if isinstance(event, Message):
             return [event]
-        if not isinstance(event, dict):
-            return [Message.not_an_object(self.agent_name, event)]
-        return self._feed_event(cast("dict[str, Any]", event))
+        return [Message.not_an_object(self.agent_name, event)]
 
     def _feed_event(self, ev: dict[str, Any]) -> list[Message]:
         """Messages of one event object (subclasses translate here; this passes it through)."""

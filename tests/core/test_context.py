@@ -94,3 +94,31 @@ def test_a_call_with_no_prompt_tokens_is_not_a_reading() -> None:
     reading = tracker.observe_call(Usage(input_tokens=10))
     assert reading is not None and reading.context is not None
     assert reading.context.used_tokens == 10
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "no-such-model-anywhere"])
+def test_a_reading_of_a_call_is_what_validation_makes(model: str) -> None:
+    """A reading made only of the library's numbers is assembled without the validator: the
+    same fields, the same fields set, at every level, as the validated constructors make."""
+    from agentrun import ContextWindow, Message
+
+    tracker = ContextTracker(model=model)
+    raw = {"type": "step_finish"}
+    made = tracker.observe_call(Usage(input_tokens=5, cache_read_tokens=7), raw=raw)
+    size, source = tracker.size()
+    validated = Message.context_window(
+        ContextWindow(
+            used_tokens=12, size_tokens=size, used_source="call_usage", size_source=source
+        ),
+        raw=raw,
+    )
+    assert made is not None
+    assert made == validated
+    assert made.raw is raw
+    for ours, theirs in ((made, validated), (made.context, validated.context),
+                         (made.usage, validated.usage)):  # fmt: skip
+        assert ours is not None
+        assert theirs is not None
+        assert type(ours) is type(theirs)
+        assert list(vars(ours).items()) == list(vars(theirs).items())
+        assert ours.model_fields_set == theirs.model_fields_set

@@ -15,6 +15,7 @@ from agentrun import (
     TurnSummary,
     Usage,
 )
+from agentrun._summary import ContextSummary, ToolCallSummary
 from agentrun.testing._scripted import result, text, tool_result, tool_use
 
 STREAM = [
@@ -145,3 +146,34 @@ def test_incremental_equals_batch(cut: int) -> None:
     for message in STREAM[cut:]:
         incremental.add(message)
     assert incremental == TurnSummary.from_messages(STREAM)
+
+
+def test_parts_the_fold_builds_are_what_validation_builds() -> None:
+    """The empty summary, its context reading and its tool entries are assembled without the
+    validator: the same fields, the same fields set, the same private state as validated ones."""
+    empty = TurnSummary.from_messages([])
+    assert vars(empty) == vars(TurnSummary())
+    assert list(vars(empty)) == list(vars(TurnSummary()))
+    assert empty.model_fields_set == TurnSummary().model_fields_set == set()
+    assert empty == TurnSummary()
+    assert empty.tool_calls is not TurnSummary.from_messages([]).tool_calls
+    s = TurnSummary.from_messages(STREAM)
+    reading = STREAM[5].context
+    assert reading is not None
+    fraction = reading.fraction
+    assert fraction is not None
+    validated = ContextSummary(
+        used=reading.used_tokens,
+        size=reading.size_tokens,
+        fraction=round(fraction, 6),
+        used_source=reading.used_source,
+        size_source=reading.size_source,
+    )
+    assert s.context is not None
+    assert vars(s.context) == vars(validated)
+    assert s.context.model_fields_set == validated.model_fields_set
+    entry = TurnSummary.from_messages([tool_use("t9", "Bash", {"command": "ls"})]).tool_calls[0]
+    made = ToolCallSummary(id="t9", name="Bash", input={"command": "ls"})
+    assert vars(entry) == vars(made)
+    assert list(vars(entry)) == list(vars(made))
+    assert entry.model_fields_set == made.model_fields_set

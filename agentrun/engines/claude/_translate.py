@@ -38,6 +38,8 @@ from ..._messages import (
     ToolCall,
     Usage,
     UsageSource,
+    assemble,
+    copy_with,
 )
 from ..._prices import account_usage
 
@@ -67,7 +69,7 @@ def _without(event: Json, *keys: str) -> Json:
 def call_usage(usage: Json | None) -> Usage:
     """Usage of one API call (Anthropic shape) in our convention (already the same)."""
     if usage is None:
-        return Usage()
+        return assemble(Usage, {})
     details = _obj(usage.get("output_tokens_details")) or {}
     return Usage(
         input_tokens=_int(usage.get("input_tokens")),
@@ -381,14 +383,16 @@ class ClaudeTranslator:
             return None
         self._observed_calls.add(message_id)
         u = call_usage(usage)
-        return self.tracker.observe_call(
-            Usage(
-                input_tokens=u.input_tokens,
-                cache_read_tokens=u.cache_read_tokens,
-                cache_write_tokens=u.cache_write_tokens,
-            ),
-            raw=raw,
+        # The prompt side of the call's usage, validated just now.
+        prompt = assemble(
+            Usage,
+            {
+                "input_tokens": u.input_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+            },
         )
+        return self.tracker.observe_call(prompt, raw=raw)
 
     # -- user ------------------------------------------------------------------------------------
 
@@ -491,8 +495,10 @@ class ClaudeTranslator:
             if parent is None and stop is not None:
                 self._last_stop_reason = stop
             usage = call_usage(_obj(event.get("usage")))
-            per_call = Usage(
-                output_tokens=usage.output_tokens, thinking_tokens=usage.thinking_tokens
+            # The output side of the call's usage, validated just now.
+            per_call = assemble(
+                Usage,
+                {"output_tokens": usage.output_tokens, "thinking_tokens": usage.thinking_tokens},
             )
             if message_id is not None:
                 self._call_output[message_id] = per_call
@@ -603,11 +609,9 @@ class ClaudeTranslator:
         usage = self._turn_usage(ev, since_last)
         last = self.tracker.last
         if last is not None:
-            usage = usage.model_copy(
-                update={
-                    "context_used_tokens": last.used_tokens,
-                    "context_size_tokens": last.size_tokens,
-                }
+            usage = copy_with(
+                usage,
+                {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
             )
         errors = [e for e in _list(ev.get("errors")) if isinstance(e, str)]
         text = _str(ev.get("result"))
@@ -702,5 +706,5 @@ class ClaudeTranslator:
                 cost_source = "derived"
             elif not self.resumed:
                 cost = total_cost
-        usage = usage.model_copy(update={"cost_usd": cost})
+        usage = copy_with(usage, {"cost_usd": cost})
         return account_usage(usage, model=model, cost=cost_source)

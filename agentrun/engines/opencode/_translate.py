@@ -104,35 +104,36 @@ class OpenCodeTranslator(AgentTranslator):
     # -- events ----------------------------------------------------------------------------
 
     def _feed_event(self, ev: dict[str, Any]) -> list[Message]:
-        out: list[Message] = []
-        session_id = _str(ev.get("sessionID"))
-        if session_id is not None and self.session_id is None:
+        session_id = ev.get("sessionID")
+        if self.session_id is None and isinstance(session_id, str) and session_id:
             self.session_id = session_id
-        if not self._init_sent:
-            out.append(self._init(self.session_id, raw=ev))
+        init = None if self._init_sent else self._init(self.session_id, raw=ev)
         kind = ev.get("type")
         part = _dict(ev.get("part"))
+        # Each part returns a list of its own: the init, when due, goes first.
         if kind == "step_start":
-            out.extend(self._step_start(ev, part))
+            out = self._step_start(ev, part)
         elif kind == "text":
-            out.extend(self._block(MessageType.TEXT, ev, part))
-        elif kind == "reasoning":
-            out.extend(self._block(MessageType.THINKING, ev, part))
-        elif kind == "tool_use":
-            out.extend(self._tool(ev, part))
+            out = self._block(MessageType.TEXT, ev, part)
         elif kind == "step_finish":
-            out.extend(self._step_finish(ev, part))
+            out = self._step_finish(ev, part)
+        elif kind == "tool_use":
+            out = self._tool(ev, part)
+        elif kind == "reasoning":
+            out = self._block(MessageType.THINKING, ev, part)
         elif kind == "error":
-            out.extend(self._error(ev))
+            out = self._error(ev)
         elif isinstance(kind, str) and kind:
             # A newer OpenCode's event kind: pass it through under its own type.
-            out.append(Message(type=kind, subtype=kind, data=ev, raw=ev))
+            out = [Message(type=kind, subtype=kind, data=ev, raw=ev)]
         else:
-            out.append(
+            out = [
                 Message.error_message(
                     f"{AGENT_NAME}: event without a type", code="protocol", data=ev, raw=ev
                 )
-            )
+            ]
+        if init is not None:
+            out.insert(0, init)
         return out
 
     def _step_start(self, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:
