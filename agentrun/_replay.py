@@ -18,26 +18,33 @@ from ._messages import Message, MessageType
 from ._options import SessionOptions
 from ._registry import get_translator
 from ._session import Engine, Session, TurnContext
-from ._translate import Translator, decode_line, frame_problem_message
+from ._translate import Translator, frame_problem_message
 
 __all__ = ["ReplayEngine", "read_events", "replay_turns", "translate_events"]
 
 
 def read_events(
-    path: str | os.PathLike[str], *, engine: str, max_line_bytes: int = 64 * 1024 * 1024
+    path: str | os.PathLike[str], *, engine: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Iterator[Any | Message]:
     """Decoded events of a transcript; undecodable lines become ``error`` messages."""
     framer = LineFramer(max_line_bytes)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            yield from _decode_all(framer.feed(chunk), engine)
-    yield from _decode_all(framer.flush(), engine)
-
-
-def _decode_all(items: Iterable[bytes | LineTooLong], engine: str) -> Iterator[Any | Message]:
-    for item in items:
-        event, problem = decode_line(item, engine=engine)
-        yield problem if problem is not None else event
+    # Unbuffered: the framer takes chunks of any size, and a transcript is read in one or two.
+    # Framing and decoding in this one frame: no layer of generators or calls per line.
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            chunk = fh.read(1 << 20)
+            for item in framer.feed(chunk) if chunk else framer.flush():
+                if isinstance(item, LineTooLong):
+                    yield frame_problem_message(item, engine=engine)
+                    continue
+                event = decode_json_line(item)
+                yield (
+                    frame_problem_message(event, engine=engine)
+                    if isinstance(event, JsonProblem)
+                    else event
+                )
+            if not chunk:
+                return
 
 
 def translate_events(events: Iterable[Any | Message], translator: Translator) -> Iterator[Message]:
@@ -62,7 +69,7 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
     current: list[Message] = []
     number = 1
     result = MessageType.RESULT
-    for message in _replayed(path, engine, translator):
+    for message in translate_events(read_events(path, engine=engine), translator):
         current.append(message.in_turn(number))
         if message.type is result:
             turns.append(current)
@@ -71,31 +78,6 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
     if current:
         turns.append(current)
     return turns
-
-
-def _replayed(
-    path: str | os.PathLike[str], engine: str, translator: Translator
-) -> Iterator[Message]:
-    """``translate_events(read_events(path, engine=engine), translator)`` in one frame: the
-    same lines, decoded and translated in the same order, with less Python per line."""
-    framer = LineFramer(DEFAULT_MAX_LINE_BYTES)
-    feed = translator.feed
-    # Unbuffered: the framer takes chunks of any size, and a transcript is read in one or two.
-    with open(path, "rb", buffering=0) as fh:
-        while True:
-            chunk = fh.read(1 << 20)
-            for item in framer.feed(chunk) if chunk else framer.flush():
-                if isinstance(item, LineTooLong):
-                    yield frame_problem_message(item, engine=engine)
-                    continue
-                event = decode_json_line(item)
-                if isinstance(event, JsonProblem):
-                    yield frame_problem_message(event, engine=engine)
-                else:
-                    yield from feed(event)
-            if not chunk:
-                break
-    yield from translator.finish()
 
 
 class ReplayEngine(Engine):
