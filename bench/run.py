@@ -31,7 +31,7 @@ def main() -> None:
     for engine in sorted(normalize.CORPUS_DIRS):
         rows.extend(normalize.measure(engine, megabytes, runs))
     rows.extend(reducers.measure(runs))
-    rows.extend(latency.measure(1.0 if args.quick else 2.0))
+    rows.extend(latency.measure(1.0 if args.quick else 2.0, 3 if args.quick else 5))
     rows.extend(sessions.measure(20 if args.quick else 200))
     rows.extend(startup.measure(5 if args.quick else 15))
     try:

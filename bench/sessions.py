@@ -2,7 +2,9 @@
 
 * **Many sessions**: N concurrent sessions of the scripted ACP agent (tests/fakes), a few turns
   each. Reported: the caller's memory per session beyond an idle interpreter (target <= 1 MB),
-  and the event loop's lag p99 measured by a 10 ms ticker during the run (target <= 50 ms).
+  and the event loop's lag p99 measured by a 10 ms ticker during the run (target <= 50 ms):
+  with the caller on a CPU of its own and the agents on the others (the library's own loop;
+  median of three runs), and with everything sharing the CPUs (the machine).
 * **Large lines**: a program prints one 100 MB JSON line within the limit; the caller's peak RSS
   growth against the line's size (target <= 3x). Then a line beyond a 16 MB limit: the peak
   growth stays near the limit (reported against the limit).
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,12 +25,18 @@ from _common import ROOT, Row, print_table
 
 MANY = textwrap.dedent(
     """
-    import json, resource, statistics, sys, time, anyio
+    import json, os, statistics, sys, time, anyio
     from agentrun import SessionOptions, run_turn
     from agentrun.engines.acp import AcpEngine
 
     FAKE = sys.argv[1]
     N = int(sys.argv[2])
+    # "pinned": the agents run on one CPU and, once they started, the caller on the other, so
+    # the lag is the caller's own loop and not 200 agents competing with it for the CPUs.
+    PINNED = sys.argv[3] == "pinned"
+    CPUS = sorted(os.sched_getaffinity(0))
+    if PINNED:
+        os.sched_setaffinity(0, CPUS[1:])  # inherited by every agent this process starts
     lags = []
 
     def rss_mb():
@@ -65,6 +74,8 @@ MANY = textwrap.dedent(
                 while len(ready) < N:
                     await anyio.sleep(0.05)
                 held = rss_mb()
+                if PINNED:
+                    os.sched_setaffinity(0, CPUS[:1])
                 # The lag is measured while every session runs its turns, not while they start.
                 outer.start_soon(ticker, stop)
                 go.set()
@@ -119,7 +130,16 @@ def _child(code: str, *args: str) -> dict[str, float]:
 
 def measure(sessions: int) -> list[Row]:
     fake = str(ROOT / "tests" / "fakes" / "acp_agent.py")
-    many = _child(MANY, fake, str(sessions))
+    many = _child(MANY, fake, str(sessions), "shared")
+    # The caller's own loop: only where it can have a CPU the agents do not use.
+    pinned = None
+    if len(os.sched_getaffinity(0)) > 1:
+        # Its lag moves a lot between runs on a shared machine: the median of three.
+        runs = sorted(
+            (_child(MANY, fake, str(sessions), "pinned") for _ in range(3)),
+            key=lambda run: run["lag_p99_ms"],
+        )
+        pinned = runs[1]
     mb = 1024 * 1024
     printer = str(ROOT / "bench" / "_print_line.py")
     within = _child(BIG, str(100 * mb), str(128 * mb), printer)
@@ -127,8 +147,11 @@ def measure(sessions: int) -> list[Row]:
     return [
         Row(f"{sessions} sessions memory", "caller MB per session", "1 MB",
             many["per_session_mb"], 0.0, 0.0, "<= 1.0x"),
-        Row(f"{sessions} sessions loop lag p99", "10 ms ticker lag", "50 ms",
-            many["lag_p99_ms"] / 50, many["lag_p99_ms"] / 1000, 0.0, "<= 1.0x"),
+        Row(f"{sessions} sessions loop lag p99", "10 ms ticker, caller on its own CPU", "50 ms",
+            (pinned or many)["lag_p99_ms"] / 50, (pinned or many)["lag_p99_ms"] / 1000, 0.0,
+            "<= 1.0x"),
+        Row("  same, all on shared CPUs", "10 ms ticker, agents beside the caller", "50 ms",
+            many["lag_p99_ms"] / 50, many["lag_p99_ms"] / 1000, 0.0),
         Row("large line within limit", "peak RSS growth, 100 MB line", "the line's size",
             within["growth_mb"] / 100, 0.0, 0.0, "<= 3x"),
         Row("large line beyond limit", "peak RSS growth, 100 MB line", "the 16 MB limit",
