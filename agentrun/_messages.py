@@ -87,8 +87,23 @@ class _Model(BaseModel):
 
 
 _M = TypeVar("_M", bound=_Model)
+_B = TypeVar("_B", bound=BaseModel)
 _setattr = object.__setattr__
 _new = object.__new__
+
+
+def unvalidated(cls: type[_B], fields: dict[str, Any], fields_set: set[str]) -> _B:
+    """An instance of ``cls`` holding ``fields`` (every field, in order), ``fields_set`` marked
+    set, not validated: for values that already are what validation returns and that the
+    library made itself (constants, figures it computed, fields of models it validated; never
+    a value read from an agent's event). Only for models with no extra fields and no private
+    attributes (the caller sets private state itself)."""
+    model = _new(cls)
+    _setattr(model, "__dict__", fields)
+    _setattr(model, "__pydantic_fields_set__", fields_set)
+    _setattr(model, "__pydantic_extra__", None)
+    _setattr(model, "__pydantic_private__", None)
+    return model
 
 
 def copy_with(model: _M, update: dict[str, Any]) -> _M:
@@ -102,12 +117,7 @@ def copy_with(model: _M, update: dict[str, Any]) -> _M:
     fields.update(update)
     fields_set = model.__pydantic_fields_set__.copy()
     fields_set.update(update)
-    copied = _new(cls)
-    _setattr(copied, "__dict__", fields)
-    _setattr(copied, "__pydantic_extra__", None)
-    _setattr(copied, "__pydantic_fields_set__", fields_set)
-    _setattr(copied, "__pydantic_private__", None)
-    return copied
+    return unvalidated(cls, fields, fields_set)
 
 
 _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
@@ -115,10 +125,9 @@ _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
 
 def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
     """What ``cls(**fields)`` makes, for values that already are what its validation returns
-    and that the library made itself: constants, figures it computed, fields of models it
-    validated (a value read from an agent's event is validated, never assembled). The other
-    fields take their defaults; the given ones are marked set. Only for the vocabulary's own
-    classes (no default factories, no extra fields, no private attributes)."""
+    and that the library made itself (see :func:`unvalidated`). The other fields take their
+    defaults; the given ones are marked set. Only for the vocabulary's own classes (no default
+    factories, no extra fields, no private attributes)."""
     defaults = _DEFAULTS.get(cls)
     if defaults is None:
         defaults = _DEFAULTS[cls] = {
@@ -126,12 +135,7 @@ def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
         }
     values = defaults.copy()
     values.update(fields)
-    model = _new(cls)
-    _setattr(model, "__dict__", values)
-    _setattr(model, "__pydantic_fields_set__", set(fields))
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
-    return model
+    return unvalidated(cls, values, set(fields))
 
 
 #: Where a turn's token figures or cost came from.
@@ -381,22 +385,16 @@ class Message(_Model):
 
     def in_turn(self, turn: int) -> Message:
         """This message tagged with its turn number (a copy; the message itself is immutable).
-        A shallow copy of the fields, cheaper than ``model_copy``: the library tags every
-        message it delivers (:func:`copy_with` does the same for any update, and costs about
-        half as much again on this path)."""
+        A shallow copy of the fields, cheaper than ``model_copy`` (and :func:`copy_with`): the
+        library tags every message it delivers."""
         fields = self.__dict__
         if fields["turn"] == turn:
             return self
-        tagged = _new(type(self))
         fields = fields.copy()
         fields["turn"] = turn
         fields_set = self.__pydantic_fields_set__.copy()
         fields_set.add("turn")
-        _setattr(tagged, "__dict__", fields)
-        _setattr(tagged, "__pydantic_fields_set__", fields_set)
-        _setattr(tagged, "__pydantic_extra__", None)
-        _setattr(tagged, "__pydantic_private__", None)
-        return tagged
+        return unvalidated(type(self), fields, fields_set)
 
     # -- constructors used by engines ------------------------------------------------------
 

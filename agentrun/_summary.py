@@ -13,7 +13,7 @@ The JSON form (``model_dump(mode="json")``) uses stable field names tools can re
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
 
@@ -28,25 +28,13 @@ from ._messages import (
     ToolCall,
     Usage,
     copy_with,
+    unvalidated,
 )
 from ._questions import QuestionRecord
 
 __all__ = ["ContextSummary", "ToolCallSummary", "TurnSummary"]
 
-_M = TypeVar("_M", bound=BaseModel)
 _setattr = object.__setattr__
-
-
-def _assemble(cls: type[_M], fields: dict[str, Any], fields_set: set[str]) -> _M:
-    """What validating ``fields_set``'s part of ``fields`` (every field, in order) makes, for
-    values that already are what validation would return: fields of validated messages and the
-    summary's own figures. Only for the models of this module (no extra, no private state)."""
-    model = object.__new__(cls)
-    _setattr(model, "__dict__", fields)
-    _setattr(model, "__pydantic_fields_set__", fields_set)
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
-    return model
 
 
 class ToolCallSummary(BaseModel):
@@ -87,7 +75,7 @@ class ContextSummary(BaseModel):
         if cls is not ContextSummary or type(reading) is not ContextWindow:
             return cls(**fields)
         # The reading's fields were validated when it was made; the fraction is a float.
-        return _assemble(cls, fields, {*fields})
+        return unvalidated(cls, fields, {*fields})
 
 
 class _Fold:
@@ -315,7 +303,7 @@ class TurnSummary(BaseModel):
         if entry is None:
             if type(tool) is ToolCall:
                 # Its fields were validated when the tool call was made.
-                entry = _assemble(
+                entry = unvalidated(
                     ToolCallSummary,
                     {
                         "id": tool.id,
@@ -442,6 +430,6 @@ def _empty_summary() -> TurnSummary:
     fields = _DEFAULTS.copy()
     for name in _FRESH_LISTS:
         fields[name] = []
-    summary = _assemble(TurnSummary, fields, set())
+    summary = unvalidated(TurnSummary, fields, set())
     _setattr(summary, "__pydantic_private__", {"_fold": _Fold()})
     return summary
