@@ -40,12 +40,12 @@ typecheck: $(STAMP)
 # Real agents and the model server run inside a loopback-only network namespace where the
 # machine allows it (see docs/testing-offline.md).
 pytest: $(STAMP) $(ENGINES_STAMP)
-	$(BIN)/python -m agentrun.testing netns -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The engine compliance suite alone, for the engines named in ENGINES (default: all):
 #   make compliance ENGINES=claude,codex
 compliance: $(STAMP) $(ENGINES_STAMP)
-	AGENTRUN_COMPLIANCE_ENGINES=$(ENGINES) $(BIN)/python -m agentrun.testing netns -- \
+	AGENTRUN_COMPLIANCE_ENGINES=$(ENGINES) $(BIN)/python -m agentrun.offline netns -- \
 		$(BIN)/python -m pytest tests/compliance $(PYTEST_ARGS)
 
 # Every benchmark, one table of ratios (docs/performance.md); BENCH_ARGS=--quick for a short run.
@@ -57,7 +57,7 @@ compat: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/python scripts/compatibility.py
 
 record: $(STAMP) $(ENGINES_STAMP)
-	$(BIN)/python -m agentrun.testing netns -- $(BIN)/python fixtures/record_all.py
+	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python fixtures/record_all.py
 
 clean:
 	rm -rf $(VENV) engines/node_modules

@@ -6,8 +6,11 @@ The public API is exactly what ``__all__`` lists; every other module is private.
 
 from typing import TYPE_CHECKING, Any
 
-from ._context import Catalog, ContextTracker, ModelInfo, default_catalog
-from ._errors import (
+from ._bases.translator import Translator
+from ._turns.session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
+from ._version import VERSION as __version__
+from ._vocabulary.context import Catalog, ContextTracker, ModelInfo, default_catalog
+from ._vocabulary.errors import (
     ERROR_CODES,
     AgentrunError,
     BudgetExceededError,
@@ -27,7 +30,7 @@ from ._errors import (
     TurnInProgressError,
     TurnTimeoutError,
 )
-from ._messages import (
+from ._vocabulary.messages import (
     BackgroundTask,
     ContextSource,
     ContextWindow,
@@ -41,8 +44,8 @@ from ._messages import (
     Usage,
     UsageSource,
 )
-from ._options import Effort, Mode, SessionOptions
-from ._permissions import (
+from ._vocabulary.options import Effort, Mode, SessionOptions
+from ._vocabulary.permissions import (
     PermissionDecision,
     PermissionHandler,
     PermissionOption,
@@ -50,9 +53,9 @@ from ._permissions import (
     approve_all,
     deny_all,
 )
-from ._policy import Budget, BudgetLimit, ContextPolicy
-from ._prices import ModelPrice, PriceCatalog, default_prices
-from ._questions import (
+from ._vocabulary.policy import Budget, BudgetLimit, ContextPolicy
+from ._vocabulary.prices import ModelPrice, PriceCatalog, default_prices
+from ._vocabulary.questions import (
     Question,
     QuestionAnswer,
     QuestionHandler,
@@ -60,15 +63,12 @@ from ._questions import (
     QuestionRecord,
     QuestionRequest,
 )
-from ._registry import engine_names, get_engine, get_translator
-from ._session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
-from ._summary import ContextSummary, ToolCallSummary, TurnSummary
-from ._translate import Translator
-from ._version import VERSION as __version__
+from ._vocabulary.summary import ContextSummary, ToolCallSummary, TurnSummary
+from .engines._registry import engine_names, get_engine, get_translator
 
 if TYPE_CHECKING:
-    from ._compare import CompareRun, FilesChanged, compare
-    from ._fleet import (
+    from ._fleets.compare import CompareRun, FilesChanged, compare
+    from ._fleets.fleet import (
         EngineFactory,
         Fleet,
         FleetEvent,
@@ -79,24 +79,24 @@ if TYPE_CHECKING:
         FleetTask,
         FleetTurnRecord,
     )
-    from ._ray import RayEngine, RaySession
+    from ._fleets.ray import RayEngine, RaySession
 
 #: Public names defined in modules loaded on first use.
 _LAZY: dict[str, str] = {
-    "CompareRun": "._compare",
-    "FilesChanged": "._compare",
-    "compare": "._compare",
-    "EngineFactory": "._fleet",
-    "Fleet": "._fleet",
-    "FleetEvent": "._fleet",
-    "FleetEventKind": "._fleet",
-    "FleetResult": "._fleet",
-    "FleetRun": "._fleet",
-    "FleetSessionRecord": "._fleet",
-    "FleetTask": "._fleet",
-    "FleetTurnRecord": "._fleet",
-    "RayEngine": "._ray",
-    "RaySession": "._ray",
+    "CompareRun": "._fleets.compare",
+    "FilesChanged": "._fleets.compare",
+    "compare": "._fleets.compare",
+    "EngineFactory": "._fleets.fleet",
+    "Fleet": "._fleets.fleet",
+    "FleetEvent": "._fleets.fleet",
+    "FleetEventKind": "._fleets.fleet",
+    "FleetResult": "._fleets.fleet",
+    "FleetRun": "._fleets.fleet",
+    "FleetSessionRecord": "._fleets.fleet",
+    "FleetTask": "._fleets.fleet",
+    "FleetTurnRecord": "._fleets.fleet",
+    "RayEngine": "._fleets.ray",
+    "RaySession": "._fleets.ray",
 }
 
 

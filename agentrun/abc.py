@@ -23,20 +23,20 @@ engine under the ``agentrun.engines`` entry-point group (and its translator unde
 find it. ``docs/engines/writing-an-engine.md`` walks through a complete one.
 """
 
-from ._cumulative import RunningTotals, TotalsScope
-from ._jsonrpc import JsonRpcConnection, JsonRpcError
-from ._jsonrpc_session import JsonRpcSession, RequestHandlerTable
-from ._long_lived import LongLivedSession, WireTranslator
-from ._permissions import ask_permission
-from ._session import Engine, ProgramEngine, Session, TurnContext
-from ._spawn_per_turn import (
+from ._bases.cumulative import RunningTotals, TotalsScope
+from ._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
+from ._bases.long_lived import LongLivedSession, WireTranslator
+from ._bases.spawn_per_turn import (
     PerTurnTranslator,
     SpawnPerTurnSession,
     TurnCommand,
     unsupported_message,
 )
-from ._subprocess import AgentProcess, ProcessSpec, merge_env, open_process
-from ._translate import Translator, decode_line
+from ._bases.translator import Translator, decode_line
+from ._turns.session import Engine, ProgramEngine, Session, TurnContext
+from ._vocabulary.permissions import ask_permission
+from ._wire.jsonrpc import JsonRpcConnection, JsonRpcError
+from ._wire.process import AgentProcess, ProcessSpec, merge_env, open_process
 
 __all__ = [
     "AgentProcess",

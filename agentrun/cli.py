@@ -31,14 +31,14 @@ from typing import Any
 
 import anyio
 
-from ._context import default_catalog
-from ._errors import AgentrunError, ConfigurationError, EngineUnavailableError
-from ._messages import Message, MessageType
-from ._options import SessionOptions
-from ._registry import engine_names, get_engine, translator_names
 from ._render import Renderer
-from ._session import Engine, run_turn
-from ._summary import TurnSummary
+from ._turns.session import Engine, run_turn
+from ._vocabulary.context import default_catalog
+from ._vocabulary.errors import AgentrunError, ConfigurationError, EngineUnavailableError
+from ._vocabulary.messages import Message, MessageType
+from ._vocabulary.options import SessionOptions
+from ._vocabulary.summary import TurnSummary
+from .engines._registry import engine_names, get_engine, translator_names
 
 __all__ = ["main"]
 
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "record":
             return anyio.run(_record, args)
         if args.command == "serve":
-            from .testing.__main__ import main as testing_main
+            from .offline.__main__ import main as testing_main
 
             extra = ["--port", str(args.port)]
             extra += ["--script", args.script] if args.script else []
@@ -167,7 +167,7 @@ def _mcp(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     if args.engine not in engine_names():
         raise ConfigurationError(f"unknown engine {args.engine!r}", option="engine")
-    from .testing._embedded import EMBEDDED_ENGINES
+    from .offline._embedded import EMBEDDED_ENGINES
 
     if not args.live and args.engine not in EMBEDDED_ENGINES:
         raise ConfigurationError(
@@ -183,7 +183,7 @@ async def _run(args: argparse.Namespace) -> int:
             engine = _engine(args.engine, binary=args.binary)
             session = SessionOptions(model=args.model, cwd=cwd, resume_id=args.resume)
             return await _turns(engine, session, prompts, args)
-        from .testing import ModelServer, Script
+        from .offline import ModelServer, Script
 
         script = Script.from_file(args.script) if args.script else None
         async with ModelServer(script) as server:
@@ -207,7 +207,7 @@ def _engine(name: str, **options: Any) -> Engine:
 def _embedded(
     args: argparse.Namespace, url: str, tmp: str, cwd: str
 ) -> tuple[Engine, SessionOptions]:
-    from .testing import embedded_engine
+    from .offline import embedded_engine
 
     return embedded_engine(
         args.engine,
@@ -260,8 +260,8 @@ async def _turns(
 
 
 async def _compare(args: argparse.Namespace) -> int:
-    from ._compare import compare, compare_table
-    from ._fleet import FleetEvent
+    from ._fleets.compare import compare, compare_table
+    from ._fleets.fleet import FleetEvent
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     models: list[str | None] = (
@@ -269,7 +269,7 @@ async def _compare(args: argparse.Namespace) -> int:
     )
     script = None
     if args.script:
-        from .testing import Script
+        from .offline import Script
 
         script = Script.from_file(args.script)
 
@@ -317,7 +317,7 @@ REPLAY_MAX_BYTES = 4 * 1024**3
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ._replay import replay_turns
+    from .engines._replay import replay_turns
 
     path = Path(args.file)
     if not path.exists():
@@ -361,8 +361,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 async def _record(args: argparse.Namespace) -> int:
-    from .testing import Script, default_script
-    from .testing._recorder import record
+    from .offline import Script, default_script
+    from .offline._recorder import record
 
     script = Script.from_file(args.script) if args.script else default_script()
     prompts = args.prompt or [DEFAULT_PROMPT]

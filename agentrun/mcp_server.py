@@ -35,13 +35,13 @@ try:
 except ImportError as _missing:  # pragma: no cover - exercised without the extra
     raise ImportError("agentrun mcp needs the MCP SDK: pip install 'agentrun[mcp]'") from _missing
 
-from ._errors import AgentrunError, ConfigurationError
-from ._messages import Message, MessageType
-from ._options import SessionOptions
-from ._registry import engine_names, get_engine
-from ._session import Engine, Session, Turn
-from ._summary import ContextSummary
+from ._turns.session import Engine, Session, Turn
 from ._version import VERSION
+from ._vocabulary.errors import AgentrunError, ConfigurationError
+from ._vocabulary.messages import Message, MessageType
+from ._vocabulary.options import SessionOptions
+from ._vocabulary.summary import ContextSummary
+from .engines._registry import engine_names, get_engine
 
 __all__ = ["build_server", "serve"]
 

@@ -45,16 +45,16 @@ except ImportError as _missing:  # pragma: no cover - exercised without the extr
         "agentrun.otel needs OpenTelemetry: pip install 'agentrun[otel]'"
     ) from _missing
 
-from . import _observe
-from ._messages import Message, MessageType
+from ._turns import observe as _observe
 from ._version import VERSION
+from ._vocabulary.messages import Message, MessageType
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
-    from ._errors import AgentrunError
-    from ._session import Session, Turn
+    from ._turns.session import Session, Turn
+    from ._vocabulary.errors import AgentrunError
 
 __all__ = ["instrument", "instrumented", "uninstrument"]
 

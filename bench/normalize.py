@@ -22,7 +22,7 @@ import pydantic_core
 from _common import CORPUS_DIRS, Row, build_corpus, interleaved, print_table, scratch
 
 from agentrun import Message, MessageType, TurnSummary
-from agentrun._replay import replay_turns
+from agentrun.engines._replay import replay_turns
 
 
 def _inputs(files: list[Path]) -> list[Path]:

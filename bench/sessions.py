@@ -97,8 +97,8 @@ MANY = textwrap.dedent(
 BIG = textwrap.dedent(
     """
     import json, sys, anyio
-    from agentrun._subprocess import ProcessSpec, open_process
-    from agentrun._translate import decode_line
+    from agentrun._wire.process import ProcessSpec, open_process
+    from agentrun._bases.translator import decode_line
 
     SIZE = int(sys.argv[1])
     LIMIT = int(sys.argv[2])

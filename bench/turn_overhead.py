@@ -24,7 +24,7 @@ from _common import Row, print_table
 
 from agentrun import run_turn
 from agentrun.engines.claude import ClaudeEngine, ClaudeSession
-from agentrun.testing import ModelServer, Script, embedded_engine
+from agentrun.offline import ModelServer, Script, embedded_engine
 
 
 class RawClaude:

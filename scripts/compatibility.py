@@ -86,7 +86,7 @@ def _run_tests(
     if engines_dir is not None:
         env["AGENTRUN_ENGINES_DIR"] = str(engines_dir)
     argv = [
-        sys.executable, "-m", "agentrun.testing", "netns", "--",
+        sys.executable, "-m", "agentrun.offline", "netns", "--",
         sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", f"--junitxml={junit}",
         "-o", "addopts=", *(["-k", keyword] if keyword else []), *existing,
     ]  # fmt: skip

@@ -25,10 +25,10 @@ from typing import Any
 import anyio
 import pytest
 
-from agentrun._binaries import INSTALL_HINT, resolve_binary
-from agentrun._errors import EngineUnavailableError
-from agentrun.testing._modelserver import ModelServer
-from agentrun.testing._offline import OfflineAgentConfig
+from agentrun._vocabulary.errors import EngineUnavailableError
+from agentrun._wire.programs import INSTALL_HINT, resolve_binary
+from agentrun.offline._configs import OfflineAgentConfig
+from agentrun.offline._modelserver import ModelServer
 
 __all__ = [
     "AgentRun",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentrun import TurnSummary
-from agentrun._replay import replay_turns
+from agentrun.engines._replay import replay_turns
 
 
 def replayed(path: Path, engine: str) -> dict[str, Any]:

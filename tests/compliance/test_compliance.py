@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from repo_paths import FIXTURES, REPO
 
 from agentrun import Message, MessageType, TurnSummary, get_translator
-from agentrun._registry import _TRANSLATORS  # pyright: ignore[reportPrivateUsage]
-from agentrun._replay import replay_turns
+from agentrun.engines._registry import _TRANSLATORS  # pyright: ignore[reportPrivateUsage]
+from agentrun.engines._replay import replay_turns
 
 ROOT = REPO
 

@@ -2,7 +2,7 @@
 the faults a real agent can throw at it.
 
 Run it for some engines only with ``make compliance ENGINES=claude,codex``
-(the default is every engine of :data:`agentrun.testing.EMBEDDED_ENGINES` plus the toy engine of
+(the default is every engine of :data:`agentrun.offline.EMBEDDED_ENGINES` plus the toy engine of
 the engine-writing guide). The agent runs behind the fault shim of the testing kit
 (:func:`agentrun.testing.fault_shim`), which passes everything through until a prompt carries a
 fault marker. Per engine, on asyncio and trio:
@@ -48,15 +48,9 @@ from agentrun import (
     get_engine,
     run_turn,
 )
-from agentrun._binaries import resolve_binary
-from agentrun.testing import (
-    EMBEDDED_ENGINES,
-    ModelServer,
-    Script,
-    embedded_engine,
-    fault_prompt,
-    fault_shim,
-)
+from agentrun._wire.programs import resolve_binary
+from agentrun.offline import EMBEDDED_ENGINES, ModelServer, Script, embedded_engine
+from agentrun.testing import fault_prompt, fault_shim
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 

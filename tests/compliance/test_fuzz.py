@@ -29,8 +29,8 @@ from repo_paths import FIXTURES
 from test_compliance import FIXTURE_DIRS, TRANSLATORS
 
 from agentrun import AgentrunError, Message, MessageType, TurnSummary, get_translator
-from agentrun._framing import LineFramer
-from agentrun._translate import decode_line
+from agentrun._bases.translator import decode_line
+from agentrun._wire.framing import LineFramer
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "120"))
 

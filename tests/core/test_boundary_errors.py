@@ -14,10 +14,10 @@ import pytest
 from repo_paths import FAKES
 
 from agentrun import ProcessExitError, SessionOptions, TurnTimeoutError, run_turn
-from agentrun._session import single_error
+from agentrun._turns.session import single_error
 from agentrun.engines.claude import ClaudeEngine
 from agentrun.testing import Fail, Hang, ScriptedEngine
-from agentrun.testing._scripted import text
+from agentrun.testing._scripted_engine import text
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -83,7 +83,7 @@ def test_every_error_has_a_stable_snake_case_code_and_derives_from_agentrun_erro
 
     import agentrun
     from agentrun import AgentrunError
-    from agentrun._jsonrpc import ConnectionClosedError, JsonRpcError, RequestTimeoutError
+    from agentrun._wire.jsonrpc import ConnectionClosedError, JsonRpcError, RequestTimeoutError
     from agentrun.engines.acp import AcpTimeoutError
 
     classes = [getattr(agentrun, n) for n in agentrun.__all__ if n.endswith("Error")]

@@ -15,7 +15,7 @@ from agentrun import (
     run_turn,
 )
 from agentrun.testing import ScriptedEngine
-from agentrun.testing._scripted import result, text
+from agentrun.testing._scripted_engine import result, text
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrun._framing import (
+from agentrun._wire.framing import (
     HEAD_BYTES,
     JsonProblem,
     LineFramer,

@@ -17,8 +17,8 @@ import pytest
 from repo_paths import FAKES
 
 from agentrun import Message, SessionOptions, run_turn
-from agentrun._errors import SessionTerminatedError, TurnTimeoutError
-from agentrun._session import Session
+from agentrun._turns.session import Session
+from agentrun._vocabulary.errors import SessionTerminatedError, TurnTimeoutError
 from agentrun.engines.acp import AcpEngine
 from agentrun.engines.claude import ClaudeEngine
 

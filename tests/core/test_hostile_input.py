@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from agentrun import Message, TurnSummary, Usage, get_translator
-from agentrun._framing import MAX_NESTING, NESTING_MARKER, decode_json_line
-from agentrun._replay import replay_turns
+from agentrun._wire.framing import MAX_NESTING, NESTING_MARKER, decode_json_line
+from agentrun.engines._replay import replay_turns
 
 
 def _nested(depth: int) -> str:

@@ -14,9 +14,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from agentrun._errors import AgentrunError, LineTooLongError, SessionTerminatedError
-from agentrun._framing import LineTooLong
-from agentrun._jsonrpc import (
+from agentrun._vocabulary.errors import AgentrunError, LineTooLongError, SessionTerminatedError
+from agentrun._wire.framing import LineTooLong
+from agentrun._wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,

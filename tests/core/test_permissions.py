@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentrun import MessageType
-from agentrun._permissions import (
+from agentrun._vocabulary.permissions import (
     PermissionDecision,
     PermissionOption,
     PermissionRequest,

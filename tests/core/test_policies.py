@@ -19,9 +19,9 @@ from agentrun import (
     Usage,
     run_turn,
 )
-from agentrun._session import Session, TurnContext
+from agentrun._turns.session import Session, TurnContext
 from agentrun.testing import ScriptedEngine, ScriptedSession, Sleep
-from agentrun.testing._scripted import result, text
+from agentrun.testing._scripted_engine import result, text
 
 pytestmark = pytest.mark.anyio
 

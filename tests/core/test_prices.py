@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentrun import PriceCatalog, Usage, default_prices
-from agentrun._prices import account_usage
+from agentrun._vocabulary.prices import account_usage
 
 CATALOG = PriceCatalog(
     {

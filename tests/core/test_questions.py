@@ -13,7 +13,7 @@ from agentrun import (
     QuestionRequest,
     TurnSummary,
 )
-from agentrun._questions import ask_question
+from agentrun._vocabulary.questions import ask_question
 
 pytestmark = pytest.mark.anyio
 

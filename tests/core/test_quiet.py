@@ -17,7 +17,7 @@ from agentrun import (
     run_turn,
 )
 from agentrun.testing import Ask, Hang, ScriptedEngine, Sleep
-from agentrun.testing._scripted import result, text, tool_result, tool_use
+from agentrun.testing._scripted_engine import result, text, tool_result, tool_use
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentrun import ConfigurationError, engine_names, get_engine, get_translator
-from agentrun import _registry as registry
+from agentrun.engines import _registry as registry
 
 BUILT_IN = ["acp", "claude", "codex", "codex-app-server", "opencode", "opencode-acp"]
 
@@ -41,8 +41,8 @@ def test_installed_packages_register_engines_and_built_ins_win(
     def entry_points(group: str) -> list[EntryPoint]:
         if group == registry.ENGINE_GROUP:
             return [
-                EntryPoint("toy-plugin", "agentrun.testing._scripted:ScriptedEngine", group),
-                EntryPoint("claude", "agentrun.testing._scripted:ScriptedEngine", group),
+                EntryPoint("toy-plugin", "agentrun.testing._scripted_engine:ScriptedEngine", group),
+                EntryPoint("claude", "agentrun.testing._scripted_engine:ScriptedEngine", group),
             ]
         return []
 

@@ -9,7 +9,7 @@ import pytest
 from repo_paths import FIXTURES
 
 from agentrun import MessageType, SendNotSupportedError, run_turn
-from agentrun._replay import ReplayEngine, read_events, replay_turns
+from agentrun.engines._replay import ReplayEngine, read_events, replay_turns
 
 
 def _claude_transcript() -> Path:

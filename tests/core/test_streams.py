@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from agentrun._streams import channel, receive_soon, send_soon
+from agentrun._turns.channel import channel, receive_soon, send_soon
 
 
 @pytest.mark.anyio

@@ -17,16 +17,16 @@ import anyio
 import pytest
 from repo_paths import FAKES, REPO
 
-from agentrun import _subprocess
-from agentrun._errors import (
+from agentrun._wire import process as _subprocess
+from agentrun._vocabulary.errors import (
     ConfigurationError,
     EngineUnavailableError,
     ProcessExitError,
     SendNotSupportedError,
     SessionTerminatedError,
 )
-from agentrun._framing import LineTooLong, decode_json_line
-from agentrun._subprocess import (
+from agentrun._wire.framing import LineTooLong, decode_json_line
+from agentrun._wire.process import (
     AgentProcess,
     ProcessSpec,
     live_process_groups,
@@ -593,7 +593,7 @@ def test_atexit_reaper_kills_leftover_groups(tmp_path: Path) -> None:
     marker = tmp_path / "pid"
     code = f"""
 import anyio, sys, os
-from agentrun._subprocess import ProcessSpec, AgentProcess
+from agentrun._wire.process import ProcessSpec, AgentProcess
 async def main():
     p = AgentProcess(ProcessSpec(argv=(sys.executable, {FAULT!r}, "grandchild")))
     await p.__aenter__()

@@ -15,8 +15,8 @@ from agentrun import (
     TurnSummary,
     Usage,
 )
-from agentrun._summary import ContextSummary, ToolCallSummary
-from agentrun.testing._scripted import result, text, tool_result, tool_use
+from agentrun._vocabulary.summary import ContextSummary, ToolCallSummary
+from agentrun.testing._scripted_engine import result, text, tool_result, tool_use
 
 STREAM = [
     Message(type="init", init=InitMeta(model="m-1", session_id="s-1"), resume_id="s-1"),

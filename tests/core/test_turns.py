@@ -17,7 +17,7 @@ from agentrun import (
     Usage,
     run_turn,
 )
-from agentrun.testing._scripted import (
+from agentrun.testing._scripted_engine import (
     Fail,
     Hang,
     ScriptedEngine,

@@ -11,7 +11,7 @@ import pytest
 from agents_support import require_engine
 
 from agentrun import ContextPolicy, Message, MessageType, run_turn
-from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 

@@ -21,7 +21,7 @@ from agentrun import (
     SessionOptions,
     run_turn,
 )
-from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 

@@ -19,7 +19,7 @@ from agentrun import (
     approve_all,
     run_turn,
 )
-from agentrun.testing import ModelServer, ModelTurn, Script, ToolCallBlock, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ToolCallBlock, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 

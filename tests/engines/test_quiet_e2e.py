@@ -10,7 +10,7 @@ import pytest
 from agents_support import require_engine
 
 from agentrun import Message, MessageType, TurnTimeoutError, run_turn
-from agentrun.testing import (
+from agentrun.offline import (
     ModelServer,
     ModelTurn,
     Script,

@@ -14,7 +14,7 @@ import pytest
 from agents_support import require_engine
 
 from agentrun import TurnSummary, Usage, run_turn
-from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 

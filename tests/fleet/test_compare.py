@@ -11,9 +11,15 @@ import pytest
 from agents_support import descendants, require_engine
 
 from agentrun import CompareRun, ConfigurationError, compare
-from agentrun._compare import FilesChanged, _changes, _snapshot, compare_table, prepare_workspace
+from agentrun._fleets.compare import (
+    FilesChanged,
+    _changes,
+    _snapshot,
+    compare_table,
+    prepare_workspace,
+)
 from agentrun.cli import main
-from agentrun.testing import Script, default_script
+from agentrun.offline import Script, default_script
 
 pytestmark = pytest.mark.anyio
 

@@ -22,9 +22,9 @@ from agentrun import (
     SessionOptions,
     Usage,
 )
-from agentrun._messages import ContextWindow
+from agentrun._vocabulary.messages import ContextWindow
 from agentrun.testing import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep
-from agentrun.testing._scripted import Step, result, text, tool_result, tool_use
+from agentrun.testing._scripted_engine import Step, result, text, tool_result, tool_use
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ import pytest
 from agents_support import descendants, require_engine
 
 from agentrun import Engine, Fleet, FleetTask
-from agentrun.testing import DEFAULT_SHELL_COMMAND, ModelServer, embedded_engine
+from agentrun.offline import DEFAULT_SHELL_COMMAND, ModelServer, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 

@@ -17,9 +17,10 @@ import pytest
 from agents_support import require_engine
 
 from agentrun import Engine, Fleet, FleetTask, SessionTerminatedError, run_turn
-from agentrun._ray import RayEngine, RaySession, SessionLostError
-from agentrun.testing import ModelServer, ModelTurn, Script, ScriptedEngine, embedded_engine
-from agentrun.testing._scripted import result, text
+from agentrun._fleets.ray import RayEngine, RaySession, SessionLostError
+from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
+from agentrun.testing import ScriptedEngine
+from agentrun.testing._scripted_engine import result, text
 
 ray: Any = pytest.importorskip("ray")
 

@@ -17,8 +17,9 @@ from mcp import Client, StdioServerParameters
 
 from agentrun import ContextWindow, Message
 from agentrun.mcp_server import build_server
-from agentrun.testing import Hang, ModelServer, ModelTurn, Script, ScriptedEngine
-from agentrun.testing._scripted import result, text, tool_result, tool_use
+from agentrun.offline import ModelServer, ModelTurn, Script
+from agentrun.testing import Hang, ScriptedEngine
+from agentrun.testing._scripted_engine import result, text, tool_result, tool_use
 
 pytestmark = pytest.mark.anyio
 
@@ -177,7 +178,7 @@ async def _opencode_behind_agentrun_mcp(
     """The command line and environment of ``agentrun mcp`` serving the pinned OpenCode, set up
     offline against a model server that answers every turn with "Delegated answer."."""
     require_engine("opencode")
-    from agentrun.testing import opencode_offline
+    from agentrun.offline import opencode_offline
 
     script = Script(turns=[ModelTurn.text("Delegated answer.").model_copy(update={"repeat": 3})])
     async with ModelServer(script) as server:
@@ -247,9 +248,9 @@ async def test_claude_delegates_to_opencode_through_agentrun_mcp(tmp_path: Path)
     require_engine("claude")
     require_engine("opencode")
     from agentrun import SessionOptions, get_engine, run_turn
-    from agentrun.testing import claude_offline, opencode_offline
-    from agentrun.testing._script import ToolCall
-    from agentrun.testing._script import Turn as ScriptTurn
+    from agentrun.offline import claude_offline, opencode_offline
+    from agentrun.offline._script import ToolCall
+    from agentrun.offline._script import Turn as ScriptTurn
 
     workspace = tmp_path / "work"
     workspace.mkdir()

@@ -23,9 +23,9 @@ from agentrun import (
     run_turn,
 )
 from agentrun import otel as agentrun_otel
-from agentrun._observe import OBSERVERS
+from agentrun._turns.observe import OBSERVERS
 from agentrun.testing import Fail, ScriptedEngine
-from agentrun.testing._scripted import result, text, tool_result, tool_use
+from agentrun.testing._scripted_engine import result, text, tool_result, tool_use
 
 pytestmark = pytest.mark.anyio
 

@@ -2,7 +2,7 @@
 
 Run the real-agent tests in a loopback-only namespace::
 
-    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/testing_kit/test_modelserver.py
+    .venv/bin/python -m agentrun.offline netns -- .venv/bin/pytest tests/testing_kit/test_modelserver.py
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from agents_support import (
 )
 from pydantic import ValidationError
 
-from agentrun._binaries import resolve_binary
-from agentrun._errors import EngineUnavailableError
-from agentrun.testing._modelserver import ModelServer, map_tool_call
-from agentrun.testing._netns import can_isolate_network, network_is_loopback_only
-from agentrun.testing._offline import claude_offline, codex_offline, opencode_offline
-from agentrun.testing._script import (
+from agentrun._vocabulary.errors import EngineUnavailableError
+from agentrun._wire.programs import resolve_binary
+from agentrun.offline._configs import claude_offline, codex_offline, opencode_offline
+from agentrun.offline._modelserver import ModelServer, map_tool_call
+from agentrun.offline._netns import can_isolate_network, network_is_loopback_only
+from agentrun.offline._script import (
     DEFAULT_SHELL_COMMAND,
     EXHAUSTED_TEXT,
     HttpError,
@@ -290,7 +290,7 @@ async def test_anthropic_max_tokens_and_non_streaming() -> None:
 
 
 async def test_side_requests_are_answered_aside_in_each_api() -> None:
-    from agentrun.testing import DEFAULT_SIDE_REQUESTS, SideRequest
+    from agentrun.offline import DEFAULT_SIDE_REQUESTS, SideRequest
 
     def marked(api: str, body: Any) -> bool:
         return "SIDE-CALL" in json.dumps(body)
@@ -608,7 +608,7 @@ def test_cli_serve_prints_url_and_serves(tmp_path: Path) -> None:
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"turns": [{"blocks": [{"type": "text", "text": "from file"}]}]}))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentrun.testing", "serve", "--script", str(script), "--quiet"],
+        [sys.executable, "-m", "agentrun.offline", "serve", "--script", str(script), "--quiet"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -722,7 +722,7 @@ def test_netns_entry_point_runs_command() -> None:
         "print(sorted(x.split(':')[0].strip() for x in lines[2:]))"
     )
     done = subprocess.run(
-        [sys.executable, "-m", "agentrun.testing", "netns", "--", sys.executable, "-c", code],
+        [sys.executable, "-m", "agentrun.offline", "netns", "--", sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=30,

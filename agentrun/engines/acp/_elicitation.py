@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._json import as_list, as_object
-from ..._questions import Question, QuestionOption
+from ..._vocabulary.jsonvalues import as_list, as_object
+from ..._vocabulary.questions import Question, QuestionOption
 
 __all__ = ["elicitation_question", "elicitation_value"]
 

@@ -33,30 +33,30 @@ from typing import Any, ClassVar, Literal, cast
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from ..._binaries import resolve_binary
-from ..._context import Catalog
-from ..._errors import (
+from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
+from ..._turns.session import Engine, TurnContext
+from ..._version import VERSION
+from ..._vocabulary.context import Catalog
+from ..._vocabulary.errors import (
     AgentrunError,
     ConfigurationError,
     EngineUnavailableError,
     ProtocolError,
     SessionNotFoundError,
 )
-from ..._json import as_object
-from ..._jsonrpc import (
+from ..._vocabulary.jsonvalues import as_object
+from ..._vocabulary.messages import Message, MessageType, ProcessMeta
+from ..._vocabulary.options import SessionOptions
+from ..._vocabulary.permissions import PermissionOption, PermissionRequest
+from ..._vocabulary.questions import QuestionAnswer, QuestionRequest
+from ..._wire.jsonrpc import (
     INVALID_PARAMS,
     ConnectionClosedError,
     JsonRpcConnection,
     JsonRpcError,
     RequestTimeoutError,
 )
-from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
-from ..._messages import Message, MessageType, ProcessMeta
-from ..._options import SessionOptions
-from ..._permissions import PermissionOption, PermissionRequest
-from ..._questions import QuestionAnswer, QuestionRequest
-from ..._session import Engine, TurnContext
-from ..._version import VERSION
+from ..._wire.programs import resolve_binary
 from ._elicitation import elicitation_question, elicitation_value
 from ._schema import (
     ClientCapabilities,

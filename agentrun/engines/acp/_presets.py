@@ -23,9 +23,9 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from ..._binaries import resolve_binary, resolve_node, resolve_node_script
-from ..._errors import EngineUnavailableError
-from ..._options import SessionOptions
+from ..._vocabulary.errors import EngineUnavailableError
+from ..._vocabulary.options import SessionOptions
+from ..._wire.programs import resolve_binary, resolve_node, resolve_node_script
 from ._engine import AcpEngine
 
 __all__ = ["claude_acp", "codex_acp", "gemini", "qwen"]

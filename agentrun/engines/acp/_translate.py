@@ -54,10 +54,10 @@ from typing import Any, Literal, cast
 
 from pydantic import ValidationError
 
-from ..._context import Catalog, ContextTracker
-from ..._json import as_dict as _dict
-from ..._json import as_object
-from ..._messages import (
+from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.jsonvalues import as_dict as _dict
+from ..._vocabulary.jsonvalues import as_object
+from ..._vocabulary.messages import (
     ErrorInfo,
     InitMeta,
     Message,
@@ -68,7 +68,7 @@ from ..._messages import (
     Usage,
     UsageSource,
 )
-from ..._prices import account_usage
+from ..._vocabulary.prices import account_usage
 from ._schema import (
     AgentCapabilities,
     AgentMessageChunk,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..._errors import ConfigurationError
-from ..._options import SessionOptions
+from ..._vocabulary.errors import ConfigurationError
+from ..._vocabulary.options import SessionOptions
 
 __all__ = ["PERMISSION_MODES", "build_argv", "needs_sandbox_env"]
 

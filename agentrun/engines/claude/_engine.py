@@ -26,23 +26,23 @@ from typing import Any, ClassVar, Literal, cast
 import anyio
 import anyio.abc
 
-from ..._binaries import resolve_binary
-from ..._errors import (
+from ..._bases.long_lived import LongLivedSession
+from ..._bases.translator import decode_line
+from ..._turns.session import Engine, TurnContext
+from ..._vocabulary.errors import (
     AgentrunError,
     ProcessExitError,
     ProtocolError,
     SessionNotFoundError,
     SessionTerminatedError,
 )
-from ..._json import as_dict, as_list, as_str
-from ..._long_lived import LongLivedSession
-from ..._messages import Message, MessageType, ProcessMeta
-from ..._options import SessionOptions
-from ..._permissions import PermissionRequest
-from ..._questions import Question, QuestionRequest, nobody_answers, options_of
-from ..._session import Engine, TurnContext
-from ..._subprocess import AgentProcess
-from ..._translate import decode_line
+from ..._vocabulary.jsonvalues import as_dict, as_list, as_str
+from ..._vocabulary.messages import Message, MessageType, ProcessMeta
+from ..._vocabulary.options import SessionOptions
+from ..._vocabulary.permissions import PermissionRequest
+from ..._vocabulary.questions import Question, QuestionRequest, nobody_answers, options_of
+from ..._wire.process import AgentProcess
+from ..._wire.programs import resolve_binary
 from ._argv import build_argv, needs_sandbox_env
 from ._translate import ClaudeTranslator
 

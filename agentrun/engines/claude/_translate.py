@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ..._context import Catalog, ContextTracker
-from ..._json import as_dict as _obj
-from ..._json import as_float as _float
-from ..._json import as_int as _int
-from ..._json import as_list as _list
-from ..._json import as_str as _str
-from ..._messages import (
+from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.jsonvalues import as_dict as _obj
+from ..._vocabulary.jsonvalues import as_float as _float
+from ..._vocabulary.jsonvalues import as_int as _int
+from ..._vocabulary.jsonvalues import as_list as _list
+from ..._vocabulary.jsonvalues import as_str as _str
+from ..._vocabulary.messages import (
     BackgroundTask,
     ContextWindow,
     ErrorInfo,
@@ -41,7 +41,7 @@ from ..._messages import (
     assemble,
     copy_with,
 )
-from ..._prices import account_usage
+from ..._vocabulary.prices import account_usage
 
 __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
 

@@ -1,6 +1,6 @@
 """The Codex ``app-server`` engine: one persistent ``codex app-server`` process per session.
 
-Built on :class:`~agentrun._jsonrpc_session.JsonRpcSession`. Start: ``initialize`` ->
+Built on :class:`~agentrun._bases.jsonrpc_session.JsonRpcSession`. Start: ``initialize`` ->
 ``initialized`` -> ``thread/start`` (or ``thread/resume`` for ``SessionOptions.resume_id``).
 Each turn is ``turn/start``; it ends with the ``turn/completed`` notification. Interrupt:
 ``turn/interrupt``; the thread stays usable. The agent's approval requests go to the session's
@@ -23,15 +23,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar
 
-from ..._context import Catalog, ContextTracker
-from ..._json import as_dict, as_list, as_str
-from ..._jsonrpc import JsonRpcConnection, JsonRpcError
-from ..._jsonrpc_session import JsonRpcSession, RequestHandlerTable
-from ..._options import SessionOptions
-from ..._permissions import PermissionRequest
-from ..._questions import Question, QuestionRequest, nobody_answers, options_of
-from ..._session import ProgramEngine, TurnContext
+from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
+from ..._turns.session import ProgramEngine, TurnContext
 from ..._version import VERSION
+from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.jsonvalues import as_dict, as_list, as_str
+from ..._vocabulary.options import SessionOptions
+from ..._vocabulary.permissions import PermissionRequest
+from ..._vocabulary.questions import Question, QuestionRequest, nobody_answers, options_of
+from ..._wire.jsonrpc import JsonRpcConnection, JsonRpcError
 from ._app_server import CodexAppServerTranslator
 
 __all__ = ["CodexAppServerEngine", "CodexAppServerSession"]

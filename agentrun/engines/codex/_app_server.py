@@ -30,8 +30,9 @@ from typing import Any
 
 from typing_extensions import Unpack
 
-from ..._json import as_dict, as_int, as_list, as_object, as_str
-from ..._messages import (
+from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
+from ..._vocabulary.jsonvalues import as_dict, as_int, as_list, as_object, as_str
+from ..._vocabulary.messages import (
     ContextWindow,
     ErrorInfo,
     Message,
@@ -39,8 +40,7 @@ from ..._messages import (
     PermissionDenial,
     Usage,
 )
-from ..._prices import account_usage
-from ..._translate import AgentTranslator, AgentTranslatorOptions
+from ..._vocabulary.prices import account_usage
 from ._translate import codex_usage, retry_notice, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]

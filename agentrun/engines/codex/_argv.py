@@ -35,7 +35,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..._options import SessionOptions
+from ..._vocabulary.options import SessionOptions
 
 __all__ = ["PROMPT_ARG_LIMIT", "ExecArgs", "build_exec_argv"]
 

@@ -1,6 +1,7 @@
 """The Codex ``exec`` engine: one ``codex exec --json`` process per turn, one session to callers.
 
-Built on :class:`~agentrun._spawn_per_turn.SpawnPerTurnSession`: the first turn runs ``codex exec``,
+Built on :class:`~agentrun._bases.spawn_per_turn.SpawnPerTurnSession`: the first turn runs
+``codex exec``,
 every later one ``codex exec resume <thread>`` with the thread id the previous process printed;
 stdin is ``/dev/null`` (an open pipe makes Codex wait forever) unless the prompt goes through it.
 After each process exits the engine reads the thread's rollout file for the context window and
@@ -21,13 +22,13 @@ from typing import ClassVar
 import anyio.abc
 import anyio.to_thread
 
-from ..._binaries import package_version
-from ..._context import Catalog, ContextTracker
-from ..._cumulative import RunningTotals
-from ..._options import SessionOptions
-from ..._session import ProgramEngine, TurnContext
-from ..._spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
-from ..._subprocess import AgentProcess
+from ..._bases.cumulative import RunningTotals
+from ..._bases.spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
+from ..._turns.session import ProgramEngine, TurnContext
+from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.options import SessionOptions
+from ..._wire.process import AgentProcess
+from ..._wire.programs import package_version
 from ._argv import build_exec_argv
 from ._translate import AGENT_NAME, CodexExecTranslator, find_rollout, read_rollout
 

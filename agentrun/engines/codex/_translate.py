@@ -29,7 +29,7 @@ a stream without either has no result.
 Usage. ``turn.completed.usage`` is the thread's running total (OpenAI convention: cached and
 cache-write tokens inside ``input_tokens``, reasoning inside ``output_tokens``). The turn's own
 usage is, best first: the rollout's ``turn_token_usage`` for this turn (the agent's own record),
-the difference from the previous total (:class:`~agentrun._cumulative.RunningTotals`, kept per
+the difference from the previous total (:class:`~agentrun._bases.cumulative.RunningTotals`, kept per
 session across processes), or, when neither is known, the running total itself, marked
 ``data["usage_scope"] == "thread_cumulative"`` on the result. Codex reports no cost.
 
@@ -51,9 +51,10 @@ from typing import Any, cast
 
 from typing_extensions import Unpack
 
-from ..._cumulative import RunningTotals
-from ..._json import as_dict, as_int, as_list, as_str
-from ..._messages import (
+from ..._bases.cumulative import RunningTotals
+from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
+from ..._vocabulary.jsonvalues import as_dict, as_int, as_list, as_str
+from ..._vocabulary.messages import (
     ContextWindow,
     ErrorInfo,
     Message,
@@ -61,8 +62,7 @@ from ..._messages import (
     ToolCall,
     Usage,
 )
-from ..._prices import account_usage
-from ..._translate import AgentTranslator, AgentTranslatorOptions
+from ..._vocabulary.prices import account_usage
 
 __all__ = [
     "AGENT_NAME",

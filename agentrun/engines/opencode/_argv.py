@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..._options import SessionOptions
+from ..._vocabulary.options import SessionOptions
 
 __all__ = ["TurnArgs", "build_argv", "unsupported_options"]
 

@@ -25,11 +25,11 @@ from typing import Any, ClassVar, cast
 import anyio
 import anyio.abc
 
-from ..._binaries import package_version
-from ..._context import Catalog, ContextTracker
-from ..._options import SessionOptions
-from ..._session import ProgramEngine, TurnContext
-from ..._spawn_per_turn import SpawnPerTurnSession, TurnCommand
+from ..._bases.spawn_per_turn import SpawnPerTurnSession, TurnCommand
+from ..._turns.session import ProgramEngine, TurnContext
+from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.options import SessionOptions
+from ..._wire.programs import package_version
 from ._argv import TurnArgs, build_argv
 from ._translate import AGENT_NAME, OpenCodeTranslator
 

@@ -5,7 +5,8 @@ deltas) and a turn is **all steps until the process exits**. Each LLM call is on
 (``step_start`` ... ``step_finish``); the turn's ``result`` is synthesized by :meth:`finish` from
 the steps: usage and cost summed, the stop reason of the last step, the first error event.
 
-Usage convention (see :mod:`agentrun._messages`): OpenCode's ``tokens.input`` already excludes
+Usage convention (see :mod:`agentrun._vocabulary.messages`): OpenCode's ``tokens.input``
+already excludes
 cached tokens, so it is used as is; its ``tokens.output`` *excludes* reasoning, ours includes it,
 so ``output_tokens = output + reasoning`` and ``thinking_tokens = reasoning``.
 
@@ -19,10 +20,11 @@ from typing import Any
 
 from typing_extensions import Unpack
 
-from ..._json import as_dict, as_str
-from ..._json import as_float as _float
-from ..._json import as_int as _int
-from ..._messages import (
+from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
+from ..._vocabulary.jsonvalues import as_dict, as_str
+from ..._vocabulary.jsonvalues import as_float as _float
+from ..._vocabulary.jsonvalues import as_int as _int
+from ..._vocabulary.messages import (
     ErrorInfo,
     Message,
     MessageType,
@@ -30,8 +32,7 @@ from ..._messages import (
     ToolCall,
     Usage,
 )
-from ..._prices import account_usage
-from ..._translate import AgentTranslator, AgentTranslatorOptions
+from ..._vocabulary.prices import account_usage
 
 __all__ = ["AGENT_NAME", "REJECTED_PERMISSION", "STOP_REASONS", "OpenCodeTranslator"]
 

@@ -1,7 +1,7 @@
 """End to end: the real pinned ``opencode acp`` through ``run_turn``, against the embedded model
 server (offline). Run in the loopback-only namespace::
 
-    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/engines/acp/test_acp_e2e.py
+    .venv/bin/python -m agentrun.offline netns -- .venv/bin/pytest tests/engines/acp/test_acp_e2e.py
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pytest
 from agents_support import require_engine
 
 from agentrun import SessionOptions
-from agentrun._messages import Message, MessageType
-from agentrun._permissions import PermissionDecision, PermissionRequest
-from agentrun._session import run_turn
+from agentrun._turns.session import run_turn
+from agentrun._vocabulary.messages import Message, MessageType
+from agentrun._vocabulary.permissions import PermissionDecision, PermissionRequest
 from agentrun.engines.acp import opencode_acp
-from agentrun.testing import (
+from agentrun.offline import (
     ModelServer,
     ModelTurn,
     Script,

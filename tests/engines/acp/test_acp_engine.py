@@ -12,16 +12,21 @@ import pytest
 from repo_paths import FAKES
 
 from agentrun import QuestionAnswer, QuestionRequest, SessionOptions
-from agentrun._errors import (
+from agentrun._turns.session import run_turn
+from agentrun._vocabulary.errors import (
     ConfigurationError,
     ProcessExitError,
     SessionNotFoundError,
     SessionTerminatedError,
     TurnTimeoutError,
 )
-from agentrun._messages import Message, MessageType
-from agentrun._permissions import PermissionDecision, PermissionRequest, approve_all, deny_all
-from agentrun._session import run_turn
+from agentrun._vocabulary.messages import Message, MessageType
+from agentrun._vocabulary.permissions import (
+    PermissionDecision,
+    PermissionRequest,
+    approve_all,
+    deny_all,
+)
 from agentrun.engines.acp import AcpEngine, AcpTimeoutError, AcpTranslator
 
 pytestmark = pytest.mark.anyio

@@ -12,9 +12,9 @@ from repo_paths import FIXTURES
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun import MessageType, TurnSummary
-from agentrun._messages import Message
-from agentrun._registry import get_engine, get_translator
-from agentrun._replay import replay_turns
+from agentrun._vocabulary.messages import Message
+from agentrun.engines._registry import get_engine, get_translator
+from agentrun.engines._replay import replay_turns
 from agentrun.engines.acp import AcpEngine, AcpTranslator
 
 ROOT = FIXTURES

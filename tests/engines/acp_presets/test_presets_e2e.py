@@ -13,12 +13,12 @@ import pytest
 from agents_support import descendants
 
 from agentrun import SessionOptions, TurnTimeoutError, get_engine
-from agentrun._binaries import resolve_node_script
-from agentrun._errors import EngineUnavailableError
-from agentrun._messages import Message, MessageType
-from agentrun._permissions import PermissionDecision, PermissionRequest
-from agentrun._session import Engine, run_turn
-from agentrun.testing import (
+from agentrun._turns.session import Engine, run_turn
+from agentrun._vocabulary.errors import EngineUnavailableError
+from agentrun._vocabulary.messages import Message, MessageType
+from agentrun._vocabulary.permissions import PermissionDecision, PermissionRequest
+from agentrun._wire.programs import resolve_node_script
+from agentrun.offline import (
     ModelServer,
     ModelTurn,
     Script,
@@ -200,7 +200,7 @@ def test_presets_are_registered_names() -> None:
 
 
 def test_a_node_too_old_is_a_clear_engine_error() -> None:
-    from agentrun._binaries import resolve_node
+    from agentrun._wire.programs import resolve_node
 
     with pytest.raises(EngineUnavailableError, match=r"needs Node.js 999 or newer") as raised:
         resolve_node(minimum=999, engine="claude-acp")

@@ -9,7 +9,7 @@ import pytest
 import tomllib
 
 from agentrun import EngineUnavailableError
-from agentrun.testing import claude_acp_offline, claude_offline, codex_acp_offline, offline_config
+from agentrun.offline import claude_acp_offline, claude_offline, codex_acp_offline, offline_config
 
 
 def test_codex_acp_config_lets_the_mode_decide_and_knows_the_model(tmp_path: Path) -> None:

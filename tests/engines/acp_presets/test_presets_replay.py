@@ -13,7 +13,7 @@ from repo_paths import FIXTURES
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun import TurnSummary
-from agentrun._replay import replay_turns
+from agentrun.engines._replay import replay_turns
 
 PRESETS = ("claude-acp", "codex-acp", "gemini", "qwen")
 RECORDED = [(name, path) for name in PRESETS for path in sorted((FIXTURES / name).glob("*.jsonl"))]

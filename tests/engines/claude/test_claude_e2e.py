@@ -1,7 +1,7 @@
 """The real pinned ``claude`` through ``run_turn`` against the embedded model server.
 
 Run inside the loopback-only namespace:
-``.venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/engines/claude/test_claude_e2e.py``
+``.venv/bin/python -m agentrun.offline netns -- .venv/bin/pytest tests/engines/claude/test_claude_e2e.py``
 """
 
 from __future__ import annotations
@@ -15,14 +15,19 @@ import anyio
 import pytest
 from agents_support import require_engine
 
-from agentrun._messages import Message, MessageType
-from agentrun._options import SessionOptions
-from agentrun._permissions import PermissionDecision, PermissionRequest, approve_all, deny_all
-from agentrun._session import run_turn
+from agentrun._turns.session import run_turn
+from agentrun._vocabulary.messages import Message, MessageType
+from agentrun._vocabulary.options import SessionOptions
+from agentrun._vocabulary.permissions import (
+    PermissionDecision,
+    PermissionRequest,
+    approve_all,
+    deny_all,
+)
 from agentrun.engines.claude import ClaudeEngine, ClaudeSession
-from agentrun.testing._modelserver import ModelServer
-from agentrun.testing._offline import claude_offline
-from agentrun.testing._script import Script, Text, Turn, Usage
+from agentrun.offline._configs import claude_offline
+from agentrun.offline._modelserver import ModelServer
+from agentrun.offline._script import Script, Text, Turn, Usage
 
 pytestmark = [pytest.mark.agent, pytest.mark.anyio]
 

@@ -11,10 +11,10 @@ import anyio
 import pytest
 from repo_paths import FAKES
 
-from agentrun._errors import ProcessExitError, SessionTerminatedError, TurnTimeoutError
-from agentrun._messages import Message, MessageType
-from agentrun._options import SessionOptions
-from agentrun._session import run_turn
+from agentrun._turns.session import run_turn
+from agentrun._vocabulary.errors import ProcessExitError, SessionTerminatedError, TurnTimeoutError
+from agentrun._vocabulary.messages import Message, MessageType
+from agentrun._vocabulary.options import SessionOptions
 from agentrun.engines.claude import ClaudeEngine, ClaudeSession
 
 FAKE = FAKES / "claude_fake.py"

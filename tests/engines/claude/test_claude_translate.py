@@ -10,11 +10,11 @@ import pytest
 from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
-from agentrun._errors import ConfigurationError
-from agentrun._messages import Message, MessageType
-from agentrun._options import SessionOptions
-from agentrun._registry import get_engine, get_translator
-from agentrun._summary import TurnSummary
+from agentrun._vocabulary.errors import ConfigurationError
+from agentrun._vocabulary.messages import Message, MessageType
+from agentrun._vocabulary.options import SessionOptions
+from agentrun._vocabulary.summary import TurnSummary
+from agentrun.engines._registry import get_engine, get_translator
 from agentrun.engines.claude import ClaudeEngine, ClaudeTranslator, build_argv
 from agentrun.engines.claude._argv import needs_sandbox_env
 

@@ -24,7 +24,7 @@ from agentrun import (
     run_turn,
 )
 from agentrun.engines.codex import CodexAppServerSession, CodexAppServerTranslator
-from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
 FIXTURES = FIXTURE_ROOT / "codex-app-server"
 RECORDED = sorted(FIXTURES.glob("*.jsonl"))

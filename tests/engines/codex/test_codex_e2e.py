@@ -1,6 +1,6 @@
 """The Codex exec engine against the real pinned ``codex``, offline (embedded model server).
 
-Run alone: ``.venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest
+Run alone: ``.venv/bin/python -m agentrun.offline netns -- .venv/bin/pytest
 tests/engines/codex/test_codex_e2e.py``.
 """
 
@@ -21,7 +21,7 @@ from agentrun import (
     run_turn,
 )
 from agentrun.engines.codex import CodexSession, codex_usage, read_rollout
-from agentrun.testing import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 

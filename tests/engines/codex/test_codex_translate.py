@@ -13,8 +13,8 @@ from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun import MessageType, SessionOptions, TurnSummary
-from agentrun._cumulative import RunningTotals
-from agentrun._replay import replay_turns
+from agentrun._bases.cumulative import RunningTotals
+from agentrun.engines._replay import replay_turns
 from agentrun.engines.codex import (
     CodexExecTranslator,
     build_exec_argv,

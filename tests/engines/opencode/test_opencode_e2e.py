@@ -2,7 +2,7 @@
 
 Run inside the loopback-only namespace::
 
-    .venv/bin/python -m agentrun.testing netns -- .venv/bin/pytest tests/engines/opencode/test_opencode_e2e.py
+    .venv/bin/python -m agentrun.offline netns -- .venv/bin/pytest tests/engines/opencode/test_opencode_e2e.py
 
 One session covers the whole life cycle in four processes (OpenCode starts in about a second,
 more on a loaded machine): a tool turn whose prompt must reach the model verbatim, a 500 error
@@ -20,9 +20,9 @@ import pytest
 
 from agentrun import MessageType, SessionOptions, run_turn
 from agentrun.engines.opencode import OpenCodeEngine, OpenCodeSession
-from agentrun.testing._modelserver import ModelServer, RecordedRequest
-from agentrun.testing._offline import opencode_offline
-from agentrun.testing._script import Script, Text, ToolCall, Turn, Usage
+from agentrun.offline._configs import opencode_offline
+from agentrun.offline._modelserver import ModelServer, RecordedRequest
+from agentrun.offline._script import Script, Text, ToolCall, Turn, Usage
 
 pytestmark = [pytest.mark.agent, pytest.mark.anyio]
 

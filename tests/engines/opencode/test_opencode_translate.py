@@ -11,8 +11,8 @@ from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun import MessageType, SessionOptions, TurnSummary
-from agentrun._registry import get_translator
-from agentrun._replay import read_events, translate_events
+from agentrun.engines._registry import get_translator
+from agentrun.engines._replay import read_events, translate_events
 from agentrun.engines.opencode import (
     OpenCodeEngine,
     OpenCodeTranslator,

@@ -1,0 +1,202 @@
+"""The long-lived JSON-RPC base: one agent process per session, spoken to over JSON-RPC.
+
+Agents such as ACP agents and ``codex app-server`` keep one process for the whole session and
+exchange JSON-RPC messages over stdio. :class:`JsonRpcSession` adds the connection to the
+long-lived base (:class:`~agentrun._bases.long_lived.LongLivedSession`: turns, the fence
+between them,
+bounded cancellation). An engine on it says only:
+
+* :meth:`~LongLivedSession._argv` — the command line;
+* :meth:`~LongLivedSession._new_translator` — one translator for the session, fed every wire
+  message in both directions as ``{"dir": "send"|"recv", "msg": {...}}``: the same events
+  ``agentrun replay`` feeds it from a recording, so live runs and replays agree;
+* :meth:`~JsonRpcSession._handshake` — the requests that open the session;
+* :meth:`~LongLivedSession._send_prompt` — the request that starts a turn (it may wait for the
+  whole turn, as ACP's ``session/prompt`` does);
+* :meth:`~JsonRpcSession._prompt_rejected` — what an error answer to it means beyond the failed
+  result the translator makes of it (optional);
+* :meth:`~LongLivedSession._interrupt` — how to interrupt a turn (the cancellation hook);
+* :attr:`~JsonRpcSession.request_handlers` — the agent's requests it answers (approvals, fs...),
+  one table.
+
+A turn ends when the translator emits its ``result`` — on the response to the prompt (ACP) or on
+a notification (Codex ``turn/completed``): the base does not care which. Peers that omit
+``"jsonrpc"`` are accepted, and :attr:`~JsonRpcSession.jsonrpc_field` leaves it out of what is
+sent.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, ClassVar
+
+import anyio
+import anyio.abc
+
+from .._turns.session import TurnContext
+from .._vocabulary.errors import SessionTerminatedError
+from .._vocabulary.messages import Message
+from .._vocabulary.options import SessionOptions
+from .._wire.framing import LineTooLong
+from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError, JsonRpcProblem
+from .._wire.process import AgentProcess
+from .long_lived import LongLivedSession, WireTranslator
+
+__all__ = ["JsonRpcSession", "RequestHandlerTable", "WireTranslator"]
+
+RequestHandlerTable = Mapping[str, Callable[[Any], Awaitable[Any]]]
+
+
+class JsonRpcSession(LongLivedSession):
+    """A session with one long-lived JSON-RPC agent process. See the module docstring."""
+
+    #: Whether sent messages carry ``"jsonrpc": "2.0"`` (Codex app-server omits it).
+    jsonrpc_field: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        options: SessionOptions | None,
+        *,
+        handshake_timeout: float | None = 60.0,
+        cancel_timeout: float = 10.0,
+        close_stdin_timeout: float = 5.0,
+        terminate_timeout: float = 5.0,
+        max_line_bytes: int | None = None,
+    ) -> None:
+        super().__init__(
+            options,
+            cancel_timeout=cancel_timeout,
+            close_stdin_timeout=close_stdin_timeout,
+            terminate_timeout=terminate_timeout,
+            max_line_bytes=max_line_bytes,
+        )
+        #: Bounds the whole :meth:`_handshake` (``None``: the engine bounds its own requests).
+        self.handshake_timeout: float | None = handshake_timeout
+        self.conn: JsonRpcConnection | None = None
+        self._prompt_failure: JsonRpcError | None = None
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    @abstractmethod
+    async def _handshake(self, conn: JsonRpcConnection) -> None:
+        """Open the session (``initialize``, a thread or session ...)."""
+
+    async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
+        """The agent answered the prompt request with ``error``; the translator has already
+        ended the turn with it. Raise to say more (an unknown session, say)."""
+
+    @property
+    def request_handlers(self) -> RequestHandlerTable:
+        """The agent's requests this session answers, by method."""
+        return {}
+
+    @property
+    def connection(self) -> JsonRpcConnection:
+        """The open connection (raises once the session is not running)."""
+        if self.conn is None:
+            raise SessionTerminatedError(
+                f"{self.engine_name} is not running", engine=self.engine_name
+            )
+        return self.conn
+
+    # -- wire --------------------------------------------------------------------------------
+
+    async def _observe(self, direction: str, msg: Any) -> None:
+        await self._route(self.translator.feed({"dir": direction, "msg": msg}))
+
+    async def _observe_received(self, msg: Any) -> None:
+        await self._observe("recv", msg)
+
+    async def _send_line(self, data: bytes) -> None:
+        proc = self._proc
+        if proc is None:
+            raise SessionTerminatedError(
+                f"{self.engine_name} is not running", engine=self.engine_name
+            )
+        decoded = json.loads(data)
+        if not self.jsonrpc_field:
+            decoded.pop("jsonrpc", None)
+            data = (json.dumps(decoded, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        self._tap("send", data.rstrip(b"\n"))
+        await self._observe("send", decoded)
+        await proc.write(data)
+
+    async def _on_request(self, method: str, params: Any) -> Any:
+        handler = self.request_handlers.get(method)
+        if handler is None:
+            raise JsonRpcError.method_not_found(method)
+        return await handler(params)
+
+    async def _on_problem(self, problem: JsonRpcProblem) -> None:
+        code = (
+            problem.code
+            if problem.code in ("line_too_long", "invalid_json", "invalid_utf8")
+            else "protocol"
+        )
+        data: dict[str, Any] = {"problem": problem.code}
+        if problem.raw is not None:
+            data["raw"] = problem.raw[:4096].decode("utf-8", "backslashreplace")
+        await self._route(
+            [Message.error_message(f"{self.engine_name}: {problem.detail}", code=code, data=data)]
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        proc = await self._spawn(task_group)
+        conn = JsonRpcConnection(
+            self._send_line,
+            on_request=self._on_request,
+            on_problem=self._on_problem,
+            engine=self.engine_name,
+            on_message=self._observe_received,
+        )
+        self.conn = conn
+        task_group.start_soon(self._read, conn, proc)
+        try:
+            with anyio.fail_after(self.handshake_timeout):
+                await self._handshake(conn)
+        except TimeoutError:
+            raise SessionTerminatedError(
+                f"{self.engine_name} did not open a session within {self.handshake_timeout:g}s",
+                engine=self.engine_name,
+            ) from None
+        except ConnectionClosedError:
+            raise await self._exit_error("opening the session") from None
+
+    async def _read(self, conn: JsonRpcConnection, proc: AgentProcess) -> None:
+        async def lines() -> AsyncIterator[bytes | LineTooLong]:
+            async for item in proc.lines():
+                self._tap_received(item)
+                yield item
+
+        try:
+            await conn.run(lines())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            pass
+        finally:
+            conn.close("the agent's output ended")
+            await self._output_ended()
+
+    async def _shutdown(self) -> None:
+        await super()._shutdown()
+        if self.conn is not None:
+            self.conn.close("the session was closed")
+
+    # -- turns -------------------------------------------------------------------------------
+
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        self._prompt_failure = None
+        await super()._run_turn(ctx)
+
+    async def _prompt_error(self, ctx: TurnContext, error: Exception) -> bool:
+        if isinstance(error, JsonRpcError):
+            self._prompt_failure = error  # the translator saw the answer and ends the turn
+            return True
+        return isinstance(error, ConnectionClosedError)  # the end of output follows
+
+    async def _turn_ended(self, ctx: TurnContext) -> None:
+        if self._prompt_failure is not None:
+            await self._prompt_rejected(ctx, self._prompt_failure)

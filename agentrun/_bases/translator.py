@@ -1,0 +1,152 @@
+"""What every engine's translator shares.
+
+A translator turns one agent's decoded wire events into normalized :class:`Message` objects. It
+is pure (no I/O, no clock), stateful for one session, and used both live (by the engine's
+process) and offline (by ``agentrun replay``), so recorded transcripts and real runs go through
+exactly the same code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
+
+from .._vocabulary.context import ContextTracker
+from .._vocabulary.messages import Message, MessageType, ProcessMeta
+from .._wire.framing import JsonProblem, LineTooLong, decode_json_line
+
+__all__ = [
+    "AgentTranslator",
+    "AgentTranslatorOptions",
+    "Translator",
+    "decode_line",
+    "frame_problem_message",
+]
+
+#: How many bytes of an undecodable line are kept in the error message's data.
+_KEEP = 4096
+
+
+@runtime_checkable
+class Translator(Protocol):
+    """Turns decoded wire events into messages. ``finish`` is called at end of stream."""
+
+    def feed(self, event: Any) -> list[Message]: ...
+
+    def finish(self) -> list[Message]: ...
+
+
+class AgentTranslatorOptions(TypedDict, total=False):
+    """The keyword arguments every :class:`AgentTranslator` takes (subclasses pass them on with
+    ``**options: Unpack[AgentTranslatorOptions]``)."""
+
+    model: str | None
+    tracker: ContextTracker | None
+    agent_version: str | None
+    cwd: str | None
+
+
+class AgentTranslator:
+    """What a translator of one named agent keeps about the session (model, context tracker,
+    agent version, working directory) and the ``init`` message it makes of them."""
+
+    #: The agent's name in ``init`` messages (``"codex"``, ``"opencode"``).
+    agent_name: ClassVar[str] = "agent"
+    #: The model, once known (the caller's choice or what the agent reported).
+    model: str | None
+    tracker: ContextTracker
+    agent_version: str | None
+    cwd: str | None
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        tracker: ContextTracker | None = None,
+        agent_version: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.model = model
+        self.tracker = tracker if tracker is not None else ContextTracker(model=model)
+        self.agent_version = agent_version
+        self.cwd = cwd
+        self._init_sent = False
+
+    def feed(self, event: Any) -> list[Message]:
+        """Messages of one decoded event: a problem the framer reported passes through, a value
+        that is not a JSON object is a ``protocol`` error, an object goes to :meth:`_feed_event`."""
+        if isinstance(event, dict):
+            return self._feed_event(event)  # pyright: ignore[reportUnknownArgumentType]
+        if isinstance(event, Message):
+            return [event]
+        return [Message.not_an_object(self.agent_name, event)]
+
+    def _feed_event(self, ev: dict[str, Any]) -> list[Message]:
+        """Messages of one event object (subclasses translate here; this passes it through)."""
+        return [Message(type=MessageType.SYSTEM, subtype=str(ev.get("type", "event")), raw=ev)]
+
+    def _learn_model(self, model: str) -> None:
+        """The agent named its model: keep it and size the context window for it."""
+        self.model = model
+        self.tracker.set_model(model)
+
+    def start(
+        self,
+        *,
+        process: ProcessMeta | None = None,
+        resume_id: str | None = None,
+        permission_mode: str | None = None,
+    ) -> list[Message]:
+        """The turn's ``init`` message (a live engine, before any event)."""
+        return [self._init(resume_id, process=process, permission_mode=permission_mode)]
+
+    def _init(
+        self,
+        session_id: str | None = None,
+        *,
+        process: ProcessMeta | None = None,
+        permission_mode: str | None = None,
+        raw: Any = None,
+    ) -> Message:
+        self._init_sent = True
+        return Message.init_message(
+            self.agent_name,
+            model=self.model,
+            version=self.agent_version,
+            session_id=session_id,
+            cwd=self.cwd,
+            permission_mode=permission_mode,
+            process=process,
+            raw=raw,
+        )
+
+
+def frame_problem_message(problem: LineTooLong | JsonProblem, *, engine: str) -> Message:
+    """The ``error`` message for a line that could not be framed or decoded. Not fatal: the
+    stream goes on. The raw bytes (or the head of an oversized line) stay in ``data``."""
+    if isinstance(problem, LineTooLong):
+        return Message.error_message(
+            f"{engine}: output line of {problem.size} bytes exceeds the limit of "
+            f"{problem.limit} bytes; skipped",
+            code="line_too_long",
+            data={"size": problem.size, "limit": problem.limit, "head": _text(problem.head)},
+        )
+    return Message.error_message(
+        f"{engine}: {problem.detail}",
+        code=problem.code,
+        data={"raw": _text(problem.raw[:_KEEP]), "size": len(problem.raw)},
+        raw=problem.raw,
+    )
+
+
+def decode_line(item: bytes | LineTooLong, *, engine: str) -> tuple[Any, Message | None]:
+    """Decode one framed line: ``(event, None)`` or ``(None, error message)``."""
+    if isinstance(item, LineTooLong):
+        return None, frame_problem_message(item, engine=engine)
+    decoded = decode_json_line(item)
+    if isinstance(decoded, JsonProblem):
+        return None, frame_problem_message(decoded, engine=engine)
+    return decoded, None
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="backslashreplace")

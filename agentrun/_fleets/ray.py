@@ -1,0 +1,290 @@
+"""Sessions on a Ray cluster: each one a Ray actor that owns one agent process.
+
+:class:`RayEngine` wraps any engine factory: its sessions are :class:`RaySession` objects in the
+driver whose turns run in an actor, possibly on another node. The driver's ``Turn`` does what it
+does for every engine — turn numbering, timeouts, the ``TurnSummary`` — on the messages the actor
+streams back (a Ray streaming generator, one normalized message per item), so a fleet, a compare
+or a plain ``run_turn`` works the same locally and on Ray.
+
+Failure semantics (``docs/scale-out.md``):
+
+* The actor is created with ``max_restarts=0`` and its calls with ``max_task_retries=0``: a turn
+  is never repeated behind the caller's back (a tool's side effects could happen twice).
+* When the actor or its node dies during a turn, the turn ends with :class:`SessionLostError`
+  (a :class:`SessionTerminatedError`) carrying the partial summary, and the session is dead:
+  later turns raise it at once.
+* A typed error raised in the actor (``ProcessExitError``, ``TurnTimeoutError``, ...) reaches the
+  driver as the same class with the same message and fields.
+* Cancelling a turn in the driver cancels it in the actor (which interrupts the agent), bounded
+  by ``cancel_timeout``; closing the session closes the agent in the actor, then ends the actor.
+
+Ray is imported only when a session starts (``pip install "agentrun[ray]"``). Calls into Ray
+run in worker threads, so the driver may use asyncio or trio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from .._turns.session import Engine, Session, TurnContext
+from .._vocabulary import errors as _errors  # pyright: ignore[reportPrivateUsage]
+from .._vocabulary.errors import (
+    AgentrunError,
+    EngineUnavailableError,
+    SessionLostError,
+    SessionTerminatedError,
+)
+from .._vocabulary.messages import Message
+from .._vocabulary.options import SessionOptions
+
+__all__ = ["RayEngine", "RaySession", "SessionLostError"]
+
+
+def _import_ray() -> Any:
+    try:
+        import ray  # pyright: ignore[reportMissingImports]
+    except ImportError as exc:
+        raise EngineUnavailableError(
+            'the Ray backend needs Ray: pip install "agentrun[ray]"', engine="ray"
+        ) from exc
+    return ray  # pyright: ignore[reportUnknownVariableType]
+
+
+async def _call(limiter: anyio.CapacityLimiter, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a blocking Ray call in a worker thread; cancelling abandons the wait, not the call.
+
+    Each session has a limiter of its own, so many sessions never queue behind the default
+    thread limit (a session waits on at most two calls at once: its turn and a cancel)."""
+    return await anyio.to_thread.run_sync(
+        functools.partial(fn, *args), abandon_on_cancel=True, limiter=limiter
+    )
+
+
+# -- errors across the wire ----------------------------------------------------------------------
+
+_SIMPLE = (str, int, float, bool, type(None))
+
+
+def _error_record(exc: AgentrunError) -> dict[str, Any]:
+    fields = {k: v for k, v in vars(exc).items() if k != "summary" and isinstance(v, _SIMPLE)}
+    return {"__agentrun_error__": type(exc).__name__, "message": str(exc), "fields": fields}
+
+
+def _error_from_record(record: Mapping[str, Any]) -> AgentrunError:
+    cls: Any = getattr(_errors, str(record.get("__agentrun_error__")), None)
+    if not (isinstance(cls, type) and issubclass(cls, AgentrunError)):
+        cls = AgentrunError
+    error: AgentrunError = Exception.__new__(cls)  # pyright: ignore[reportUnknownVariableType]
+    Exception.__init__(error, str(record.get("message", "")))
+    error.engine = None
+    fields = record.get("fields")
+    if isinstance(fields, dict):
+        for key, value in fields.items():  # pyright: ignore[reportUnknownVariableType]
+            setattr(error, str(key), value)  # pyright: ignore[reportUnknownArgumentType]
+    return error
+
+
+# -- the actor -----------------------------------------------------------------------------------
+
+
+class _SessionActor:
+    """Runs in the Ray worker: one agentrun session, its turns as streaming generators."""
+
+    def __init__(self, factory: Callable[[], Engine], options: SessionOptions) -> None:
+        self._factory = factory
+        self._options = options
+        self._session: Session | None = None
+        self._stack: Any = None
+        self._turn: Any = None
+
+    async def open(self) -> dict[str, Any]:
+        from contextlib import AsyncExitStack
+
+        try:
+            engine = self._factory()
+            stack = AsyncExitStack()
+            session = await stack.enter_async_context(engine.start(self._options))
+        except AgentrunError as exc:
+            return _error_record(exc)
+        self._stack, self._session = stack, session
+        import os
+
+        return {"pid": os.getpid(), "engine": session.engine_name}
+
+    async def turn(
+        self, prompt: str, timeout: float | None, idle_timeout: float | None
+    ) -> Any:  # an async generator of message dicts
+        session = self._session
+        if session is None:
+            yield _error_record(SessionTerminatedError("the remote session is not open"))
+            return
+        try:
+            async with session.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
+                self._turn = turn
+                async for message in turn:
+                    yield message.model_dump(mode="json", exclude_none=True)
+            yield {"__agentrun_resume_id__": session.resume_id}
+        except AgentrunError as exc:
+            yield {"__agentrun_resume_id__": session.resume_id}
+            yield _error_record(exc)
+        finally:
+            self._turn = None
+
+    async def cancel_turn(self) -> bool:
+        turn = self._turn
+        if turn is None:
+            return False
+        turn.cancel()
+        return True
+
+    async def close(self) -> None:
+        stack, self._stack, self._session = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+
+# -- the driver side -------------------------------------------------------------------------------
+
+
+class RayEngine(Engine):
+    """Runs the sessions of another engine in Ray actors.
+
+    ``factory()`` makes the engine inside the actor (it is sent with cloudpickle: a registry
+    name is the simplest, ``RayEngine("claude")``). ``actor_options`` go to ``ray.remote``
+    (``num_cpus``, ``resources={"claude": 1}`` to place sessions on nodes that have the agent,
+    ``label_selector``, ``runtime_env``...). ``ray.init`` is the caller's business; without it
+    Ray starts a local instance on first use.
+    """
+
+    name: str = "ray"
+
+    def __init__(
+        self,
+        factory: str | Callable[[], Engine],
+        *,
+        actor_options: Mapping[str, Any] | None = None,
+        cancel_timeout: float = 30.0,
+        close_timeout: float = 30.0,
+    ) -> None:
+        if isinstance(factory, str):
+            factory = functools.partial(_registry_engine, factory)
+        self.factory: Callable[[], Engine] = factory
+        self.actor_options: dict[str, Any] = dict(actor_options or {})
+        self.cancel_timeout = cancel_timeout
+        self.close_timeout = close_timeout
+
+    def start(self, options: SessionOptions | None = None) -> RaySession:
+        return RaySession(self, options)
+
+    def check(self) -> None:
+        _import_ray()
+
+
+def _registry_engine(name: str) -> Engine:
+    from ..engines._registry import get_engine
+
+    return get_engine(name)
+
+
+class RaySession(Session):
+    """A session whose agent runs in a Ray actor. ``actor`` is its handle once started."""
+
+    engine_name: str = "ray"
+
+    def __init__(self, engine: RayEngine, options: SessionOptions | None) -> None:
+        super().__init__(options)
+        self.engine = engine
+        self.actor: Any = None
+        #: The worker process id of the actor and the engine it runs, once open.
+        self.worker_pid: int | None = None
+        self._lost: SessionLostError | None = None
+        self._waiters: anyio.CapacityLimiter | None = None
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._waiters is None:
+            self._waiters = anyio.CapacityLimiter(4)
+        return await _call(self._waiters, fn, *args)
+
+    def _lost_error(self, exc: BaseException, doing: str) -> SessionLostError:
+        detail = " ".join(str(exc).split())[:500]
+        self._lost = SessionLostError(
+            f"the Ray worker of this session died while {doing}: {type(exc).__name__}: {detail}",
+            engine=self.engine_name,
+        )
+        return self._lost
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        ray = _import_ray()
+        options = dict(self.engine.actor_options)
+        options.update(max_restarts=0, max_task_retries=0)
+        options.setdefault("num_cpus", 0)
+        remote = ray.remote(**options)(_SessionActor)
+        self.actor = remote.remote(self.engine.factory, self.options)
+        try:
+            info = await self._call(ray.get, self.actor.open.remote())
+        except ray.exceptions.RayError as exc:
+            raise self._lost_error(exc, "starting") from exc
+        if "__agentrun_error__" in info:
+            await self._call(ray.kill, self.actor)
+            raise _error_from_record(info)
+        self.worker_pid = info.get("pid")
+        self.engine_name: str = f"ray:{info.get('engine')}"
+
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        if self._lost is not None:
+            raise self._lost
+        ray = _import_ray()
+        # The driver's Turn owns the timeouts; it cancels this coroutine when one fires.
+        generator = self.actor.turn.options(num_returns="streaming").remote(ctx.prompt, None, None)
+        try:
+            await self._pump(ray, generator, ctx)
+        except anyio.get_cancelled_exc_class():
+            ctx.begin_cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self.engine.cancel_timeout):
+                try:
+                    await self._call(ray.get, self.actor.cancel_turn.remote())
+                    await self._pump(ray, generator, ctx)
+                except (AgentrunError, ray.exceptions.RayError):
+                    pass
+            raise
+
+    async def _pump(self, ray: Any, generator: Any, ctx: TurnContext) -> None:
+        while True:
+            try:
+                ref = await self._call(_next_or_none, generator)
+                if ref is None:
+                    return
+                item = await self._call(ray.get, ref)
+            except ray.exceptions.RayError as exc:
+                raise self._lost_error(exc, f"running turn {ctx.number}") from exc
+            if "__agentrun_error__" in item:
+                raise _error_from_record(item)
+            if "__agentrun_resume_id__" in item:
+                resume_id = item["__agentrun_resume_id__"]
+                if isinstance(resume_id, str):
+                    self.resume_id: str | None = resume_id
+                continue
+            await ctx.emit(Message.model_validate(item))
+
+    async def _shutdown(self) -> None:
+        if self.actor is None:
+            return
+        ray = _import_ray()
+        with anyio.move_on_after(self.engine.close_timeout):
+            with contextlib.suppress(ray.exceptions.RayError):
+                await self._call(ray.get, self.actor.close.remote())
+        await self._call(ray.kill, self.actor)
+
+
+def _next_or_none(generator: Any) -> Any:
+    try:
+        return next(generator)
+    except StopIteration:
+        return None

@@ -1,0 +1,295 @@
+"""The exception tree of agentrun.
+
+Every exception the library raises on purpose derives from :class:`AgentrunError`::
+
+    AgentrunError
+    ├── ConfigurationError            bad session options / env / argv values (also a ValueError);
+    │                                 raised before any process starts
+    ├── EngineUnavailableError        the agent program cannot be found or run (install hint)
+    ├── SendNotSupportedError         this process cannot take another prompt (e.g. it was closed)
+    ├── CompactionNotSupportedError   the agent offers no way to compact its context
+    ├── TurnInProgressError           a second turn was started while one is running
+    ├── SessionNotFoundError          a resume / load id the agent does not know
+    ├── ProtocolError                 the agent broke its wire protocol beyond recovery
+    │   └── LineTooLongError          one output line was larger than the framer's limit
+    ├── SessionTerminatedError        the session is over: closed, killed, or its program died
+    │   ├── ProcessExitError          the agent program exited (code or signal, stderr tail)
+    │   ├── SessionClosedError        the session was closed while a turn was running
+    │   └── SessionLostError          the worker running the session (a Ray actor, its node) died
+    └── TurnError                     a turn could not complete (partial summary attached)
+        ├── BudgetExceededError       a Budget limit (cost, tokens, turns, wall time) was reached
+        ├── NoResultError             the stream ended without the turn's result
+        └── TurnTimeoutError          the turn's total or idle timeout fired
+
+Errors carry the context a caller needs to act: the engine name, the exit code and the tail
+of stderr, the limit that was exceeded, and (for errors that end a turn) the partial
+:class:`~agentrun.TurnSummary` of what the turn produced before it failed.
+
+Problems that do not end the session (an oversized line, a non-JSON line, an API error the
+agent reported) are *not* raised: they arrive as ``error`` messages in the stream, carrying
+one of the ``code`` strings in :data:`ERROR_CODES`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from .summary import TurnSummary
+
+__all__ = [
+    "ERROR_CODES",
+    "AgentrunError",
+    "BudgetExceededError",
+    "CompactionNotSupportedError",
+    "ConfigurationError",
+    "EngineUnavailableError",
+    "LineTooLongError",
+    "NoResultError",
+    "ProcessExitError",
+    "ProtocolError",
+    "SendNotSupportedError",
+    "SessionClosedError",
+    "SessionLostError",
+    "SessionNotFoundError",
+    "SessionTerminatedError",
+    "TurnError",
+    "TurnInProgressError",
+    "TurnTimeoutError",
+]
+
+#: ``ErrorInfo.code`` values the library itself produces. Engines may also pass through
+#: codes reported by the agent (e.g. ``"rate_limit"`` or ``"APIError"``).
+ERROR_CODES: dict[str, str] = {
+    "line_too_long": "an output line exceeded the framer's byte limit and was skipped",
+    "invalid_json": "an output line was not JSON (kept raw in the message's data)",
+    "invalid_utf8": "an output line was not valid UTF-8 (kept raw in the message's data)",
+    "protocol": "a JSON line did not have the shape the engine expects",
+    "process_exit": "the agent program exited during a turn",
+    "no_result": "the stream ended without the turn's result",
+    "timeout": "the turn's total timeout fired and the turn was cancelled",
+    "idle_timeout": "no message arrived within the idle timeout and the turn was cancelled",
+    "cancelled": "the turn was cancelled by the caller",
+    "api_error": "the model API failed (status and text in the message)",
+    "permission_callback": "the permission callback raised; the tool use was denied",
+    "session_not_found": "the agent does not know the session id",
+    "session_lost": "the worker running the session (a Ray actor or its node) died",
+    "session_closed": "the session was closed while the turn was running",
+    "budget": "a fleet or session budget was spent; the turn was stopped or not started",
+}
+
+
+def _snake(name: str) -> str:
+    """``SessionNotFound`` -> ``session_not_found``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _rebuild(cls: type[AgentrunError], message: str) -> AgentrunError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    return error
+
+
+class AgentrunError(Exception):
+    """Base class of every error agentrun raises on purpose."""
+
+    #: The engine name (``"claude"``, ``"opencode"``, ...) when one is involved.
+    engine: str | None
+    #: For errors that ended a turn: what the turn produced before it failed.
+    summary: TurnSummary | None = None
+    #: A stable snake_case identifier of the kind of error (``"session_not_found"``), also the
+    #: ``code`` of the ``error`` message a failed turn ends with. Derived from the class name.
+    error_code: ClassVar[str] = "agentrun"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "error_code" not in cls.__dict__:
+            cls.error_code = _snake(cls.__name__.removesuffix("Error"))
+
+    def __init__(self, message: str, *, engine: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.engine = engine
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable with every attribute (Ray, multiprocessing): the subclasses' keyword-only
+        # constructors cannot be called again from the args alone.
+        return (_rebuild, (type(self), self.message), dict(self.__dict__))
+
+
+class ConfigurationError(AgentrunError, ValueError):
+    """A session option, environment entry or argument was rejected before anything started."""
+
+    def __init__(self, message: str, *, option: str | None = None, engine: str | None = None):
+        super().__init__(message, engine=engine)
+        #: The option that was rejected (``"model"``, ``"env"``, ...).
+        self.option = option
+
+
+def configuration_error(exc: ValidationError, what: str) -> ConfigurationError:
+    """The :class:`ConfigurationError` for a model that rejected its arguments (``what``: "session
+    option", "budget" ...), naming the first field at fault."""
+    first = exc.errors()[0]
+    location = ".".join(str(p) for p in first["loc"]) or None
+    message = str(first["msg"]).removeprefix("Value error, ")
+    where = f"{location}: " if location else ""
+    return ConfigurationError(f"invalid {what} {where}{message}", option=location)
+
+
+class EngineUnavailableError(AgentrunError):
+    """The agent program was not found or cannot be started."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        engine: str | None = None,
+        install_hint: str | None = None,
+        searched: tuple[str, ...] = (),
+    ) -> None:
+        full = message if install_hint is None else f"{message}\n  install: {install_hint}"
+        super().__init__(full, engine=engine)
+        #: A command that installs the program.
+        self.install_hint = install_hint
+        #: The places that were searched, in order.
+        self.searched = searched
+
+
+class SendNotSupportedError(AgentrunError):
+    """This process cannot accept a prompt (it is closed, or the engine has no way to send)."""
+
+
+class CompactionNotSupportedError(AgentrunError):
+    """The agent offers no way to compact its context (see ``Session.can_compact``)."""
+
+
+class TurnInProgressError(AgentrunError):
+    """A turn was started while another turn of the same process was still running."""
+
+
+class SessionNotFoundError(AgentrunError):
+    """The agent does not know the session (resume) id it was given."""
+
+    def __init__(self, message: str, *, session_id: str | None = None, engine: str | None = None):
+        super().__init__(message, engine=engine)
+        self.session_id = session_id
+
+
+class ProtocolError(AgentrunError):
+    """The agent's output could not be understood and the session cannot go on safely."""
+
+
+class LineTooLongError(ProtocolError):
+    """An output line was larger than the configured limit.
+
+    The framer reports this as an ``error`` message with code ``"line_too_long"`` and keeps
+    reading; the exception type exists so callers can raise it from such a message.
+    """
+
+    def __init__(self, size: int, limit: int, *, engine: str | None = None) -> None:
+        super().__init__(
+            f"output line of at least {size} bytes exceeds the limit of {limit} bytes",
+            engine=engine,
+        )
+        self.size = size
+        self.limit = limit
+
+
+class SessionTerminatedError(AgentrunError):
+    """The session has ended: it was closed, or its program is gone."""
+
+
+class ProcessExitError(SessionTerminatedError):
+    """The agent program exited while it was still needed.
+
+    ``exit_code`` is the process's exit status, or ``None`` when it died from a signal
+    (then ``signal`` is the signal number). ``stderr_tail`` holds the last lines of its
+    standard error, which is always captured.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_code: int | None,
+        signal: int | None = None,
+        stderr_tail: str = "",
+        engine: str | None = None,
+    ) -> None:
+        text = message
+        if stderr_tail.strip():
+            text = f"{message}\n--- stderr (tail) ---\n{stderr_tail.rstrip()}"
+        super().__init__(text, engine=engine)
+        self.exit_code = exit_code
+        self.signal = signal
+        self.stderr_tail = stderr_tail
+
+
+class SessionClosedError(SessionTerminatedError):
+    """The session was closed (``aclose()``, from any task) while a turn was running; the turn
+    was cancelled in the agent first. Carries the turn's partial summary."""
+
+
+class SessionLostError(SessionTerminatedError):
+    """The worker that ran the session (a Ray actor, or its node) died; the session is over and
+    the turn that was running is not repeated."""
+
+
+class TurnError(AgentrunError):
+    """A turn could not complete. ``summary`` holds what the turn produced before that."""
+
+    def __init__(
+        self, message: str, *, summary: TurnSummary | None = None, engine: str | None = None
+    ) -> None:
+        super().__init__(message, engine=engine)
+        self.summary = summary
+
+
+class BudgetExceededError(TurnError):
+    """A :class:`~agentrun.Budget` limit was reached: the turn was refused before it started, or
+    interrupted when it crossed the limit (its summary's ``stop_reason`` is ``"budget"``).
+    ``limit`` is ``"cost"``, ``"tokens"``, ``"turns"`` or ``"wall"``."""
+
+    error_code: ClassVar[str] = "budget"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: str,
+        summary: TurnSummary | None = None,
+        engine: str | None = None,
+    ) -> None:
+        super().__init__(message, summary=summary, engine=engine)
+        self.limit = limit
+
+
+class NoResultError(TurnError):
+    """The agent's stream ended (or the program exited cleanly) without the turn's result."""
+
+
+class TurnTimeoutError(TurnError):
+    """The turn took longer than its ``timeout`` or was silent for longer than ``idle_timeout``.
+
+    The backend turn was cancelled before this was raised; ``kind`` is ``"total"`` or
+    ``"idle"`` and ``seconds`` the limit that fired.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        seconds: float,
+        summary: TurnSummary | None = None,
+        engine: str | None = None,
+    ) -> None:
+        super().__init__(message, summary=summary, engine=engine)
+        self.kind = kind
+        self.seconds = seconds

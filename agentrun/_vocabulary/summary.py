@@ -1,0 +1,435 @@
+"""TurnSummary: a pure reducer over the messages of one turn.
+
+Feed it messages one by one (:meth:`TurnSummary.add`) or build it from any iterable
+(:meth:`TurnSummary.from_messages`); it never does I/O and never looks at the clock. ``run_turn``
+and ``Turn`` keep one up to date and add the measured wall time at the end.
+
+The JSON form (``model_dump(mode="json")``) uses stable field names tools can rely on:
+``text``, ``thinking``, ``tool_calls`` (``id``, ``name``, ``input``, ``output``, ``is_error``),
+``usage``, ``context`` (``used``, ``size``, ``fraction``, ``used_source``, ``size_source``),
+``stop_reason``, ``denials``, ``errors`` (``message``, ``code``), ``resume_id``, ``model``, ``ok``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar, cast
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
+
+from .messages import (
+    BackgroundTask,
+    ContextSource,
+    ContextWindow,
+    ErrorInfo,
+    Message,
+    MessageType,
+    PermissionDenial,
+    ToolCall,
+    Usage,
+    copy_with,
+    unvalidated,
+)
+from .questions import QuestionRecord
+
+__all__ = ["ContextSummary", "ToolCallSummary", "TurnSummary"]
+
+_setattr = object.__setattr__
+
+
+class ToolCallSummary(BaseModel):
+    """A tool use paired with its result."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+    output: Any = None
+    is_error: bool | None = None
+    #: False while the tool has no result yet (e.g. the turn was cut short).
+    completed: bool = False
+
+
+class ContextSummary(BaseModel):
+    """The last context-window reading of the turn."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
+    used: int | None = None
+    size: int | None = None
+    fraction: float | None = None
+    used_source: ContextSource | None = None
+    size_source: ContextSource | None = None
+
+    @classmethod
+    def from_reading(cls, reading: ContextWindow) -> ContextSummary:
+        fraction = reading.fraction
+        fields: dict[str, Any] = {
+            "used": reading.used_tokens,
+            "size": reading.size_tokens,
+            "fraction": None if fraction is None else round(fraction, 6),
+            "used_source": reading.used_source,
+            "size_source": reading.size_source,
+        }
+        if cls is not ContextSummary or type(reading) is not ContextWindow:
+            return cls(**fields)
+        # The reading's fields were validated when it was made; the fraction is a float.
+        return unvalidated(cls, fields, {*fields})
+
+
+class _Fold:
+    """The running state of a :class:`TurnSummary` (private; plain attributes)."""
+
+    __slots__ = (
+        "all_text",
+        "joined_all_text",
+        "joined_text",
+        "joined_thinking",
+        "result_text",
+        "tail_text",
+        "tail_thinking",
+        "thinking",
+        "tools",
+    )
+
+    def __init__(self) -> None:
+        self.tail_text: list[str] = []
+        self.all_text: list[str] = []
+        self.thinking: list[str] = []
+        #: Thinking blocks since the last tool activity (text: ``tail_text``).
+        self.tail_thinking = 0
+        self.joined_text: str | None = None
+        self.joined_all_text: str | None = None
+        self.joined_thinking: str | None = None
+        self.tools: dict[str, ToolCallSummary] = {}
+        self.result_text: str | None = None
+
+    def _key(self) -> tuple[object, ...]:
+        # What the state holds (the joined strings are caches of it).
+        return (
+            self.tail_text,
+            self.all_text,
+            self.thinking,
+            self.tail_thinking,
+            self.tools,
+            self.result_text,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Fold) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class TurnSummary(BaseModel):
+    """What one turn produced. See the module docstring for the field contract.
+
+    * ``text`` is the turn's final answer: the agent's own final text when its result carries
+      one, else the main-thread text blocks after the last tool activity, joined by blank lines.
+    * ``all_text`` joins every main-thread text block of the turn, in order (what the agent said
+      before its tools ran included); ``thinking`` joins every main-thread thinking block.
+    * ``usage`` and ``usage.cost_usd`` are **this turn's** (from the engine's result); the context
+      fields of ``usage`` repeat the last reading.
+    * ``ok`` is true when the turn reached a result that is neither an error nor a
+      cancellation.
+    * ``background_tasks``: work the agent started that was still running when the turn
+      ended (the turn is over; the agent is not idle).
+    * ``retries`` counts the failed model calls the agent retried (``retry`` messages). What a
+      retried call had streamed is not the turn's text: the agent streams it again.
+    """
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
+
+    turn: int | None = None
+    tool_calls: list[ToolCallSummary] = Field(default_factory=list[ToolCallSummary])
+    usage: Usage | None = None
+    context: ContextSummary | None = None
+    stop_reason: str | None = None
+    denials: list[PermissionDenial] = Field(default_factory=list[PermissionDenial])
+    errors: list[ErrorInfo] = Field(default_factory=list[ErrorInfo])
+    resume_id: str | None = None
+    session_id: str | None = None
+    model: str | None = None
+    ok: bool = False
+    has_result: bool = False
+    questions: list[QuestionRecord] = Field(default_factory=list[QuestionRecord])
+    background_tasks: list[BackgroundTask] = Field(default_factory=list[BackgroundTask])
+    messages: int = 0
+    retries: int = 0
+    duration_s: float | None = None
+
+    # The running state of the fold lives in one plain object: folding a message touches no
+    # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a
+    # message costs the same at the 100,000th message as at the first).
+    _fold: _Fold = PrivateAttr(default_factory=lambda: _Fold())
+
+    def _state(self) -> _Fold:
+        return self.__pydantic_private__["_fold"]  # pyright: ignore[reportOptionalSubscript, reportUnknownVariableType]
+
+    @computed_field
+    @property
+    def text(self) -> str:
+        """The final answer: the result's text, else the main thread's text blocks after its last
+        tool activity, joined by blank lines."""
+        state = self._state()
+        if state.result_text is not None:
+            return state.result_text
+        if state.joined_text is None:
+            state.joined_text = "\n\n".join(state.tail_text)
+        return state.joined_text
+
+    @computed_field
+    @property
+    def all_text(self) -> str:
+        """Every main-thread text block of the turn, in order, joined by blank lines (what the
+        agent said before its tools ran included)."""
+        state = self._state()
+        if state.joined_all_text is None:
+            state.joined_all_text = "\n\n".join(state.all_text)
+        return state.joined_all_text
+
+    @computed_field
+    @property
+    def thinking(self) -> str:
+        """Every main-thread thinking block, joined by blank lines."""
+        state = self._state()
+        if state.joined_thinking is None:
+            state.joined_thinking = "\n\n".join(state.thinking)
+        return state.joined_thinking
+
+    @classmethod
+    def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
+        summary = cls() if cls is not TurnSummary else _empty_summary()
+        add = summary.add
+        for message in messages:
+            add(message)
+        return summary
+
+    def add(self, message: Message) -> None:
+        """Fold one message into the summary."""
+        # Fields are written to the instance's own dict (what pydantic's assignment does when
+        # it does not validate, less its per-call dispatch) and marked set, as assignment would.
+        fields = vars(message)
+        if fields["replayed"]:
+            return
+        own = vars(self)
+        own["messages"] += 1
+        fields_set = self.__pydantic_fields_set__
+        fields_set.add("messages")
+        if own["turn"] is None and fields["turn"] is not None:
+            own["turn"] = fields["turn"]
+            fields_set.add("turn")
+        kind = fields["type"]
+        if kind is MessageType.TEXT_DELTA or kind is MessageType.THINKING_DELTA:
+            pass
+        elif kind is MessageType.TEXT:
+            text = fields["text"]
+            if text and fields["parent_tool_use_id"] is None:
+                state = self._state()
+                state.tail_text.append(text)
+                state.all_text.append(text)
+                state.joined_text = state.joined_all_text = None
+        elif kind is MessageType.THINKING:
+            text = fields["text"]
+            if text and fields["parent_tool_use_id"] is None:
+                state = self._state()
+                state.thinking.append(text)
+                state.tail_thinking += 1
+                state.joined_thinking = None
+        elif kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
+            if fields["tool"] is not None:
+                self._tool(message, is_result=kind is MessageType.TOOL_RESULT)
+            if fields["parent_tool_use_id"] is None:
+                state = self._state()
+                state.tail_thinking = 0
+                if state.tail_text:
+                    state.tail_text.clear()
+                    state.joined_text = None
+        elif kind is MessageType.CONTEXT_WINDOW:
+            reading = fields["context"]
+            if reading is not None and fields["parent_tool_use_id"] is None:
+                own["context"] = ContextSummary.from_reading(reading)
+                fields_set.add("context")
+                self._merge_context_into_usage()
+        elif kind is MessageType.INIT:
+            self._init(message)
+        elif kind is MessageType.ERROR:
+            error = fields["error"]
+            if error is not None:
+                own["errors"].append(error)
+                if error.fatal:
+                    own["ok"] = False
+                    fields_set.add("ok")
+        elif kind is MessageType.RESULT:
+            self._result(message)
+        elif kind is MessageType.RETRY:
+            self._retried()
+        elif kind is MessageType.QUESTION and fields["data"] is not None:
+            self.questions.append(QuestionRecord.model_validate(fields["data"]))
+        elif kind is MessageType.SYSTEM and fields["subtype"] == "background_tasks":
+            tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
+            self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
+        denials = fields["denials"]
+        if denials:
+            for denial in denials:
+                self._deny(denial)
+        if fields["resume_id"]:
+            own["resume_id"] = fields["resume_id"]
+            fields_set.add("resume_id")
+
+    # -- parts -------------------------------------------------------------------------------
+
+    def _retried(self) -> None:
+        """The agent retries a failed model call: what that call streamed since the last tool
+        activity is streamed again by the retry, so it leaves the turn's text and thinking."""
+        vars(self)["retries"] += 1
+        self.__pydantic_fields_set__.add("retries")
+        state = self._state()
+        if state.tail_text:
+            del state.all_text[len(state.all_text) - len(state.tail_text) :]
+            state.tail_text.clear()
+            state.joined_text = state.joined_all_text = None
+        if state.tail_thinking:
+            del state.thinking[len(state.thinking) - state.tail_thinking :]
+            state.tail_thinking = 0
+            state.joined_thinking = None
+
+    def _tool(self, message: Message, *, is_result: bool) -> None:
+        tool = message.tool
+        assert tool is not None
+        tools = self._state().tools
+        entry = tools.get(tool.id) if tool.id is not None else None
+        if entry is None:
+            if type(tool) is ToolCall:
+                # Its fields were validated when the tool call was made.
+                entry = unvalidated(
+                    ToolCallSummary,
+                    {
+                        "id": tool.id,
+                        "name": tool.name,
+                        "input": tool.input,
+                        "output": None,
+                        "is_error": None,
+                        "completed": False,
+                    },
+                    {"id", "name", "input"},
+                )
+            else:
+                entry = ToolCallSummary(id=tool.id, name=tool.name, input=tool.input)
+            self.tool_calls.append(entry)
+            if tool.id is not None:
+                tools[tool.id] = entry
+        # The entry is the summary's own (never shared): its fields are written directly.
+        known = vars(entry)
+        changed = entry.__pydantic_fields_set__
+        if tool.name is not None and known["name"] is None:
+            known["name"] = tool.name
+            changed.add("name")
+        if tool.input is not None and (known["input"] is None or known["input"] == {}):
+            known["input"] = tool.input
+            changed.add("input")
+        if is_result:
+            known["output"] = tool.output
+            known["is_error"] = tool.is_error
+            known["completed"] = True
+            changed.update(("output", "is_error", "completed"))
+
+    def _init(self, message: Message) -> None:
+        init = message.init
+        if init is None:
+            return
+        own = vars(self)
+        if init.model:
+            own["model"] = init.model
+            self.__pydantic_fields_set__.add("model")
+        if init.session_id:
+            own["session_id"] = init.session_id
+            self.__pydantic_fields_set__.add("session_id")
+
+    def _result(self, message: Message) -> None:
+        # Written like the counters in :meth:`add`: to the instance's dict, marked set.
+        own = vars(self)
+        fields_set = self.__pydantic_fields_set__
+        fields = vars(message)
+        own["has_result"] = True
+        fields_set.add("has_result")
+        if fields["usage"] is not None:
+            own["usage"] = fields["usage"]
+            fields_set.add("usage")
+            self._merge_context_into_usage()
+        stop_reason = fields["stop_reason"]
+        if stop_reason is not None:
+            own["stop_reason"] = stop_reason
+            fields_set.add("stop_reason")
+        if fields["text"]:
+            self._state().result_text = fields["text"]
+        error: ErrorInfo | None = fields["error"]
+        errors: list[ErrorInfo] = own["errors"]
+        if error is not None:
+            # The agent often reports an error as an event and again on its result: keep one
+            # record, the result's (which says whether it ended the turn).
+            same = [
+                i
+                for i, e in enumerate(errors)
+                if e.message == error.message and e.code == error.code
+            ]
+            if same:
+                errors[same[-1]] = error
+            else:
+                errors.append(error)
+        fatal = any(e.fatal for e in errors)
+        cancelled = stop_reason == "cancelled"
+        own["ok"] = error is None and not fatal and not cancelled
+        fields_set.add("ok")
+        data = fields["data"]
+        model = data.get("model") if data else None
+        if isinstance(model, str) and model:
+            own["model"] = model
+            fields_set.add("model")
+
+    def _merge_context_into_usage(self) -> None:
+        own = vars(self)
+        usage: Usage | None = own["usage"]
+        context: ContextSummary | None = own["context"]
+        if usage is None or context is None:
+            return
+        own["usage"] = copy_with(
+            usage, {"context_used_tokens": context.used, "context_size_tokens": context.size}
+        )
+        self.__pydantic_fields_set__.add("usage")
+
+    def _deny(self, denial: PermissionDenial) -> None:
+        for i, known in enumerate(self.denials):
+            if denial.tool_use_id is not None and known.tool_use_id == denial.tool_use_id:
+                # Keep the richer of the two records.
+                merged = known.model_copy(
+                    update={
+                        k: v
+                        for k, v in denial.model_dump(exclude_none=True).items()
+                        if getattr(known, k) is None
+                    }
+                )
+                self.denials[i] = merged
+                return
+        self.denials.append(denial)
+
+
+#: ``TurnSummary()``'s fields: the immutable defaults, and the fields made by a factory (each a
+#: ``list[...]``: a fresh empty list per summary).
+_DEFAULTS: dict[str, Any] = {
+    name: field.default for name, field in TurnSummary.model_fields.items()
+}
+_FRESH_LISTS: tuple[str, ...] = tuple(
+    name for name, field in TurnSummary.model_fields.items() if field.default_factory is not None
+)
+
+
+def _empty_summary() -> TurnSummary:
+    """``TurnSummary()`` without the validator (there is nothing to validate)."""
+    fields = _DEFAULTS.copy()
+    for name in _FRESH_LISTS:
+        fields[name] = []
+    summary = unvalidated(TurnSummary, fields, set())
+    _setattr(summary, "__pydantic_private__", {"_fold": _Fold()})
+    return summary

@@ -1,0 +1,108 @@
+"""Engine and translator registry: names to implementations, imported lazily.
+
+Adding an agent means writing one module under ``agentrun/engines/<name>/`` (argv + translator)
+and one line in each table below — or, outside this package, registering the engine and its
+translator under the ``agentrun.engines`` / ``agentrun.translators`` entry-point groups;
+``agentrun run --engine NAME`` and ``agentrun replay --engine
+NAME`` then work, and the shared compliance tests pick it up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, cast
+
+from .._bases.translator import Translator
+from .._turns.session import Engine
+from .._vocabulary.errors import ConfigurationError
+
+__all__ = ["engine_names", "get_engine", "get_translator", "translator_names"]
+
+#: name -> "module:attribute"; the attribute is an Engine subclass or a factory returning one.
+_ENGINES: dict[str, str] = {
+    "claude": "agentrun.engines.claude:ClaudeEngine",
+    "codex": "agentrun.engines.codex:CodexEngine",
+    "codex-app-server": "agentrun.engines.codex:CodexAppServerEngine",
+    "opencode": "agentrun.engines.opencode:OpenCodeEngine",
+    "acp": "agentrun.engines.acp:AcpEngine",
+    "opencode-acp": "agentrun.engines.acp:opencode_acp",
+    "claude-acp": "agentrun.engines.acp:claude_acp",
+    "codex-acp": "agentrun.engines.acp:codex_acp",
+    "qwen": "agentrun.engines.acp:qwen",
+    "gemini": "agentrun.engines.acp:gemini",
+    "replay": "agentrun.engines._replay:ReplayEngine",
+    "scripted": "agentrun.testing._scripted_engine:ScriptedEngine",
+}
+
+#: name -> "module:attribute" of a Translator class taking no required arguments.
+_TRANSLATORS: dict[str, str] = {
+    "claude": "agentrun.engines.claude:ClaudeTranslator",
+    "codex": "agentrun.engines.codex:CodexExecTranslator",
+    "codex-app-server": "agentrun.engines.codex:CodexAppServerTranslator",
+    "opencode": "agentrun.engines.opencode:OpenCodeTranslator",
+    "acp": "agentrun.engines.acp:AcpTranslator",
+    "opencode-acp": "agentrun.engines.acp:AcpTranslator",
+    "claude-acp": "agentrun.engines.acp:AcpTranslator",
+    "codex-acp": "agentrun.engines.acp:AcpTranslator",
+    "qwen": "agentrun.engines.acp:AcpTranslator",
+    "gemini": "agentrun.engines.acp:AcpTranslator",
+}
+
+
+#: Entry-point groups through which installed packages add engines and translators:
+#: ``[project.entry-points."agentrun.engines"] my-agent = "my_pkg.engine:MyEngine"``.
+ENGINE_GROUP = "agentrun.engines"
+TRANSLATOR_GROUP = "agentrun.translators"
+
+
+def _plugins(group: str) -> dict[str, str]:
+    """Names and ``module:attribute`` specs that installed packages register under ``group``
+    (built-in names win)."""
+    from importlib.metadata import entry_points
+
+    try:
+        found = entry_points(group=group)
+    except Exception:  # a broken distribution must not break the registry
+        return {}
+    return {ep.name: ep.value for ep in found}
+
+
+def _table(table: dict[str, str], group: str) -> dict[str, str]:
+    return {**_plugins(group), **table}
+
+
+def _factory(table: dict[str, str], name: str, what: str) -> Any:
+    spec = table.get(name)
+    if spec is None:
+        raise ConfigurationError(
+            f"{what} {name!r}; known: {', '.join(sorted(table))}", option="engine"
+        )
+    module_name, _, attribute = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(
+            f"engine {name!r} is not available in this version of agentrun ({exc})",
+            option="engine",
+        ) from exc
+
+
+def engine_names() -> list[str]:
+    """Every engine name: the built-in ones and those installed packages register."""
+    return sorted(_table(_ENGINES, ENGINE_GROUP))
+
+
+def translator_names() -> list[str]:
+    return sorted(_table(_TRANSLATORS, TRANSLATOR_GROUP))
+
+
+def get_engine(name: str, **options: Any) -> Engine:
+    """The engine called ``name``, constructed with ``options`` (e.g. ``binary=...``)."""
+    table = _ENGINES if name in _ENGINES else _table(_ENGINES, ENGINE_GROUP)
+    return cast(Engine, _factory(table, name, "unknown engine")(**options))
+
+
+def get_translator(name: str, **options: Any) -> Translator:
+    """A fresh translator for ``name`` (used by replay and by the engines themselves)."""
+    table = _TRANSLATORS if name in _TRANSLATORS else _table(_TRANSLATORS, TRANSLATOR_GROUP)
+    return cast(Translator, _factory(table, name, "no translator for engine")(**options))

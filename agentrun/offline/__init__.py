@@ -1,0 +1,90 @@
+"""The embedded default: real agent programs against a scripted model server on 127.0.0.1.
+
+What ``agentrun run``, ``agentrun compare --script`` and the offline quick start use, and what
+users testing their own orchestrators import: the :class:`ModelServer` (Anthropic Messages,
+OpenAI Responses, Chat Completions and the Gemini API, streamed from a :class:`Script`),
+:func:`embedded_engine` (an engine and its session options pointed at it), each agent's offline
+configuration, the loopback-only network namespace, and the recorder behind ``agentrun record``.
+
+Script building blocks are exported under unambiguous names (``ModelTurn``, ``TextBlock``,
+``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
+
+May import: the vocabulary, the wire, the turn model, the engine bases and the engines
+(their offline configurations); never :mod:`agentrun.testing`, the fleets or the face.
+"""
+
+from ._configs import (
+    OPENCODE_PLUGIN_VERSION,
+    OfflineAgentConfig,
+    base_env,
+    claude_acp_offline,
+    claude_offline,
+    codex_acp_offline,
+    codex_offline,
+    gemini_offline,
+    offline_config,
+    opencode_offline,
+    qwen_offline,
+    write_opencode_plugin_stub,
+)
+from ._embedded import EMBEDDED_ENGINES, embedded_engine
+from ._modelserver import (
+    DEFAULT_SIDE_REQUESTS,
+    ApiKind,
+    ModelServer,
+    RecordedRequest,
+    SideRequest,
+    map_tool_call,
+)
+from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
+from ._script import (
+    DEFAULT_SHELL_COMMAND,
+    EXHAUSTED_TEXT,
+    HttpError,
+    Script,
+    StreamError,
+    default_script,
+)
+from ._script import Text as TextBlock
+from ._script import Thinking as ThinkingBlock
+from ._script import ToolCall as ToolCallBlock
+from ._script import Turn as ModelTurn
+from ._script import Usage as ScriptUsage
+
+__all__ = [
+    "DEFAULT_SHELL_COMMAND",
+    "DEFAULT_SIDE_REQUESTS",
+    "EMBEDDED_ENGINES",
+    "EXHAUSTED_TEXT",
+    "OPENCODE_PLUGIN_VERSION",
+    "ApiKind",
+    "HttpError",
+    "ModelServer",
+    "ModelTurn",
+    "OfflineAgentConfig",
+    "RecordedRequest",
+    "Script",
+    "ScriptUsage",
+    "SideRequest",
+    "StreamError",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCallBlock",
+    "base_env",
+    "can_isolate_network",
+    "claude_acp_offline",
+    "claude_offline",
+    "codex_acp_offline",
+    "codex_offline",
+    "default_script",
+    "embedded_engine",
+    "gemini_offline",
+    "isolated_argv",
+    "map_tool_call",
+    "network_is_loopback_only",
+    "offline_config",
+    "opencode_offline",
+    "qwen_offline",
+    "run_isolated",
+    "write_opencode_plugin_stub",
+]

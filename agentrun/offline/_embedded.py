@@ -1,0 +1,97 @@
+"""The embedded default: an engine and its session options, pointed at the scripted model server.
+
+``agentrun run``, ``agentrun compare`` and the fleet tests all need the same thing: the pinned
+agent program of an engine, an offline configuration in a fresh directory, and session options
+whose environment is exactly that configuration. This module is the one place that knows which
+offline configuration each engine takes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._turns.session import Engine
+from .._vocabulary.options import SessionOptions
+from ..engines._registry import get_engine
+from ._configs import (
+    OfflineAgentConfig,
+    claude_offline,
+    codex_offline,
+    offline_config,
+    opencode_offline,
+)
+
+__all__ = ["EMBEDDED_ENGINES", "embedded_engine"]
+
+#: Engines that run on the embedded model server, and the agent each configures.
+EMBEDDED_ENGINES: dict[str, str] = {
+    "claude": "claude",
+    "codex": "codex",
+    "codex-app-server": "codex",
+    "opencode": "opencode",
+    "opencode-acp": "opencode",
+    "claude-acp": "claude-acp",
+    "codex-acp": "codex-acp",
+    "qwen": "qwen",
+    "gemini": "gemini",
+}
+
+
+def _config(agent: str, url: str, directory: Path) -> OfflineAgentConfig:
+    if agent in ("claude-acp", "codex-acp", "qwen", "gemini"):
+        return offline_config(agent, url, directory)
+    if agent == "claude":
+        return claude_offline(url, directory)
+    if agent == "codex":
+        return codex_offline(url, directory)
+    return opencode_offline(url, directory)
+
+
+#: Engine options each agent needs offline (a scratch workspace is no git repository).
+_ENGINE_OPTIONS: dict[str, dict[str, str]] = {"codex": {"codex.skip_git_repo_check": "true"}}
+
+
+def embedded_engine(
+    name: str,
+    server_url: str,
+    directory: str | Path,
+    *,
+    cwd: str | None = None,
+    model: str | None = None,
+    binary: str | None = None,
+    resume_id: str | None = None,
+    **options: Any,
+) -> tuple[Engine, SessionOptions]:
+    """The engine ``name`` and session options that run its pinned agent against the model
+    server at ``server_url``, with an offline configuration written under ``directory``.
+
+    Extra keyword arguments become :class:`~agentrun.SessionOptions` fields (``hitl``,
+    ``permission_handler``, ...). Raises :class:`~agentrun.ConfigurationError` for an engine
+    that has no embedded configuration, and :class:`~agentrun.EngineUnavailableError` when its
+    program is not installed.
+    """
+    from .._vocabulary.errors import ConfigurationError
+
+    agent = EMBEDDED_ENGINES.get(name)
+    if agent is None:
+        raise ConfigurationError(
+            f"engine {name!r} has no embedded configuration "
+            f"(supported: {', '.join(sorted(EMBEDDED_ENGINES))})",
+            option="engine",
+        )
+    config = _config(agent, server_url, Path(directory))
+    engine = get_engine(name, **({"binary": binary} if binary is not None else {}))
+    engine.check()
+    engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}
+    session = SessionOptions(
+        model=model or config.model,
+        cwd=cwd,
+        env=dict(config.env),
+        inherit_env=False,
+        resume_id=resume_id,
+        context_window_tokens=config.context_window,
+        options=engine_options,
+        **options,
+    )
+    return engine, session
