@@ -31,9 +31,8 @@ def engines_dirs() -> list[Path]:
     env = os.environ.get(_ENV_ENGINES_DIR)
     if env:
         dirs.append(Path(env).expanduser())
-    import agentrun
-
-    dirs.append(Path(agentrun.__file__).resolve().parent.parent / "engines")
+    # the checkout this package runs from: <repo>/agentrun/_wire/programs.py -> <repo>/engines
+    dirs.append(Path(__file__).resolve().parents[2] / "engines")
     return dirs
 
 
