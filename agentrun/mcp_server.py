@@ -33,7 +33,9 @@ try:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError as _missing:  # pragma: no cover - exercised without the extra
-    raise ImportError("agentrun mcp needs the MCP SDK: pip install 'agentrun-py[mcp]'") from _missing
+    raise ImportError(
+        "agentrun mcp needs the MCP SDK: pip install 'agentrun-py[mcp]'"
+    ) from _missing
 
 from ._turns.session import Engine, Session, Turn
 from ._version import VERSION

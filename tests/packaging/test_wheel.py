@@ -16,7 +16,6 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,7 +76,7 @@ def _pip(*argv: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     pytest.importorskip("hatchling", reason="building the wheel needs hatchling (the test extra)")
     root = tmp_path_factory.mktemp("wheel")
     dist = root / "dist"
@@ -93,7 +92,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     (Path(site) / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     home = root / "home"
     home.mkdir()
-    yield Installed(venv, wheel, home)
+    return Installed(venv, wheel, home)
 
 
 def test_the_wheel_ships_the_pinned_manifests(installed: Installed) -> None:
