@@ -17,6 +17,8 @@
     agentrun as a Model Context Protocol server: other agents start sessions and run turns.
 ``agentrun catalog MODEL ...``
     What the model catalog knows (context window, max output).
+``agentrun engines install [--dir DIR]``
+    The pinned agent programs, with ``npm ci``, into the per-user engines directory.
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0)
     serve.add_argument("--quiet", action="store_true")
 
-    mcp = sub.add_parser("mcp", help="serve agentrun to MCP clients (needs agentrun[mcp])")
+    mcp = sub.add_parser("mcp", help="serve agentrun to MCP clients (needs agentrun-py[mcp])")
     mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
     mcp.add_argument("--host", default="127.0.0.1", help="HTTP: a loopback address")
     mcp.add_argument("--port", type=int, default=8765, help="HTTP: the port (default 8765)")
@@ -115,6 +117,13 @@ def _parser() -> argparse.ArgumentParser:
 
     catalog = sub.add_parser("catalog", help="look models up in the catalog")
     catalog.add_argument("models", nargs="+")
+
+    engines = sub.add_parser("engines", help="the pinned agent programs")
+    engines_sub = engines.add_subparsers(dest="engines_command", required=True)
+    install = engines_sub.add_parser("install", help="install them with npm ci (needs npm)")
+    install.add_argument(
+        "--dir", help="engines directory (default: $AGENTRUN_ENGINES_DIR, else per-user)"
+    )
     return parser
 
 
@@ -138,6 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return testing_main(["serve", *extra])
         if args.command == "mcp":
             return _mcp(args)
+        if args.command == "engines":
+            from ._wire.install import install_engines
+
+            print(f"agentrun: the pinned agents are in {install_engines(args.dir)}")
+            return 0
         return _catalog(args)
     except AgentrunError as exc:
         print(f"agentrun: {exc}", file=sys.stderr)

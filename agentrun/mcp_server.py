@@ -1,4 +1,4 @@
-"""``agentrun mcp``: agentrun as a Model Context Protocol server (``agentrun[mcp]``).
+"""``agentrun mcp``: agentrun as a Model Context Protocol server (``agentrun-py[mcp]``).
 
 An agent in one tool (Claude Code, an IDE assistant, any MCP client) delegates work to another
 agent through six tools: ``list_engines``, ``start_session``, ``run_turn`` (the
@@ -33,7 +33,9 @@ try:
     from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 except ImportError as _missing:  # pragma: no cover - exercised without the extra
-    raise ImportError("agentrun mcp needs the MCP SDK: pip install 'agentrun[mcp]'") from _missing
+    raise ImportError(
+        "agentrun mcp needs the MCP SDK: pip install 'agentrun-py[mcp]'"
+    ) from _missing
 
 from ._turns.session import Engine, Session, Turn
 from ._version import VERSION

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces and metrics for every session, turn and tool call (``agentrun[otel]``).
+"""OpenTelemetry traces and metrics for every session, turn and tool call (``agentrun-py[otel]``).
 
 ::
 
@@ -42,7 +42,7 @@ try:
     from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 except ImportError as _missing:  # pragma: no cover - exercised without the extra
     raise ImportError(
-        "agentrun.otel needs OpenTelemetry: pip install 'agentrun[otel]'"
+        "agentrun.otel needs OpenTelemetry: pip install 'agentrun-py[otel]'"
     ) from _missing
 
 from ._turns import observe as _observe

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from repo_paths import FAKES
+
+# The toy engine of docs/engines/writing-an-engine.md finds its agent's script here.
+os.environ.setdefault("TOY_AGENT", str(FAKES / "toy_agent.py"))
 
 
 @pytest.fixture(params=[pytest.param("asyncio", id="asyncio"), pytest.param("trio", id="trio")])

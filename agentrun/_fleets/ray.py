@@ -18,7 +18,7 @@ Failure semantics (``docs/scale-out.md``):
 * Cancelling a turn in the driver cancels it in the actor (which interrupts the agent), bounded
   by ``cancel_timeout``; closing the session closes the agent in the actor, then ends the actor.
 
-Ray is imported only when a session starts (``pip install "agentrun[ray]"``). Calls into Ray
+Ray is imported only when a session starts (``pip install "agentrun-py[ray]"``). Calls into Ray
 run in worker threads, so the driver may use asyncio or trio.
 """
 
@@ -52,7 +52,7 @@ def _import_ray() -> Any:
         import ray  # pyright: ignore[reportMissingImports]
     except ImportError as exc:
         raise EngineUnavailableError(
-            'the Ray backend needs Ray: pip install "agentrun[ray]"', engine="ray"
+            'the Ray backend needs Ray: pip install "agentrun-py[ray]"', engine="ray"
         ) from exc
     return ray  # pyright: ignore[reportUnknownVariableType]
 

@@ -1,7 +1,8 @@
 """Finding the agent programs.
 
 :func:`resolve_binary` looks, in order, at an explicit path, at the pinned programs under
-``engines/node_modules`` (next to the package, or ``$AGENTRUN_ENGINES_DIR``), and at ``PATH``.
+``engines/node_modules`` (``$AGENTRUN_ENGINES_DIR``, then a checkout's ``engines/`` next to the
+package, then the per-user install of ``agentrun engines install``), and at ``PATH``.
 Under ``engines/`` the real native executable behind an npm shim is preferred when it is easy
 to find (Codex's ``bin/codex.js`` shim spawns a native child that a kill of the shim would
 orphan on Node 20; Claude Code's and OpenCode's ``.bin`` entries already point at native files).
@@ -17,32 +18,53 @@ from pathlib import Path
 
 from .._vocabulary.errors import EngineUnavailableError
 
-__all__ = ["INSTALL_HINT", "engines_dir", "engines_dirs", "package_version", "resolve_binary"]
+__all__ = [
+    "ENGINES_DIR_ENV",
+    "INSTALL_HINT",
+    "engines_dir",
+    "engines_dirs",
+    "package_version",
+    "resolve_binary",
+    "user_engines_dir",
+]
 
-#: The command that installs the pinned agent programs (run from the repository root).
-INSTALL_HINT = "npm install --prefix engines --no-audit --no-fund"
+#: The commands that install the pinned agent programs: an installed package's, a checkout's.
+INSTALL_HINT = (
+    "agentrun engines install (in a checkout of agentrun: npm install --prefix engines "
+    "--no-audit --no-fund)"
+)
 
-_ENV_ENGINES_DIR = "AGENTRUN_ENGINES_DIR"
+#: The environment variable naming an engines directory (one holding ``node_modules``).
+ENGINES_DIR_ENV = "AGENTRUN_ENGINES_DIR"
+
+
+def user_engines_dir() -> Path:
+    """Where ``agentrun engines install`` puts the pinned agents for this user:
+    ``$XDG_DATA_HOME/agentrun/engines`` (default ``~/.local/share/agentrun/engines``)."""
+    data = os.environ.get("XDG_DATA_HOME") or str(Path("~/.local/share").expanduser())
+    return Path(data).expanduser() / "agentrun" / "engines"
 
 
 def engines_dirs() -> list[Path]:
-    """Directories that may hold an ``engines`` npm install, most specific first."""
+    """Directories that may hold an ``engines`` npm install, most specific first:
+    ``$AGENTRUN_ENGINES_DIR``, a checkout's ``engines/`` beside the package, the per-user one."""
     dirs: list[Path] = []
-    env = os.environ.get(_ENV_ENGINES_DIR)
+    env = os.environ.get(ENGINES_DIR_ENV)
     if env:
         dirs.append(Path(env).expanduser())
     # the checkout this package runs from: <repo>/agentrun/_wire/programs.py -> <repo>/engines
     dirs.append(Path(__file__).resolve().parents[2] / "engines")
+    dirs.append(user_engines_dir())
     return dirs
 
 
 def engines_dir() -> Path:
-    """The first engines directory that has a ``node_modules`` (or the default one)."""
+    """The first engines directory that has a ``node_modules`` (or the checkout's one)."""
     dirs = engines_dirs()
     for d in dirs:
         if (d / "node_modules").is_dir():
             return d
-    return dirs[-1]
+    return dirs[-2]
 
 
 def _is_executable(path: Path) -> bool:

@@ -3,10 +3,9 @@ walks through it: a command line, a translator, and the spawn-per-turn base for 
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
-
-from repo_paths import FAKES
 
 from agentrun import Message, MessageType, ProcessMeta, SessionOptions, ToolCall, Usage
 from agentrun.abc import Engine, RunningTotals, SpawnPerTurnSession, TurnCommand, TurnContext
@@ -81,8 +80,10 @@ class ToySession(SpawnPerTurnSession):
         self.totals = RunningTotals({} if fresh else None)
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
-        # SessionOptions.binary: the Python that runs the agent (or a wrapper around it).
-        argv = [self.options.binary or sys.executable, str(FAKES / "toy_agent.py")]
+        # SessionOptions.binary: the Python that runs the agent (or a wrapper around it);
+        # $TOY_AGENT: the agent's script (tests/fakes/toy_agent.py in a checkout of agentrun).
+        agent = os.environ.get("TOY_AGENT", "toy_agent.py")
+        argv = [self.options.binary or sys.executable, agent]
         if self.resume_id is not None:
             argv += ["--resume", self.resume_id]
         return TurnCommand(argv=(*argv, "--", ctx.prompt))
