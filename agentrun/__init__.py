@@ -7,7 +7,10 @@ The public API is exactly what ``__all__`` lists; every other module is private.
 from typing import TYPE_CHECKING, Any
 
 from ._bases.translator import Translator
-from ._turns.session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
+from ._turns.engine import Engine
+from ._turns.run import run_turn
+from ._turns.session import Session, WireTap
+from ._turns.turn import MessageCallback, Turn, TurnContext
 from ._version import VERSION as __version__
 from ._vocabulary.context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._vocabulary.errors import (

@@ -33,7 +33,9 @@ from ._bases.spawn_per_turn import (
     unsupported_message,
 )
 from ._bases.translator import Translator, decode_line
-from ._turns.session import Engine, ProgramEngine, Session, TurnContext
+from ._turns.engine import Engine, ProgramEngine
+from ._turns.session import Session
+from ._turns.turn import TurnContext
 from ._vocabulary.permissions import ask_permission
 from ._wire.jsonrpc import JsonRpcConnection, JsonRpcError
 from ._wire.process import AgentProcess, ProcessSpec, merge_env, open_process

@@ -34,7 +34,8 @@ from typing import Any
 import anyio
 
 from ._render import Renderer
-from ._turns.session import Engine, run_turn
+from ._turns.engine import Engine
+from ._turns.run import run_turn
 from ._vocabulary.context import default_catalog
 from ._vocabulary.errors import AgentrunError, ConfigurationError, EngineUnavailableError
 from ._vocabulary.messages import Message, MessageType

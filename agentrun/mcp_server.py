@@ -37,7 +37,9 @@ except ImportError as _missing:  # pragma: no cover - exercised without the extr
         "agentrun mcp needs the MCP SDK: pip install 'agentrun-py[mcp]'"
     ) from _missing
 
-from ._turns.session import Engine, Session, Turn
+from ._turns.engine import Engine
+from ._turns.session import Session
+from ._turns.turn import Turn
 from ._version import VERSION
 from ._vocabulary.errors import AgentrunError, ConfigurationError
 from ._vocabulary.messages import Message, MessageType

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
-    from ._turns.session import Session, Turn
+    from ._turns.session import Session
+    from ._turns.turn import Turn
     from ._vocabulary.errors import AgentrunError
 
 __all__ = ["instrument", "instrumented", "uninstrument"]

@@ -35,7 +35,8 @@ from typing import Any, ClassVar
 import anyio
 import anyio.abc
 
-from .._turns.session import TurnContext
+from .._turns.session import CANCEL_GRACE
+from .._turns.turn import TurnContext
 from .._vocabulary.errors import SessionTerminatedError
 from .._vocabulary.messages import Message
 from .._vocabulary.options import SessionOptions
@@ -60,14 +61,14 @@ class JsonRpcSession(LongLivedSession):
         options: SessionOptions | None,
         *,
         handshake_timeout: float | None = 60.0,
-        cancel_timeout: float = 10.0,
+        cancel_grace: float = CANCEL_GRACE,
         close_stdin_timeout: float = 5.0,
         terminate_timeout: float = 5.0,
         max_line_bytes: int | None = None,
     ) -> None:
         super().__init__(
             options,
-            cancel_timeout=cancel_timeout,
+            cancel_grace=cancel_grace,
             close_stdin_timeout=close_stdin_timeout,
             terminate_timeout=terminate_timeout,
             max_line_bytes=max_line_bytes,

@@ -17,7 +17,7 @@ The turn ends when the translator emits its ``result``; the base does not care w
 caused it. Messages made before the first turn (the ``init``, replayed history) are delivered at
 its start; messages that arrive while no turn runs are dropped (and logged), so nothing of a
 finished or cancelled turn reaches the next one. Cancelling a turn calls the interrupt hook and
-consumes the turn's end, bounded by ``cancel_timeout``; an agent that does not end it is killed
+consumes the turn's end, bounded by ``cancel_grace``; an agent that does not end it is killed
 and the session is over (:class:`SessionTerminatedError`) rather than mixing two turns. The
 agent's exit is seen from the process, not only from the end of its output (which a detached
 descendant can hold open).
@@ -36,7 +36,8 @@ import anyio.abc
 
 from .._turns.channel import Receiver, Sender, channel, send_soon
 from .._turns.observe import spawn_env
-from .._turns.session import Session, TurnContext
+from .._turns.session import CANCEL_GRACE, Session
+from .._turns.turn import TurnContext
 from .._vocabulary.errors import AgentrunError, SessionTerminatedError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
@@ -47,6 +48,8 @@ __all__ = ["LongLivedSession", "WireTranslator"]
 _log = logging.getLogger("agentrun.session")
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
+#: Seconds a turn whose result arrived waits for the answer to its prompt request.
+PROMPT_ANSWER_WAIT = 5.0
 
 
 class WireTranslator(Protocol):
@@ -76,14 +79,14 @@ class LongLivedSession(Session):
         self,
         options: SessionOptions | None,
         *,
-        cancel_timeout: float = 10.0,
+        cancel_grace: float = CANCEL_GRACE,
         close_stdin_timeout: float = 5.0,
         terminate_timeout: float = 5.0,
         max_line_bytes: int | None = None,
     ) -> None:
         super().__init__(options)
-        #: How long an interrupted turn may take to end before the agent is killed.
-        self.cancel_timeout: float = cancel_timeout
+        #: How long a cancelled turn may take to end before the agent is killed.
+        self.cancel_grace = cancel_grace
         self.close_stdin_timeout: float = close_stdin_timeout
         self.terminate_timeout: float = terminate_timeout
         self.max_line_bytes: int | None = max_line_bytes
@@ -277,7 +280,7 @@ class LongLivedSession(Session):
             # What answers the prompt (when it is what ends the turn) arrives with the result.
             # (Waiting on a set event would still pass through the event loop once.)
             if not prompt_done.is_set():
-                with anyio.move_on_after(self.cancel_timeout):
+                with anyio.move_on_after(PROMPT_ANSWER_WAIT):
                     await prompt_done.wait()
             await self._turn_ended(ctx)
         except anyio.get_cancelled_exc_class():
@@ -344,7 +347,7 @@ class LongLivedSession(Session):
         if self._queue is None or self._ended:
             return
         finished = False
-        with anyio.move_on_after(self.cancel_timeout):
+        with anyio.move_on_after(self.cancel_grace):
             try:
                 await self._interrupt()
                 await self._pump(ctx, recv)
@@ -354,7 +357,7 @@ class LongLivedSession(Session):
         if not finished:
             self._terminated = (
                 f"{self.engine_name} did not end an interrupted turn within "
-                f"{self.cancel_timeout:g}s and was killed"
+                f"{self.cancel_grace:g}s and was killed"
             )
             if self._proc is not None:
                 self._proc.send_signal_group(_SIGKILL)

@@ -14,8 +14,8 @@ on it says only:
 The base owns the rest: spawning in its own process group with the session's environment,
 writing stdin in the background (a large prompt never blocks reading), framing and decoding
 stdout, tapping every line, turn numbering through :class:`~agentrun.Turn`, capturing the resume
-id, and cancellation: ``interrupt_signal`` to the process group, ``interrupt_grace`` seconds to
-exit, then the subprocess manager's SIGTERM/SIGKILL escalation — the thread stays resumable and
+id, and cancellation: ``interrupt_signal`` to the process group, ``cancel_grace`` seconds to
+exit, then SIGKILL to the group — the thread stays resumable and
 nothing of the cancelled turn can reach the next one (its process is gone before the turn ends).
 """
 
@@ -31,12 +31,15 @@ import anyio
 import anyio.abc
 
 from .._turns.observe import spawn_env
-from .._turns.session import Session, TurnContext
+from .._turns.session import CANCEL_GRACE, Session
+from .._turns.turn import TurnContext
 from .._vocabulary.errors import ProcessExitError, SessionNotFoundError, SessionTerminatedError
 from .._vocabulary.messages import Message, MessageType, ProcessMeta
 from .._vocabulary.options import SessionOptions
 from .._wire.process import AgentProcess, ProcessSpec, merge_env, open_process
 from .translator import decode_line
+
+_SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 
 __all__ = ["PerTurnTranslator", "SpawnPerTurnSession", "TurnCommand", "unsupported_message"]
 
@@ -107,10 +110,12 @@ class SpawnPerTurnSession(Session):
     #: What the agent prints on stderr when it does not know the id it was asked to resume.
     not_found_markers: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, options: SessionOptions | None, *, interrupt_grace: float = 3.0) -> None:
+    def __init__(
+        self, options: SessionOptions | None, *, cancel_grace: float = CANCEL_GRACE
+    ) -> None:
         super().__init__(options)
-        #: Seconds a signalled agent may take to exit before its group is terminated.
-        self.interrupt_grace = interrupt_grace
+        #: Seconds a signalled agent may take to exit before its group is killed.
+        self.cancel_grace = cancel_grace
         #: The complete environment of the agent processes (session env over the caller's).
         self.env: dict[str, str] = merge_env(self.options.env, inherit=self.options.inherit_env)
         #: The agent's session (thread) id captured from this session's own turns.
@@ -282,18 +287,20 @@ class SpawnPerTurnSession(Session):
             self.resume_id: str | None = captured
 
     async def _interrupt(self, proc: AgentProcess) -> None:
-        """Signal the group and wait a little; the manager escalates when the block exits."""
+        """Signal the group and give it :attr:`cancel_grace` seconds to exit, then kill it."""
         if proc.returncode is not None:
             return
         proc.send_signal_group(self.interrupt_signal)
-        with anyio.move_on_after(self.interrupt_grace):
+        with anyio.move_on_after(self.cancel_grace):
             await proc.wait()
+        if proc.returncode is None:
+            proc.send_signal_group(_SIGKILL)
 
     def _force_stop(self) -> None:
         # The turn's process only: the next turn starts a new one and resumes the thread.
         current = self.current
         if current is not None and current.returncode is None:
-            current.send_signal_group(getattr(signal, "SIGKILL", signal.SIGTERM))
+            current.send_signal_group(_SIGKILL)
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Nothing runs between turns; subclasses check here that the program exists."""

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .._turns.session import Engine
+from .._turns.engine import Engine
 from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.messages import ErrorInfo, Usage
 from .._vocabulary.options import SessionOptions

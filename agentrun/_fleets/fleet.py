@@ -50,12 +50,9 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .._turns.session import (
-    Engine,
-    failure_code,
-    run_turn,
-    single_error,
-)
+from .._turns.boundary import failure_code, single_error
+from .._turns.engine import Engine
+from .._turns.run import run_turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
@@ -336,12 +333,13 @@ class FleetRun:
         self._send: MemoryObjectSendStream[FleetEvent] | None = None
         self._recv: MemoryObjectReceiveStream[FleetEvent] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
         self._driver_done = False
 
     async def __aenter__(self) -> FleetRun:
         self._send, self._recv = anyio.create_memory_object_stream[FleetEvent](64)
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
+        self._stack = contextlib.AsyncExitStack()
+        task_group = await self._stack.enter_async_context(anyio.create_task_group())
         self._task_group = task_group
         task_group.start_soon(self._drive)
         return self
@@ -360,7 +358,9 @@ class FleetRun:
             task_group.cancel_scope.cancel()
         if self._recv is not None:
             self._recv.close()
-        await task_group.__aexit__(None, None, None)
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
         self._collect()
         return None
 

@@ -33,7 +33,9 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from .._turns.session import Engine, Session, TurnContext
+from .._turns.engine import Engine
+from .._turns.session import Session
+from .._turns.turn import TurnContext
 from .._vocabulary import errors as _errors  # pyright: ignore[reportPrivateUsage]
 from .._vocabulary.errors import (
     AgentrunError,

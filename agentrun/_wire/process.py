@@ -399,6 +399,7 @@ class AgentProcess:
         self._spec = spec
         self._process: anyio.abc.Process | None = None
         self._tg: anyio.abc.TaskGroup | None = None
+        self._tg_stack: contextlib.AsyncExitStack | None = None
         self._stderr_scope: anyio.CancelScope | None = None
         self._stderr_done: anyio.Event | None = None
         self._close_done: anyio.Event | None = None
@@ -427,8 +428,8 @@ class AgentProcess:
         _register(proc.pid)
         _log.debug("started %s as pid %d", self._spec.program, proc.pid)
         try:
-            tg = anyio.create_task_group()
-            await tg.__aenter__()
+            self._tg_stack = contextlib.AsyncExitStack()
+            tg = await self._tg_stack.enter_async_context(anyio.create_task_group())
             self._tg = tg
             tg.start_soon(self._drain_stderr, name=f"agentrun stderr reader (pid {proc.pid})")
             tg.start_soon(self._reap_orphans, name=f"agentrun orphan reaper (pid {proc.pid})")
@@ -448,11 +449,13 @@ class AgentProcess:
             await self.aclose()
         finally:
             tg, self._tg = self._tg, None
+            stack, self._tg_stack = self._tg_stack, None
             if tg is not None:
                 # The stderr reader has finished (aclose waited for it); exiting the group
                 # does not see the caller's exception, so that propagates unchanged.
                 tg.cancel_scope.cancel()
-                await tg.__aexit__(None, None, None)
+            if stack is not None:
+                await stack.aclose()
 
     async def _abort_start(self) -> None:
         # Same as leaving the block; aclose() is shielded, so the program is always stopped.

@@ -13,7 +13,7 @@ import importlib
 from typing import Any, cast
 
 from .._bases.translator import Translator
-from .._turns.session import Engine
+from .._turns.engine import Engine
 from .._vocabulary.errors import ConfigurationError
 
 __all__ = ["engine_names", "get_engine", "get_translator", "translator_names"]

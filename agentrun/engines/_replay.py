@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .._bases.translator import Translator, frame_problem_message
-from .._turns.session import Engine, Session, TurnContext
+from .._turns.engine import Engine
+from .._turns.session import Session
+from .._turns.turn import TurnContext
 from .._vocabulary.errors import SendNotSupportedError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions

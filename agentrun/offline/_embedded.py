@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._turns.session import Engine
+from .._turns.engine import Engine
 from .._vocabulary.options import SessionOptions
 from ..engines._registry import get_engine
 from ._configs import (

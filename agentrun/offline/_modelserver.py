@@ -42,7 +42,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._turns.session import single_error
+from .._turns.boundary import single_error
 from ._script import (
     HttpError,
     Script,

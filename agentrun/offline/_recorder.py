@@ -32,7 +32,8 @@ from typing import Any, Literal, cast
 
 import anyio
 
-from .._turns.session import Session, run_turn
+from .._turns.run import run_turn
+from .._turns.session import Session
 from .._vocabulary.errors import AgentrunError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions

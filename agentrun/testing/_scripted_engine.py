@@ -20,7 +20,9 @@ from typing import Any
 
 import anyio
 
-from .._turns.session import Engine, Session, TurnContext
+from .._turns.engine import Engine
+from .._turns.session import Session
+from .._turns.turn import TurnContext
 from .._vocabulary.errors import AgentrunError
 from .._vocabulary.messages import Message, MessageType, ToolCall, Usage
 from .._vocabulary.options import SessionOptions

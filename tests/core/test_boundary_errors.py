@@ -14,7 +14,7 @@ import pytest
 from repo_paths import FAKES
 
 from agentrun import ProcessExitError, SessionOptions, TurnTimeoutError, run_turn
-from agentrun._turns.session import single_error
+from agentrun._turns.boundary import single_error
 from agentrun.engines.claude import ClaudeEngine
 from agentrun.testing import Fail, Hang, ScriptedEngine
 from agentrun.testing._scripted_engine import text
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.anyio
 def _claude_fake(mode: str) -> ClaudeEngine:
     return ClaudeEngine(
         argv_prefix=[sys.executable, str(FAKES / "claude_fake.py"), mode],
-        interrupt_timeout=1.0,
+        cancel_grace=1.0,
         close_stdin_timeout=1.0,
         terminate_timeout=1.0,
     )

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 def _claude() -> Engine:
     return ClaudeEngine(argv_prefix=[sys.executable, str(FAKES / "claude_fake.py"), "ok"],
-                        interrupt_timeout=2.0, close_stdin_timeout=2.0, terminate_timeout=2.0)  # fmt: skip
+                        cancel_grace=2.0, close_stdin_timeout=2.0, terminate_timeout=2.0)  # fmt: skip
 
 
 def _acp() -> Engine:

@@ -40,10 +40,7 @@ async def _timed_out(session: Session, prompt: str, **kwargs: object) -> TurnTim
 
 
 async def test_claude_that_ignores_the_interrupt_is_stopped_within_the_grace() -> None:
-    engine = ClaudeEngine(
-        argv_prefix=[sys.executable, str(FAKES / "claude_fake.py"), "hang"],
-        interrupt_timeout=30.0,
-    )
+    engine = ClaudeEngine(argv_prefix=[sys.executable, str(FAKES / "claude_fake.py"), "hang"])
     async with engine.start(SessionOptions(partial_messages=False)) as session:
         await _timed_out(session, "a")
         with pytest.raises(SessionTerminatedError):
@@ -53,9 +50,7 @@ async def test_claude_that_ignores_the_interrupt_is_stopped_within_the_grace() -
 async def test_acp_agent_that_ignores_the_cancel_is_stopped_within_the_grace(
     tmp_path: Path,
 ) -> None:
-    engine = AcpEngine(
-        [sys.executable, str(FAKES / "acp_agent.py")], cancel_timeout=30.0, terminate_timeout=1.0
-    )
+    engine = AcpEngine([sys.executable, str(FAKES / "acp_agent.py")], terminate_timeout=1.0)
     async with engine.start(SessionOptions(cwd=str(tmp_path))) as session:
         await _timed_out(session, "deaf")
         with pytest.raises(SessionTerminatedError):

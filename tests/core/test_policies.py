@@ -19,7 +19,8 @@ from agentrun import (
     Usage,
     run_turn,
 )
-from agentrun._turns.session import Session, TurnContext
+from agentrun._turns.session import Session
+from agentrun._turns.turn import TurnContext
 from agentrun.testing import ScriptedEngine, ScriptedSession, Sleep
 from agentrun.testing._scripted_engine import result, text
 

@@ -34,7 +34,9 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
-from ..._turns.session import Engine, TurnContext
+from ..._turns.engine import Engine
+from ..._turns.session import CANCEL_GRACE
+from ..._turns.turn import TurnContext
 from ..._version import VERSION
 from ..._vocabulary.context import Catalog
 from ..._vocabulary.errors import (
@@ -100,8 +102,9 @@ class AcpEngine(Engine):
     * ``resume_with``: ``"load"`` (replay history; default) or ``"resume"`` (no replay) for
       ``SessionOptions.resume_id``, each falling back to the other when not advertised.
     * Timeouts (seconds): ``handshake_timeout`` for ``initialize``, ``session_timeout`` for
-      opening the session, ``request_timeout`` for the option requests, ``cancel_timeout`` for
-      the ``cancelled`` answer to ``session/cancel``; the close timeouts bound shutdown.
+      opening the session, ``request_timeout`` for the option requests, ``cancel_grace`` for
+      a cancelled turn to end (the ``cancelled`` answer to ``session/cancel``) before the agent
+      is killed (:attr:`Session.cancel_grace`); the close timeouts bound shutdown.
     * ``default_mode``: the agent mode selected when the session asks for none (no
       ``acp.mode`` option, no ``agent_id``, no plan mode); presets use it to start in the mode
       that asks for permission. A mode the agent does not offer is reported, not fatal.
@@ -124,7 +127,7 @@ class AcpEngine(Engine):
         handshake_timeout: float = 30.0,
         session_timeout: float = 60.0,
         request_timeout: float = 30.0,
-        cancel_timeout: float = 5.0,
+        cancel_grace: float = CANCEL_GRACE,
         close_stdin_timeout: float = 5.0,
         terminate_timeout: float = 5.0,
         max_line_bytes: int | None = None,
@@ -151,7 +154,7 @@ class AcpEngine(Engine):
         self.handshake_timeout = handshake_timeout
         self.session_timeout = session_timeout
         self.request_timeout = request_timeout
-        self.cancel_timeout = cancel_timeout
+        self.cancel_grace = cancel_grace
         self.close_stdin_timeout = close_stdin_timeout
         self.terminate_timeout = terminate_timeout
         self.max_line_bytes = max_line_bytes
@@ -221,7 +224,7 @@ class AcpSession(JsonRpcSession):
         super().__init__(
             options,
             handshake_timeout=None,  # each start-up request has its own bound
-            cancel_timeout=engine.cancel_timeout,
+            cancel_grace=engine.cancel_grace,
             close_stdin_timeout=engine.close_stdin_timeout,
             terminate_timeout=engine.terminate_timeout,
             max_line_bytes=engine.max_line_bytes,

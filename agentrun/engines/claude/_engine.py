@@ -28,7 +28,9 @@ import anyio.abc
 
 from ..._bases.long_lived import LongLivedSession
 from ..._bases.translator import decode_line
-from ..._turns.session import Engine, TurnContext
+from ..._turns.engine import ProgramEngine
+from ..._turns.session import CANCEL_GRACE
+from ..._turns.turn import TurnContext
 from ..._vocabulary.errors import (
     AgentrunError,
     ProcessExitError,
@@ -42,7 +44,6 @@ from ..._vocabulary.options import SessionOptions
 from ..._vocabulary.permissions import PermissionRequest
 from ..._vocabulary.questions import Question, QuestionRequest, nobody_answers, options_of
 from ..._wire.process import AgentProcess
-from ..._wire.programs import resolve_binary
 from ._argv import build_argv, needs_sandbox_env
 from ._translate import ClaudeTranslator
 
@@ -55,16 +56,18 @@ _CONTROL = ("control_request", "control_response")  # a tuple: any value may be 
 QUESTION_TOOL = "AskUserQuestion"
 
 
-class ClaudeEngine(Engine):
+class ClaudeEngine(ProgramEngine):
     """Runs the Claude Code CLI.
 
     ``binary`` is the ``claude`` program (default: the pinned install, then ``PATH``);
     ``argv_prefix`` replaces it with an arbitrary command (tests run fake programs this way).
-    ``interrupt_timeout`` bounds how long a cancelled turn waits for the CLI to confirm the
-    interrupt with a result before the process is killed; the close timeouts bound shutdown.
+    ``cancel_grace`` bounds how long a cancelled turn waits for the CLI to confirm the
+    interrupt with a result before the process is killed (:attr:`Session.cancel_grace`); the
+    close timeouts bound shutdown.
     """
 
     name: str = _ENGINE
+    program = "claude"
     #: What the recorder captures: the raw stdout lines.
     wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "stdout"
 
@@ -74,7 +77,7 @@ class ClaudeEngine(Engine):
         *,
         argv_prefix: Sequence[str] | None = None,
         env: Mapping[str, str] | None = None,
-        interrupt_timeout: float = 10.0,
+        cancel_grace: float = CANCEL_GRACE,
         control_timeout: float = 30.0,
         close_stdin_timeout: float = 5.0,
         terminate_timeout: float = 5.0,
@@ -85,7 +88,7 @@ class ClaudeEngine(Engine):
             tuple(argv_prefix) if argv_prefix is not None else None
         )
         self.env: dict[str, str] | None = dict(env) if env is not None else None
-        self.interrupt_timeout = interrupt_timeout
+        self.cancel_grace = cancel_grace
         self.control_timeout = control_timeout
         self.close_stdin_timeout = close_stdin_timeout
         self.terminate_timeout = terminate_timeout
@@ -96,14 +99,13 @@ class ClaudeEngine(Engine):
 
     def check(self) -> None:
         if self.argv_prefix is None:
-            resolve_binary("claude", explicit=self.binary, engine=_ENGINE)
+            super().check()
 
     def command(self, session: SessionOptions) -> list[str]:
         """The argv this engine starts for ``session``."""
         if self.argv_prefix is not None:
             return build_argv(session, self.argv_prefix)
-        explicit = session.binary if session.binary is not None else self.binary
-        return build_argv(session, resolve_binary("claude", explicit=explicit, engine=_ENGINE))
+        return build_argv(session, self.resolve_binary(session))
 
 
 class ClaudeSession(LongLivedSession):
@@ -117,7 +119,7 @@ class ClaudeSession(LongLivedSession):
         self.engine = engine
         super().__init__(
             options,
-            cancel_timeout=engine.interrupt_timeout,
+            cancel_grace=engine.cancel_grace,
             close_stdin_timeout=engine.close_stdin_timeout,
             terminate_timeout=engine.terminate_timeout,
             max_line_bytes=engine.max_line_bytes,

@@ -24,7 +24,9 @@ import contextlib
 from typing import Any, ClassVar
 
 from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
-from ..._turns.session import ProgramEngine, TurnContext
+from ..._turns.engine import ProgramEngine
+from ..._turns.session import CANCEL_GRACE
+from ..._turns.turn import TurnContext
 from ..._version import VERSION
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.jsonvalues import as_dict, as_list, as_str
@@ -43,8 +45,8 @@ class CodexAppServerEngine(ProgramEngine):
     """``codex app-server``: one process per session, JSON-RPC over stdio.
 
     ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
-    Timeouts (seconds): ``handshake_timeout`` to open the thread, ``cancel_timeout`` for an
-    interrupted turn to end before the process is killed.
+    ``handshake_timeout``: seconds to open the thread. ``cancel_grace``: seconds a cancelled
+    turn may take to end before the process is killed (:attr:`Session.cancel_grace`).
     """
 
     name: str = "codex-app-server"
@@ -57,12 +59,12 @@ class CodexAppServerEngine(ProgramEngine):
         binary: str | None = None,
         *,
         handshake_timeout: float = 60.0,
-        cancel_timeout: float = 10.0,
+        cancel_grace: float = CANCEL_GRACE,
         catalog: Catalog | None = None,
     ) -> None:
         self.binary = binary
         self.handshake_timeout = handshake_timeout
-        self.cancel_timeout = cancel_timeout
+        self.cancel_grace = cancel_grace
         self.catalog = catalog
 
     def start(self, options: SessionOptions | None = None) -> CodexAppServerSession:
@@ -80,7 +82,7 @@ class CodexAppServerSession(JsonRpcSession):
         super().__init__(
             options,
             handshake_timeout=engine.handshake_timeout,
-            cancel_timeout=engine.cancel_timeout,
+            cancel_grace=engine.cancel_grace,
         )
 
     @property
@@ -187,7 +189,7 @@ class CodexAppServerSession(JsonRpcSession):
             await self.connection.request(
                 "turn/interrupt",
                 {"threadId": translator.thread_id, "turnId": translator.turn_id},
-                timeout=self.cancel_timeout,
+                timeout=self.cancel_grace,
             )
 
     @property

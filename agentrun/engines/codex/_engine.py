@@ -24,7 +24,9 @@ import anyio.to_thread
 
 from ..._bases.cumulative import RunningTotals
 from ..._bases.spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
-from ..._turns.session import ProgramEngine, TurnContext
+from ..._turns.engine import ProgramEngine
+from ..._turns.session import CANCEL_GRACE
+from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.options import SessionOptions
 from ..._wire.process import AgentProcess
@@ -42,7 +44,8 @@ class CodexEngine(ProgramEngine):
     """``codex exec --json``, one process per turn.
 
     ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
-    ``interrupt_grace``: seconds after SIGINT before the process group is terminated.
+    ``cancel_grace``: seconds a cancelled turn's process may take to exit after SIGINT before
+    its process group is killed (:attr:`Session.cancel_grace`).
     ``catalog``: the model catalog for the window when no rollout says it.
     """
 
@@ -54,12 +57,12 @@ class CodexEngine(ProgramEngine):
         binary: str | None = None,
         *,
         version: str | None = None,
-        interrupt_grace: float = 3.0,
+        cancel_grace: float = CANCEL_GRACE,
         catalog: Catalog | None = None,
     ) -> None:
         self.binary = binary
         self.version = version
-        self.interrupt_grace = interrupt_grace
+        self.cancel_grace = cancel_grace
         self.catalog = catalog
 
     def start(self, options: SessionOptions | None = None) -> CodexSession:
@@ -74,7 +77,7 @@ class CodexSession(SpawnPerTurnSession):
     agent_name = f"{AGENT_NAME} exec"
 
     def __init__(self, engine: CodexEngine, options: SessionOptions | None) -> None:
-        super().__init__(options, interrupt_grace=engine.interrupt_grace)
+        super().__init__(options, cancel_grace=engine.cancel_grace)
         self.engine = engine
         override = self.options.context_window_tokens
         self.tracker: ContextTracker = ContextTracker(

@@ -26,7 +26,9 @@ import anyio
 import anyio.abc
 
 from ..._bases.spawn_per_turn import SpawnPerTurnSession, TurnCommand
-from ..._turns.session import ProgramEngine, TurnContext
+from ..._turns.engine import ProgramEngine
+from ..._turns.session import CANCEL_GRACE
+from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.options import SessionOptions
 from ..._wire.programs import package_version
@@ -47,8 +49,9 @@ class OpenCodeEngine(ProgramEngine):
     (``limit.context``); ``SessionOptions.context_window_tokens`` wins over it. Without either, the
     ``limit.context`` of the model in the file named by ``OPENCODE_CONFIG`` is used when readable,
     else the model catalog. ``version``: the OpenCode version for ``init`` messages (else read
-    from the npm package next to the binary when possible). ``interrupt_grace``: seconds to wait
-    after SIGINT before the process group is terminated.
+    from the npm package next to the binary when possible). ``cancel_grace``: seconds a
+    cancelled turn's process may take to exit after SIGINT before its process group is killed
+    (:attr:`Session.cancel_grace`).
     """
 
     name: str = "opencode"
@@ -60,7 +63,7 @@ class OpenCodeEngine(ProgramEngine):
         context_window: int | None = None,
         *,
         version: str | None = None,
-        interrupt_grace: float = 3.0,
+        cancel_grace: float = CANCEL_GRACE,
         catalog: Catalog | None = None,
     ) -> None:
         if context_window is not None and context_window <= 0:
@@ -68,7 +71,7 @@ class OpenCodeEngine(ProgramEngine):
         self.binary = binary
         self.context_window = context_window
         self.version = version
-        self.interrupt_grace = interrupt_grace
+        self.cancel_grace = cancel_grace
         self.catalog = catalog
 
     def start(self, options: SessionOptions | None = None) -> OpenCodeSession:
@@ -119,7 +122,7 @@ class OpenCodeSession(SpawnPerTurnSession):
     agent_name = f"{AGENT_NAME} run"
 
     def __init__(self, engine: OpenCodeEngine, options: SessionOptions | None) -> None:
-        super().__init__(options, interrupt_grace=engine.interrupt_grace)
+        super().__init__(options, cancel_grace=engine.cancel_grace)
         self.engine = engine
         model, configured = _configured(self.env, self.options.model)
         #: The model the turns use (``--model``, else the configuration's default).

@@ -13,7 +13,7 @@ import pytest
 from agents_support import require_engine
 
 from agentrun import SessionOptions
-from agentrun._turns.session import run_turn
+from agentrun._turns.run import run_turn
 from agentrun._vocabulary.messages import Message, MessageType
 from agentrun._vocabulary.permissions import PermissionDecision, PermissionRequest
 from agentrun.engines.acp import opencode_acp

@@ -12,7 +12,7 @@ import pytest
 from repo_paths import FAKES
 
 from agentrun import QuestionAnswer, QuestionRequest, SessionOptions
-from agentrun._turns.session import run_turn
+from agentrun._turns.run import run_turn
 from agentrun._vocabulary.errors import (
     ConfigurationError,
     ProcessExitError,
@@ -329,7 +329,7 @@ async def test_an_agent_slow_to_honour_a_cancel_is_fenced_until_it_answers(
 
 async def test_an_agent_that_never_answers_a_cancel_ends_the_session(tmp_path: Path) -> None:
     seen = Collect()
-    async with engine(cancel_timeout=0.5).start(session(tmp_path)) as process:
+    async with engine(cancel_grace=0.5).start(session(tmp_path)) as process:
         with anyio.move_on_after(0.5):
             await run_turn(process, "deaf", on_message=seen)
         seen.messages.clear()

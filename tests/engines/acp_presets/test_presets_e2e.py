@@ -13,7 +13,8 @@ import pytest
 from agents_support import descendants
 
 from agentrun import SessionOptions, TurnTimeoutError, get_engine
-from agentrun._turns.session import Engine, run_turn
+from agentrun._turns.engine import Engine
+from agentrun._turns.run import run_turn
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun._vocabulary.messages import Message, MessageType
 from agentrun._vocabulary.permissions import PermissionDecision, PermissionRequest

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from agents_support import require_engine
 
-from agentrun._turns.session import run_turn
+from agentrun._turns.run import run_turn
 from agentrun._vocabulary.messages import Message, MessageType
 from agentrun._vocabulary.options import SessionOptions
 from agentrun._vocabulary.permissions import (
@@ -54,7 +54,7 @@ async def _session(
         session = SessionOptions(
             env=dict(config.env), inherit_env=False, cwd=str(workspace), **options
         )
-        process = ClaudeEngine(binary, interrupt_timeout=10).start(session)
+        process = ClaudeEngine(binary).start(session)
         async with process:
             yield process, server
 

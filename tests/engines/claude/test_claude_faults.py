@@ -11,7 +11,7 @@ import anyio
 import pytest
 from repo_paths import FAKES
 
-from agentrun._turns.session import run_turn
+from agentrun._turns.run import run_turn
 from agentrun._vocabulary.errors import ProcessExitError, SessionTerminatedError, TurnTimeoutError
 from agentrun._vocabulary.messages import Message, MessageType
 from agentrun._vocabulary.options import SessionOptions
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.anyio
 def _engine(mode: str, **kwargs: float) -> ClaudeEngine:
     return ClaudeEngine(
         argv_prefix=[sys.executable, str(FAKE), mode],
-        interrupt_timeout=kwargs.pop("interrupt_timeout", 1.0),
+        cancel_grace=kwargs.pop("cancel_grace", 1.0),
         close_stdin_timeout=kwargs.pop("close_stdin_timeout", 1.0),
         terminate_timeout=kwargs.pop("terminate_timeout", 1.0),
     )

@@ -75,7 +75,7 @@ class ToySession(SpawnPerTurnSession):
     agent_name = "toy"
 
     def __init__(self, options: SessionOptions | None) -> None:
-        super().__init__(options, interrupt_grace=1.0)
+        super().__init__(options, cancel_grace=1.0)
         fresh = self.options.resume_id is None
         self.totals = RunningTotals({} if fresh else None)
 

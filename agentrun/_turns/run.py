@@ -1,0 +1,65 @@
+"""``run_turn``: one turn to its end, the same for every engine.
+
+Checks the arguments at the boundary (:func:`~.boundary.check_turn_arguments`), runs the turn
+(:meth:`Turn.run_to_end`) and then what the session's context policy asks for after it
+(:func:`~.handoff.follow_context_policy`). Imports the sibling modules only.
+"""
+
+from __future__ import annotations
+
+from .._vocabulary.errors import ConfigurationError
+from .._vocabulary.summary import TurnSummary
+from .boundary import check_turn_arguments
+from .handoff import follow_context_policy
+from .session import Session
+from .turn import MessageCallback
+
+__all__ = ["run_turn"]
+
+
+async def run_turn(
+    session: Session,
+    prompt: str,
+    *,
+    on_message: MessageCallback | None = None,
+    timeout: float | None = None,
+    idle_timeout: float | None = None,
+    tool_timeout: float | None = None,
+    stall_after: float | None = None,
+) -> TurnSummary:
+    """Run one turn to its end and return its :class:`TurnSummary`.
+
+    Works the same for every engine and for the first and every later turn. Bad arguments raise
+    :class:`ConfigurationError` before anything is sent.
+
+    ``timeout`` bounds the whole turn. ``idle_timeout`` bounds how long the agent may be quiet;
+    while one of its tool calls is open ``tool_timeout`` applies instead (when given), while the
+    permission callback decides no quiet clock runs, and a retry delay the agent announces is
+    added. A ``stall`` message reports a quiet spell (once) after ``stall_after`` seconds,
+    by default halfway to the idle limit in force. ``on_message``
+    (sync or async) sees every message as it arrives; if it raises, the turn is cancelled in the
+    agent and the exception propagates. Failures that end the turn raise (see
+    :class:`TurnError`, :class:`ProcessExitError`) with the partial summary attached.
+    """
+    if not isinstance(session, Session):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise ConfigurationError(
+            f"session must be a Session (from engine.start(...)), got {type(session).__name__}",
+            option="session",
+        )
+    check_turn_arguments(
+        prompt,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        tool_timeout=tool_timeout,
+        stall_after=stall_after,
+        on_message=on_message,
+    )
+    turn = session.turn(
+        prompt,
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        tool_timeout=tool_timeout,
+        stall_after=stall_after,
+    )
+    summary = await turn.run_to_end(on_message)
+    return await follow_context_policy(session, turn, summary, on_message)

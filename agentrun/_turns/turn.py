@@ -1,0 +1,509 @@
+"""A turn: one prompt and everything the agent does until its result.
+
+:class:`Turn` runs the engine's ``_run_turn`` in a task of its own (the driver) and delivers
+what it emits, tagged with the turn's number, to the one consumer (the ``async for``); its
+:class:`~agentrun.TurnSummary` is kept up to date on the way. Around the driver it keeps:
+
+* the deadline and the quiet clocks (:class:`~.quiet.TurnClocks`): a timeout cancels the
+  driver, which cancels the turn in the agent;
+* the cancel bound: once the engine's cancellation path began (:meth:`TurnContext.begin_cancel`)
+  it has :attr:`Session.cancel_grace` seconds to end the turn, then the agent is stopped by
+  force (:meth:`Session._force_stop`);
+* the session's policy (:class:`~.policies.TurnPolicy`), told of every delivered message;
+* the hand-off note of the first turn after a hand-off.
+
+:class:`TurnContext` is what an engine sees of it. Imports the vocabulary, the wire's framing
+types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.handoff`,
+:mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; the session only for typing.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack, suppress
+from types import TracebackType
+from typing import TYPE_CHECKING, final
+
+import anyio
+import anyio.abc
+
+from .._vocabulary.errors import AgentrunError, NoResultError, SessionClosedError
+from .._vocabulary.messages import Message, MessageType
+from .._vocabulary.options import SessionOptions
+from .._vocabulary.summary import TurnSummary
+from .boundary import check_turn_arguments, failure_code
+from .channel import Receiver, Sender, channel, receive_soon, send_soon
+from .handoff import HandoffSeed
+from .observe import OBSERVERS
+from .policies import PolicyStop, TurnPolicy
+from .quiet import TurnClocks
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["MessageCallback", "Turn", "TurnContext"]
+
+MessageCallback = Callable[[Message], "Awaitable[None] | None"]
+
+#: Messages buffered between an engine and a slow consumer before the engine waits.
+BUFFER = 256
+
+
+class TurnContext:
+    """What an engine's ``_run_turn`` gets: the prompt, the session, and ``emit``."""
+
+    def __init__(self, turn: Turn) -> None:
+        self._turn = turn
+
+    @property
+    def number(self) -> int:
+        return self._turn.number
+
+    @property
+    def prompt(self) -> str:
+        return self._turn.prompt
+
+    @property
+    def options(self) -> SessionOptions:
+        return self._turn.session.options
+
+    @property
+    def compacting(self) -> bool:
+        """True when this turn compacts the context (``Session.compact``) rather than
+        prompts; engines that compact by command just send :attr:`prompt`."""
+        return self._turn.compacting
+
+    @property
+    def cancelling(self) -> bool:
+        """True once the turn is being cancelled by the caller or its consumer left."""
+        return self._turn.cancelling
+
+    def begin_cancel(self) -> None:
+        """Call first thing on the engine's cancellation path: from then on :meth:`emit` never
+        blocks (the consumer may be gone), dropping messages nobody waits for. The turn then
+        has :attr:`Session.cancel_grace` seconds to end before the agent is stopped by force."""
+        self._turn.nonblocking = True
+        self._turn._start_watchdog()  # pyright: ignore[reportPrivateUsage]
+
+    @property
+    def has_result(self) -> bool:
+        return self._turn.summary.has_result
+
+    async def emit(self, message: Message) -> None:
+        """Deliver one message of this turn (tagged with its number) to the consumer."""
+        await self._turn.deliver(message)
+
+    def emit_nowait(self, message: Message) -> bool:
+        """Deliver ``message`` at once if that needs no waiting and nothing beyond handing it
+        over (no hand-off or observer work); False, and nothing done, otherwise: then
+        :meth:`emit` it. Lets an engine's reader deliver without a task switch."""
+        return self._turn.deliver_nowait(message)
+
+
+@final
+class Turn:
+    """One prompt and everything the agent does until its result.
+
+    An async context manager and an async iterator of :class:`Message`. ``summary`` is kept up to
+    date as messages are consumed. Leaving the ``async with`` block before the turn finished
+    cancels the turn in the agent.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        prompt: str,
+        *,
+        timeout: float | None = None,
+        idle_timeout: float | None = None,
+        tool_timeout: float | None = None,
+        stall_after: float | None = None,
+    ) -> None:
+        check_turn_arguments(
+            prompt,
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            tool_timeout=tool_timeout,
+            stall_after=stall_after,
+        )
+        self.session: Session = session
+        self.prompt: str = prompt
+        self.timeout: float | None = timeout
+        self.idle_timeout: float | None = idle_timeout
+        self.tool_timeout: float | None = tool_timeout
+        self.stall_after: float | None = stall_after
+        #: The deadline and the quiet clocks.
+        self.clocks: TurnClocks = TurnClocks(
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            tool_timeout=tool_timeout,
+            stall_after=stall_after,
+        )
+        self.clocks.on_change = self._refresh_deadline
+        self._quiet_watch: anyio.CancelScope | None = None
+        #: Set on the first turn after a hand-off.
+        self._handoff_from: HandoffSeed | None = None
+        #: The session's policy (``None``: it has none).
+        self._policy: TurnPolicy | None = session._turn_policy  # pyright: ignore[reportPrivateUsage]
+        #: The turn's number in its session (1, 2, ...), set when the turn starts.
+        self.number: int = 0
+        #: What the turn produced so far; complete once the iteration ended.
+        self.summary: TurnSummary = TurnSummary()
+        #: True once the turn is being cancelled (caller, timeout or close).
+        self.cancelling: bool = False
+        #: True once delivering must never block (the consumer may be gone).
+        self.nonblocking: bool = False
+        #: True when the session was closed while this turn ran.
+        self.closed_by_session: bool = False
+        #: True for a compaction (``Session.compact``) rather than a prompt.
+        self.compacting: bool = False
+        #: True for a turn the library runs to look after the context (a compaction, a
+        #: hand-off summary): the context policy never acts on it.
+        self.housekeeping: bool = False
+        #: True when the cancel overran the grace and the agent was stopped by force.
+        self.stopped_by_force: bool = False
+        self._watchdog: anyio.CancelScope | None = None
+        #: What a policy stopped this turn for, if one did.
+        self.stopped_by_policy: PolicyStop | None = None
+        self._finished = anyio.Event()
+        self._failure: AgentrunError | None = None
+        self._done = False
+        self._scope: anyio.CancelScope | None = None
+        self._send: Sender[Message] | None = None
+        self._recv: Receiver[Message] | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._stack: AsyncExitStack | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    async def wait_done(self) -> None:
+        """Wait until the turn's engine side has finished (its result or failure is known)."""
+        await self._finished.wait()
+
+    # -- context manager ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Turn:
+        session = self.session
+        self.number = session._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
+        self.summary.turn = self.number
+        seed = session._handoff  # pyright: ignore[reportPrivateUsage]
+        if seed is not None:
+            session._handoff = None  # pyright: ignore[reportPrivateUsage]
+            self._handoff_from = seed
+            self.prompt = seed.prompt(self.prompt)
+        now = anyio.current_time()
+        if OBSERVERS:
+            for observer in OBSERVERS:
+                observer.turn_started(self)
+        policy = self._policy
+        self.clocks.start(now, None if policy is None else policy.wall_limit())
+        self._send, self._recv = channel[Message](BUFFER)
+        self._scope = anyio.CancelScope()
+        self._refresh_deadline()
+        stack = AsyncExitStack()
+        task_group = await stack.enter_async_context(anyio.create_task_group())
+        self._stack = stack
+        self._task_group = task_group
+        task_group.start_soon(self._drive)
+        if self.clocks.watching:
+            self._quiet_watch = anyio.CancelScope()
+            task_group.start_soon(self._watch_quiet, self._quiet_watch)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        if not self._done:
+            self.nonblocking = True
+            self.cancel()
+        if self._recv is not None:
+            self._recv.close()
+        stack, self._stack = self._stack, None
+        self._task_group = None
+        try:
+            if stack is not None:
+                # The driver never raises (it stores its failure for the iterator), so the
+                # caller's own exception, if any, propagates as itself rather than wrapped in
+                # an exception group.
+                await stack.aclose()
+            return None
+        finally:
+            self.session._end_turn(self)  # pyright: ignore[reportPrivateUsage]
+
+    def cancel(self) -> None:
+        """Cancel the turn in the agent (the engine interrupts it) without raising here."""
+        self.cancelling = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def __aiter__(self) -> Turn:
+        return self
+
+    async def __anext__(self) -> Message:
+        if self._recv is None:
+            raise RuntimeError("use 'async with session.turn(...)' before iterating")
+        try:
+            message = await receive_soon(self._recv)
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            caller_error = self.session._caller_error  # pyright: ignore[reportPrivateUsage]
+            if caller_error is not None:
+                # The caller's own callback failed: that exception, as itself.
+                self.session._caller_error = None  # pyright: ignore[reportPrivateUsage]
+                self._failure = None
+                raise caller_error from None
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                failure.__suppress_context__ = True  # keep __cause__, hide the EndOfStream
+                raise failure  # noqa: B904
+            raise StopAsyncIteration from None
+        return message
+
+    async def run_to_end(self, on_message: MessageCallback | None) -> TurnSummary:
+        """Enter, iterate to the end feeding ``on_message``, and return the summary (or raise
+        the turn's error). A slow async callback cannot stretch the call past ``timeout +
+        cancel_grace`` either."""
+        session = self.session
+        timeout = self.timeout
+        async with self:
+            with anyio.CancelScope() as bound:
+                if timeout is not None:
+                    bound.deadline = anyio.current_time() + timeout + session.cancel_grace
+                async for message in self:
+                    if on_message is not None:
+                        outcome = on_message(message)
+                        if outcome is not None and inspect.isawaitable(outcome):
+                            await outcome
+            if bound.cancelled_caught:
+                self.cancel()
+                with anyio.CancelScope(shield=True), anyio.move_on_after(session.cancel_grace):
+                    await self.wait_done()
+                failure = self._take_failure() or self._timeout_error()
+                failure.summary = self.summary
+                raise failure
+            return self.summary
+
+    # -- the clocks --------------------------------------------------------------------------
+
+    def _refresh_deadline(self) -> None:
+        scope = self._scope
+        if scope is None:
+            return
+        deadline = self.clocks.next_deadline()
+        if deadline != scope.deadline:
+            # Setting a deadline re-arms the scope's timer even when it did not move: once per
+            # message without an idle limit, for nothing.
+            scope.deadline = deadline
+
+    async def _watch_quiet(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            await self.clocks.watch(self.session.engine_name, self.deliver, self._finished)
+
+    def _timeout_error(self) -> AgentrunError:
+        return self.clocks.timeout_error(self.session.engine_name, self.number)
+
+    # -- delivery ----------------------------------------------------------------------------
+
+    async def _deliver_handoff_note(self, new_id: str | None) -> None:
+        """The first turn after a hand-off says so once, after its ``init`` (or first)."""
+        seed, self._handoff_from = self._handoff_from, None
+        assert seed is not None
+        if new_id is None and self.session.resume_id != seed.previous:
+            new_id = self.session.resume_id
+        self.session.handoffs.append((seed.previous, new_id))
+        await self.deliver(seed.note(new_id))
+
+    def deliver_nowait(self, message: Message) -> bool:
+        """:meth:`deliver` for a message that needs nothing but handing over, when the consumer
+        has room (see :meth:`TurnContext.emit_nowait`), the policy's notes included; a hand-off
+        note or an observer needs :meth:`deliver`."""
+        send = self._send
+        kind = message.type
+        if (
+            send is None
+            or OBSERVERS
+            or self.cancelling
+            or self.nonblocking
+            or self._handoff_from is not None
+            or kind is MessageType.RESULT
+            or kind is MessageType.STALL
+            or send.buffered >= BUFFER
+        ):
+            return False
+        policy = self._policy
+        if policy is not None and send.buffered + policy.max_notes >= BUFFER:
+            return False  # no room for the notes it may set off
+        self._hand_over(send, message)
+        if policy is not None:
+            self._apply_policy(policy, message, send)
+        return True
+
+    def _hand_over(self, send: Sender[Message], message: Message) -> None:
+        message = message.in_turn(self.number)
+        self.summary.add(message)
+        if self.nonblocking:
+            return
+        try:
+            send.send_nowait(message)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.nonblocking = True  # the consumer is gone
+            return
+        self.clocks.heard(message)
+
+    def _apply_policy(
+        self, policy: TurnPolicy, message: Message, send: Sender[Message] | None
+    ) -> list[Message]:
+        """Tell the policy of a delivered message; hand over its notes when ``send`` is given
+        (else return them); stop the turn when it asks to."""
+        notes = policy.on_delivery(message)
+        if send is not None:
+            for note in notes:
+                self._hand_over(send, note)
+            notes = []
+        if policy.stopping and not self._done and self._scope is not None:
+            self._scope.cancel()  # the engine interrupts the agent
+        return notes
+
+    async def deliver(self, message: Message) -> None:
+        # The first turn after a hand-off says so once the new agent session's id is known,
+        # and before its result at the latest.
+        if (
+            self._handoff_from is not None
+            and message.type is not MessageType.INIT
+            and (message.resume_id is not None or message.type is MessageType.RESULT)
+        ):
+            await self._deliver_handoff_note(message.resume_id)
+        message = message.in_turn(self.number)
+        self.summary.add(message)
+        if OBSERVERS:
+            for observer in OBSERVERS:
+                observer.message(self, message)
+        send = self._send
+        if send is None:
+            return
+        if self.cancelling or self.nonblocking:
+            # Never block while cancelling: the consumer may be gone.
+            with suppress(anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                send.send_nowait(message)
+            return
+        try:
+            await send_soon(send, message)  # waits only when the consumer is behind
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.nonblocking = True  # the consumer is gone
+            return
+        if message.type is not MessageType.STALL:
+            self.clocks.heard(message)
+        if message.type is MessageType.INIT and self._handoff_from is not None:
+            new_id = message.resume_id or (message.init.session_id if message.init else None)
+            if new_id is not None:
+                await self._deliver_handoff_note(new_id)
+        policy = self._policy
+        if policy is not None and message.type is not MessageType.STALL:
+            for note in self._apply_policy(policy, message, None):
+                await self.deliver(note)
+
+    # -- the cancel bound --------------------------------------------------------------------
+
+    def _start_watchdog(self) -> None:
+        """The engine's cancellation path began: start the watchdog that bounds it (once)."""
+        if self._watchdog is None and self._task_group is not None and not self._done:
+            self._watchdog = anyio.CancelScope()
+            self._task_group.start_soon(self._watch_cancel, self._watchdog)
+
+    async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
+        """Give the engine ``cancel_grace`` seconds to end the cancelled turn, then stop the
+        agent."""
+        with scope:
+            with anyio.move_on_after(self.session.cancel_grace):
+                await self._finished.wait()
+            if not self._done:
+                self.stopped_by_force = True
+                self.session._force_stop()  # pyright: ignore[reportPrivateUsage]
+
+    # -- the driver --------------------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        assert self._scope is not None
+        assert self._send is not None
+        session = self.session
+        engine = session.engine_name
+        ctx = TurnContext(self)
+        failure: AgentrunError | None = None
+        completed = False
+        try:
+            with self._scope:
+                try:
+                    await session._run_turn(ctx)  # pyright: ignore[reportPrivateUsage]
+                    completed = True
+                except AgentrunError as exc:
+                    failure = exc
+                except Exception as exc:
+                    # An engine bug: surface it typed, from the iterator, not as a task-group
+                    # ExceptionGroup.
+                    failure = AgentrunError(f"{engine} engine failed: {exc!r}", engine=engine)
+                    failure.__cause__ = exc
+            timed_out = self._scope.cancel_called and not self.cancelling and not completed
+            policy = self._policy
+            if policy is not None:
+                ran_out = (
+                    timed_out
+                    and self.clocks.deadline_from_policy
+                    and self.clocks.ran_out(anyio.current_time())
+                )
+                self.stopped_by_policy = policy.settle(
+                    self.summary, engine=engine, number=self.number, ran_out_of_wall=ran_out
+                )
+            stop = self.stopped_by_policy
+            if stop is not None and not self.closed_by_session:
+                self.summary.stop_reason = stop.stop_reason
+                self.summary.ok = False
+                failure = stop.error
+            elif self.closed_by_session:
+                failure = SessionClosedError(
+                    f"the {engine} session was closed during turn {self.number}", engine=engine
+                )
+            elif timed_out:
+                # A timeout explains whatever the engine's cancellation path ran into.
+                failure = self._timeout_error()
+            elif failure is None and not self.summary.has_result and not self.cancelling:
+                failure = NoResultError(
+                    f"{engine} turn {self.number} ended without a result", engine=engine
+                )
+            if failure is not None:
+                code = failure_code(failure)
+                with anyio.CancelScope(shield=True):
+                    await self.deliver(
+                        Message.error_message(failure.message, code=code, fatal=True)
+                    )
+                failure.summary = self.summary
+                self._failure = failure
+        finally:
+            if self._handoff_from is not None:
+                # The turn ended without a result: the link is still kept.
+                previous = self._handoff_from.previous
+                current = session.resume_id
+                session.handoffs.append((previous, current if current != previous else None))
+                self._handoff_from = None
+            self.summary.duration_s = round(anyio.current_time() - self.clocks.started_at, 6)
+            if OBSERVERS:
+                for observer in OBSERVERS:
+                    observer.turn_ended(self, self._failure)
+            self._done = True
+            self._finished.set()
+            self._send.close()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            if self._quiet_watch is not None:
+                self._quiet_watch.cancel()
+
+    def _take_failure(self) -> AgentrunError | None:
+        """The error that ended the turn, if not raised yet (the iterator will not raise it)."""
+        failure, self._failure = self._failure, None
+        return failure
