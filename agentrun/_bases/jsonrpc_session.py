@@ -76,6 +76,8 @@ class JsonRpcSession(LongLivedSession):
         self.handshake_timeout: float | None = handshake_timeout
         self.conn: JsonRpcConnection | None = None
         self._prompt_failure: JsonRpcError | None = None
+        #: The handshake completed: the agent has a session it may want to finish on close.
+        self._opened = False
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -158,6 +160,7 @@ class JsonRpcSession(LongLivedSession):
         try:
             with anyio.fail_after(self.handshake_timeout):
                 await self._handshake(conn)
+            self._opened = True
         except TimeoutError:
             raise SessionTerminatedError(
                 f"{self.engine_name} did not open a session within {self.handshake_timeout:g}s",
@@ -181,6 +184,11 @@ class JsonRpcSession(LongLivedSession):
             await self._output_ended()
 
     async def _shutdown(self) -> None:
+        if not self._opened and self._proc is not None:
+            # Stopped while starting: an agent still loading may not see the end of its input
+            # until it is ready, and has no session to finish; it is stopped as promptly as one
+            # that exits on end of input.
+            self._proc.skip_stdin_grace()
         await super()._shutdown()
         if self.conn is not None:
             self.conn.close("the session was closed")

@@ -93,6 +93,8 @@ class AgentProcess:
         self._closing = False
         self._stdin_closed = spec.stdin != "pipe"
         self._exited_alone = False
+        #: How long closing waits for the program to exit on end of input before SIGTERM.
+        self._stdin_grace = spec.close_stdin_timeout
         self._tree_token = os.urandom(8).hex()
 
     # -- context manager -------------------------------------------------------------
@@ -324,15 +326,22 @@ class AgentProcess:
                 await proc.wait()
         return proc.returncode is not None
 
+    def skip_stdin_grace(self) -> None:
+        """Closing goes on to SIGTERM without waiting for the program to exit on end of input
+        (a program stopped while it starts has nothing to finish, and may not read its input
+        yet: the grace would only be waited out)."""
+        self._stdin_grace = 0.0
+
     async def aclose(self) -> None:
         """Stop the program and everything in its process group; idempotent.
 
         Shielded from cancellation and bounded: close stdin and wait, together at most
-        ``close_stdin_timeout``; SIGTERM the group, wait ``terminate_timeout``; SIGKILL the
-        group, wait ``kill_timeout``; then SIGKILL the group once more for children that
-        outlived the leader, collect the rest of stderr (``stderr_settle_timeout``) and
-        close the pipes.  A program that survives SIGKILL (uninterruptible sleep) is left in
-        the registry for the ``atexit`` reaper instead of blocking the caller.
+        ``close_stdin_timeout`` (none after :meth:`skip_stdin_grace`); SIGTERM the group, wait
+        ``terminate_timeout``; SIGKILL the group, wait ``kill_timeout``; then SIGKILL the group
+        once more for children that outlived the leader, collect the rest of stderr
+        (``stderr_settle_timeout``) and close the pipes.  A program that survives SIGKILL
+        (uninterruptible sleep) is left in the registry for the ``atexit`` reaper instead of
+        blocking the caller.
         """
         if self._process is None:
             return
@@ -352,13 +361,11 @@ class AgentProcess:
         pid = proc.pid
         # One grace budget covers closing stdin (a blocked writer may hold the lock) and
         # the program's own exit.
-        with anyio.move_on_after(spec.close_stdin_timeout):
+        with anyio.move_on_after(self._stdin_grace):
             await self.close_stdin()
             await proc.wait()
         if proc.returncode is None:
-            _log.debug(
-                "pid %d still running %.3gs after close; SIGTERM", pid, spec.close_stdin_timeout
-            )
+            _log.debug("pid %d still running %.3gs after close; SIGTERM", pid, self._stdin_grace)
             self.send_signal_group(signal.SIGTERM)
             if not await self._exited_within(spec.terminate_timeout):
                 _log.info("pid %d ignored SIGTERM for %.3gs; SIGKILL", pid, spec.terminate_timeout)

@@ -20,7 +20,8 @@ anything else   echoes the prompt, one ``usage_update``, ``end_turn`` with usage
 
 Options (argv): ``--hang-new`` never answers ``session/new``; ``--no-modes`` advertises no modes
 or models; ``--stay`` ignores end of input (must be killed); ``--close`` advertises and honours
-``session/close`` (exits at once).
+``session/close`` (exits at once); ``--slow-start`` spends 4 s starting up before it reads its input
+(as a real agent loading its configuration does: end of input goes unseen meanwhile).
 """
 
 from __future__ import annotations
@@ -373,6 +374,8 @@ def handle(msg: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    if "--slow-start" in ARGS:
+        time.sleep(4.0)
     for line in sys.stdin:
         line = line.strip()
         if line:

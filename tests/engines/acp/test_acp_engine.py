@@ -522,3 +522,33 @@ async def test_continue_last_without_session_list_starts_a_new_session(tmp_path:
     notes = [m for m in seen.of("system") if m.subtype == "unsupported_option"]
     assert notes and notes[0].data is not None
     assert [o["option"] for o in notes[0].data["options"]] == ["continue_last"]
+
+
+async def test_an_agent_interrupted_while_starting_stops_as_promptly_as_a_started_one(
+    tmp_path: Path,
+) -> None:
+    # The agent takes 4 s to start and does not see the end of its input meanwhile. Interrupted
+    # while it starts, it has nothing to finish: it is stopped at once rather than after the
+    # grace an opened session gets to exit on end of input (the close timeouts are 5 s here).
+    slow = engine("--slow-start", close_stdin_timeout=5.0, terminate_timeout=5.0)
+
+    async def interrupted_while_starting() -> float:
+        with anyio.move_on_after(0.5):
+            async with slow.start(session(tmp_path)):
+                raise AssertionError("the session cannot open within 0.5 s")
+        return time.monotonic()
+
+    start = time.monotonic()
+    early = await interrupted_while_starting() - (start + 0.5)
+
+    async with slow.start(session(tmp_path)) as process:
+        with anyio.move_on_after(0.5) as scope:
+            await run_turn(process, "slow")
+        assert scope.cancelled_caught
+        interrupted = time.monotonic()
+    late = time.monotonic() - interrupted
+    assert process.returncode is not None
+    # Generous slack: each is a fraction of a second; before, the early one took the 3.5 s left
+    # of the agent's start.
+    assert early < 3 * late + 0.5, (early, late)
+
