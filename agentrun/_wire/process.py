@@ -326,11 +326,11 @@ class AgentProcess:
                 await proc.wait()
         return proc.returncode is not None
 
-    def skip_stdin_grace(self) -> None:
-        """Closing goes on to SIGTERM without waiting for the program to exit on end of input
-        (a program stopped while it starts has nothing to finish, and may not read its input
-        yet: the grace would only be waited out)."""
-        self._stdin_grace = 0.0
+    def skip_stdin_grace(self, skip: bool = True) -> None:
+        """While set, closing goes on to SIGTERM without waiting for the program to exit on end
+        of input (a program stopped while it starts has nothing to finish, and may not read its
+        input yet: the grace would only be waited out). ``skip=False`` restores the grace."""
+        self._stdin_grace = 0.0 if skip else self._spec.close_stdin_timeout
 
     async def aclose(self) -> None:
         """Stop the program and everything in its process group; idempotent.

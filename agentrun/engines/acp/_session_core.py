@@ -38,6 +38,7 @@ from ..._vocabulary.errors import (
     AgentrunError,
     ConfigurationError,
     EngineUnavailableError,
+    LineTooLongError,
     ProtocolError,
     SessionNotFoundError,
 )
@@ -171,6 +172,12 @@ class AcpSessionCore(JsonRpcSession):
                 session_id=self.session_id,
                 engine=self.engine_name,
             ) from error
+
+    async def _answer_too_long(self, ctx: TurnContext, error: LineTooLongError) -> bool:
+        # The agent answered, so its turn is over: the turn ends with a failed result and the
+        # session goes on.
+        await self._route(self.acp_translator.prompt_answer_lost(error.size, error.limit))
+        return True
 
     async def _interrupt(self) -> None:
         # Questions still open are answered ``cancelled``; the prompt then answers ``cancelled``.

@@ -32,6 +32,8 @@ from typing import Any
 from ..._vocabulary.context import Catalog
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.messages import Message, ProcessMeta
+from ..._wire.framing import capped
+from ..._wire.jsonrpc import INTERNAL_ERROR
 from ._schema import Method
 from ._session_state import SESSION_METHODS, config_values
 from ._state import AcpState
@@ -76,6 +78,7 @@ class AcpTranslator:
         return self._prompt_id is not None
 
     def feed(self, event: Any) -> list[Message]:
+        event = capped(event)  # nested no deeper than every message can serialize
         entry = _dict(event)
         if entry is None:
             return [self.state.error("a line was not a JSON object", "protocol", {"value": event})]
@@ -93,6 +96,21 @@ class AcpTranslator:
 
     def finish(self) -> list[Message]:
         return self.state.finish()
+
+    def prompt_answer_lost(self, size: int, limit: int) -> list[Message]:
+        """The answer to the pending ``session/prompt`` was a line of ``size`` bytes, over the
+        framer's ``limit``: the prompt ends with a failed ``result`` (``error.code``
+        ``"line_too_long"``)."""
+        request_id, self._prompt_id = self._prompt_id, None
+        if request_id is None:
+            return []
+        self._sent.pop(request_id, None)
+        return self.state.prompt_failed(
+            INTERNAL_ERROR,
+            f"the answer to session/prompt was a line of {size} bytes, over the limit of "
+            f"{limit} bytes",
+            {"errorName": "line_too_long", "size": size, "limit": limit},
+        )
 
     # -- client -> agent -------------------------------------------------------------------
 

@@ -552,3 +552,34 @@ async def test_an_agent_interrupted_while_starting_stops_as_promptly_as_a_starte
     # of the agent's start.
     assert early < 3 * late + 0.5, (early, late)
 
+
+async def test_an_oversized_answer_to_the_prompt_ends_the_turn_not_the_session(
+    tmp_path: Path,
+) -> None:
+    async with engine(max_line_bytes=100_000).start(session(tmp_path)) as process:
+        seen = Collect()
+        summary = await run_turn(process, "huge answer", on_message=seen, timeout=20)
+        errors = seen.of("error")
+        assert [e.error.code for e in errors if e.error is not None] == ["line_too_long"]
+        results = seen.of("result")
+        assert len(results) == 1 and results[0].error is not None
+        assert results[0].error.code == "line_too_long"
+        assert summary.has_result and not summary.ok
+        # The session goes on.
+        again = await run_turn(process, "still there?", timeout=20)
+        assert again.ok and again.text == "echo: still there?"
+
+
+async def test_an_oversized_request_of_the_agent_is_answered_with_an_error(
+    tmp_path: Path,
+) -> None:
+    async with engine(max_line_bytes=100_000).start(session(tmp_path)) as process:
+        seen = Collect()
+        summary = await run_turn(process, "huge ask", on_message=seen, timeout=20)
+        assert [e.error.code for e in seen.of("error") if e.error is not None] == ["line_too_long"]
+        # The agent heard that its request was refused, and finished its turn.
+        assert summary.ok
+        assert summary.text.startswith("answered {")
+        assert '"code": -32600' in summary.text
+        again = await run_turn(process, "next", timeout=20)
+        assert again.ok and again.text == "echo: next"
