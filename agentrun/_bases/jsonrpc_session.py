@@ -37,7 +37,7 @@ import anyio.abc
 
 from .._turns.session import CANCEL_GRACE
 from .._turns.turn import TurnContext
-from .._vocabulary.errors import SessionTerminatedError
+from .._vocabulary.errors import LineTooLongError, SessionTerminatedError
 from .._vocabulary.messages import Message
 from .._vocabulary.options import SessionOptions
 from .._wire.framing import LineTooLong
@@ -155,10 +155,15 @@ class JsonRpcSession(LongLivedSession):
             on_message=self._observe_received,
         )
         self.conn = conn
+        # Until the session is open, the agent has nothing to finish, and one still loading may
+        # not see the end of its input: stopped now (cancelled, closed, a failed start), it gets
+        # SIGTERM at once, however its close comes (this task or the process's own).
+        proc.skip_stdin_grace()
         task_group.start_soon(self._read, conn, proc)
         try:
             with anyio.fail_after(self.handshake_timeout):
                 await self._handshake(conn)
+            proc.skip_stdin_grace(False)
         except TimeoutError:
             raise SessionTerminatedError(
                 f"{self.engine_name} did not open a session within {self.handshake_timeout:g}s",
@@ -192,10 +197,18 @@ class JsonRpcSession(LongLivedSession):
         self._prompt_failure = None
         await super()._run_turn(ctx)
 
+    async def _answer_too_long(self, ctx: TurnContext, error: LineTooLongError) -> bool:
+        """The answer to the prompt request was a line over the limit (reported to the turn as an
+        ``error`` message): True when the turn still ends, by a ``result`` the engine delivers
+        here or by the agent's own messages. By default the session cannot go on."""
+        return False
+
     async def _prompt_error(self, ctx: TurnContext, error: Exception) -> bool:
         if isinstance(error, JsonRpcError):
             self._prompt_failure = error  # the translator saw the answer and ends the turn
             return True
+        if isinstance(error, LineTooLongError):
+            return await self._answer_too_long(ctx, error)
         return isinstance(error, ConnectionClosedError)  # the end of output follows
 
     async def _turn_ended(self, ctx: TurnContext) -> None:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from .._vocabulary.context import ContextTracker
 from .._vocabulary.messages import Message, MessageType, ProcessMeta
-from .._wire.framing import JsonProblem, LineTooLong, decode_json_line
+from .._wire.framing import JsonProblem, LineTooLong, capped, decode_json_line
 
 __all__ = [
     "AgentTranslator",
@@ -73,7 +73,9 @@ class AgentTranslator:
 
     def feed(self, event: Any) -> list[Message]:
         """Messages of one decoded event: a problem the framer reported passes through, a value
-        that is not a JSON object is a ``protocol`` error, an object goes to :meth:`_feed_event`."""
+        that is not a JSON object is a ``protocol`` error, an object goes to :meth:`_feed_event`
+        (nested no deeper than every message can serialize)."""
+        event = capped(event)
         if isinstance(event, dict):
             return self._feed_event(event)  # pyright: ignore[reportUnknownArgumentType]
         if isinstance(event, Message):

@@ -30,6 +30,8 @@ __all__ = [
     "LineFramer",
     "LineStream",
     "LineTooLong",
+    "cap_nesting",
+    "capped",
     "decode_json_line",
     "iter_lines",
 ]
@@ -292,7 +294,8 @@ def cap_nesting(value: object, limit: int = MAX_NESTING) -> object:
     no recursion limit applies)."""
     if not isinstance(value, (dict, list)):
         return value
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    root = cast(object, value)
+    stack: list[tuple[Any, int]] = [(root, 1)]
     pop, push = stack.pop, stack.append
     while stack:
         container, depth = pop()
@@ -318,6 +321,55 @@ def cap_nesting(value: object, limit: int = MAX_NESTING) -> object:
             if isinstance(child, (dict, list)):
                 push((child, depth))  # pyright: ignore[reportUnknownArgumentType]
     return cast(object, value)
+
+
+def capped(value: object, limit: int = MAX_NESTING) -> object:
+    """``value`` itself when no container in it is deeper than ``limit``, else a copy of it with
+    the deeper containers replaced by the marker (the caller's value is never changed). For
+    values a translator is given as they are, not decoded by :func:`decode_json_line`."""
+    if not isinstance(value, (dict, list)):
+        return value
+    root = cast(object, value)
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        container, depth = pop()
+        children = (
+            cast("dict[Any, Any]", container).values()
+            if isinstance(container, dict)
+            else cast("list[Any]", container)
+        )
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if depth >= limit:
+                    return cap_nesting(_copy_containers(root, limit + 1), limit)
+                push((child, depth + 1))  # pyright: ignore[reportUnknownArgumentType]
+    return root
+
+
+def _copy_containers(value: object, levels: int) -> object:
+    """A copy of the containers of ``value`` down to ``levels`` deep (deeper ones are shared:
+    :func:`cap_nesting` replaces them without looking inside)."""
+    root: list[Any] = [value]
+    stack: list[tuple[Any, Any, int]] = [(root, 0, 1)]
+    while stack:
+        parent, key, depth = stack.pop()
+        item = parent[key]
+        if depth > levels:
+            continue
+        if isinstance(item, dict):
+            new: Any = dict(cast("dict[Any, Any]", item))
+            keys: Any = new.keys()
+        elif isinstance(item, list):
+            new = list(cast("list[Any]", item))
+            keys = range(len(new))
+        else:
+            continue
+        parent[key] = new
+        for k in list(keys):
+            if isinstance(new[k], (dict, list)):
+                stack.append((new, k, depth + 1))
+    return root[0]
 
 
 def decode_json_line(line: bytes) -> object | JsonProblem:

@@ -31,7 +31,11 @@ Reading (:meth:`JsonRpcConnection.run`)
     * Responses resolve the matching pending request.
     * Anything else (an oversized line, invalid UTF-8 or JSON, JSON that is not a JSON-RPC
       message, a response to an id we never used) is reported to ``on_problem`` as a
-      :class:`JsonRpcProblem` and reading continues.  Problems are never fatal.
+      :class:`JsonRpcProblem` and reading continues.  Problems are never fatal.  An oversized
+      line whose head shows it is the response to one of our requests fails that request with
+      :class:`~agentrun.LineTooLongError`; one whose head shows a request of the peer (its id
+      and method first, as agents write them) is answered with ``-32600`` so that the peer does
+      not wait for an answer that cannot come.
 
 Ending
     At end of input, on :meth:`~JsonRpcConnection.close`, or when :meth:`run` itself fails,
@@ -109,6 +113,11 @@ _MAX_ABANDONED = 1024
 # The id of an oversized response, when the line's head shows it unambiguously.
 _HEAD_ID = re.compile(
     rb'^\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(\d{1,18})\s*,\s*"(?:result|error)"'
+)
+# The id and method of an oversized request of the peer, when the line's head shows them.
+_HEAD_REQUEST = re.compile(
+    rb'^\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(\d{1,18}|"[^"\\]{0,256}")\s*,'
+    rb'\s*"method"\s*:\s*"([^"\\]{1,256})"'
 )
 
 
@@ -643,6 +652,32 @@ class JsonRpcConnection:
             if pending is not None:
                 pending.error = LineTooLongError(item.size, item.limit, engine=self._engine)
                 pending.event.set()
+            return
+        # A request of the peer that was too long: answer it with an error, so that the peer
+        # does not wait for ever for an answer.
+        request = _HEAD_REQUEST.match(item.head)
+        if request is not None:
+            raw_id = request.group(1)
+            request_id: RequestId = (
+                raw_id[1:-1].decode("utf-8", "replace") if raw_id[:1] == b'"' else int(raw_id)
+            )
+            method = request.group(2).decode("utf-8", "replace")
+            error = {
+                "code": INVALID_REQUEST,
+                "message": (
+                    f"Invalid Request: the message of {item.size} bytes exceeds the client's "
+                    f"limit of {item.limit} bytes"
+                ),
+                "data": {"size": item.size, "limit": item.limit},
+            }
+            try:
+                await self._write(self._error_line(request_id, error), method)
+            except ConnectionClosedError as exc:
+                await self._problem(
+                    JsonRpcProblem(
+                        "write_error", f"could not answer {method}: {exc.reason}", None, None, exc
+                    )
+                )
 
     async def _problem(self, problem: JsonRpcProblem) -> None:
         callback = self._on_problem

@@ -24,7 +24,7 @@ from agentrun._vocabulary.errors import (
     SendNotSupportedError,
     SessionTerminatedError,
 )
-from agentrun._wire import process as _subprocess
+from agentrun._wire import process_tree
 from agentrun._wire.framing import LineTooLong, decode_json_line
 from agentrun._wire.process import (
     AgentProcess,
@@ -514,8 +514,8 @@ async def test_closes_at_once_share_their_scans_and_stop_every_detached_child(
     # and every grandchild is stopped.
     scans: list[int] = []
     closing: list[int] = []
-    kill_trees = _subprocess._kill_trees  # pyright: ignore[reportPrivateUsage]
-    kill_tree = _subprocess._kill_tree  # pyright: ignore[reportPrivateUsage]
+    kill_trees = process_tree.kill_trees
+    kill_tree = process_tree.kill_tree
 
     def held_scan(trees: dict[str, int]) -> dict[str, int]:
         scans.append(len(trees))
@@ -528,8 +528,8 @@ async def test_closes_at_once_share_their_scans_and_stop_every_detached_child(
         closing.append(leader)
         return await kill_tree(token, leader)
 
-    monkeypatch.setattr(_subprocess, "_kill_trees", held_scan)
-    monkeypatch.setattr(_subprocess, "_kill_tree", counted_close)
+    monkeypatch.setattr(process_tree, "kill_trees", held_scan)
+    monkeypatch.setattr(process_tree, "kill_tree", counted_close)
     grandchildren: list[int] = []
 
     async def one() -> None:
@@ -552,7 +552,7 @@ async def test_closes_at_once_share_their_scans_and_stop_every_detached_child(
 
 @pytest.mark.anyio
 async def test_a_close_cancelled_while_waiting_for_a_scan_leaves_nothing_behind() -> None:
-    killer = _subprocess._TreeKiller()  # pyright: ignore[reportPrivateUsage]
+    killer = process_tree.TreeKiller()
     async with anyio.create_task_group() as tg:
         # The first close scans; the second, cancelled while it waits, leaves no record.
         tg.start_soon(killer.kill, "first", 2**22 + 1)

@@ -14,13 +14,16 @@ Reads JSON-RPC lines on stdin, answers on stdout. What a prompt does depends on 
 ``error``       a JSON-RPC error -32603 with ``data.errorName``
 ``plan``        a ``plan`` update, a ``current_mode_update`` and a thought
 ``late``        answers at once, then sends a text chunk after the answer
+``huge answer`` answers the prompt with a line of 200,000 bytes; a test sets a lower line limit
+``huge ask``    asks for permission in a line of 200,000 bytes; the text reports the answer
 ``ask``         an ``elicitation/create`` form (a choice, a number, a multi-select, a boolean);
                 the text reports whether the client advertised forms and what it answered
 anything else   echoes the prompt, one ``usage_update``, ``end_turn`` with usage
 
 Options (argv): ``--hang-new`` never answers ``session/new``; ``--no-modes`` advertises no modes
 or models; ``--stay`` ignores end of input (must be killed); ``--close`` advertises and honours
-``session/close`` (exits at once).
+``session/close`` (exits at once); ``--slow-start`` spends 4 s starting up before it reads its input
+(as a real agent loading its configuration does: end of input goes unseen meanwhile).
 """
 
 from __future__ import annotations
@@ -221,6 +224,18 @@ def prompt(request_id: Any, params: dict[str, Any]) -> None:
         time.sleep(0.1)
         text(sid, "stale words", "stale")
         return
+    elif head == "huge" and rest == "answer":
+        padding = {"_meta": {"padding": "x" * 200_000}}
+        send({"id": request_id, "result": {"stopReason": "end_turn", **padding}})
+        return
+    elif head == "huge" and rest == "ask":
+        call = {"toolCallId": "call_1", "title": "big", "rawInput": {"text": "x" * 200_000}}
+        option = {"optionId": "yes", "kind": "allow_once", "name": "Allow"}
+        answer = ask(
+            "session/request_permission",
+            {"sessionId": sid, "toolCall": call, "options": [option]},
+        )
+        text(sid, "answered " + json.dumps(answer.get("error", answer.get("result"))))
     elif head == "error":
         send(
             {
@@ -373,6 +388,8 @@ def handle(msg: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    if "--slow-start" in ARGS:
+        time.sleep(4.0)
     for line in sys.stdin:
         line = line.strip()
         if line:

@@ -42,6 +42,7 @@ from ..._vocabulary.messages import (
     copy_with,
 )
 from ..._vocabulary.prices import account_usage
+from ..._wire.framing import capped
 
 __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
 
@@ -137,6 +138,7 @@ class ClaudeTranslator:
     # -- protocol ----------------------------------------------------------------------------
 
     def feed(self, event: Any) -> list[Message]:
+        event = capped(event)  # nested no deeper than every message can serialize
         ev = _obj(event)
         if ev is None:
             return [

@@ -41,6 +41,7 @@ from ..._vocabulary.messages import (
     Usage,
 )
 from ..._vocabulary.prices import account_usage
+from ..._wire.framing import capped
 from ._translate import codex_usage, retry_notice, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
@@ -140,6 +141,7 @@ class CodexAppServerTranslator(AgentTranslator):
     def feed(self, event: Any) -> list[Message]:
         if isinstance(event, Message):
             return [event]
+        event = capped(event)  # nested no deeper than every message can serialize
         record = as_dict(event)
         direction = _DIRECTIONS.get(str(record.get("dir"))) if record is not None else None
         msg = as_dict(record.get("msg")) if record is not None else None

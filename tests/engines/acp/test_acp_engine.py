@@ -522,3 +522,64 @@ async def test_continue_last_without_session_list_starts_a_new_session(tmp_path:
     notes = [m for m in seen.of("system") if m.subtype == "unsupported_option"]
     assert notes and notes[0].data is not None
     assert [o["option"] for o in notes[0].data["options"]] == ["continue_last"]
+
+
+async def test_an_agent_interrupted_while_starting_stops_as_promptly_as_a_started_one(
+    tmp_path: Path,
+) -> None:
+    # The agent takes 4 s to start and does not see the end of its input meanwhile. Interrupted
+    # while it starts, it has nothing to finish: it is stopped at once rather than after the
+    # grace an opened session gets to exit on end of input (the close timeouts are 5 s here).
+    slow = engine("--slow-start", close_stdin_timeout=5.0, terminate_timeout=5.0)
+
+    async def interrupted_while_starting() -> float:
+        with anyio.move_on_after(0.5):
+            async with slow.start(session(tmp_path)):
+                raise AssertionError("the session cannot open within 0.5 s")
+        return time.monotonic()
+
+    start = time.monotonic()
+    early = await interrupted_while_starting() - (start + 0.5)
+
+    async with slow.start(session(tmp_path)) as process:
+        with anyio.move_on_after(0.5) as scope:
+            await run_turn(process, "slow")
+        assert scope.cancelled_caught
+        interrupted = time.monotonic()
+    late = time.monotonic() - interrupted
+    assert process.returncode is not None
+    # Generous slack: each is a fraction of a second; before, the early one took the 3.5 s left
+    # of the agent's start.
+    assert early < 3 * late + 0.5, (early, late)
+
+
+async def test_an_oversized_answer_to_the_prompt_ends_the_turn_not_the_session(
+    tmp_path: Path,
+) -> None:
+    async with engine(max_line_bytes=100_000).start(session(tmp_path)) as process:
+        seen = Collect()
+        summary = await run_turn(process, "huge answer", on_message=seen, timeout=20)
+        errors = seen.of("error")
+        assert [e.error.code for e in errors if e.error is not None] == ["line_too_long"]
+        results = seen.of("result")
+        assert len(results) == 1 and results[0].error is not None
+        assert results[0].error.code == "line_too_long"
+        assert summary.has_result and not summary.ok
+        # The session goes on.
+        again = await run_turn(process, "still there?", timeout=20)
+        assert again.ok and again.text == "echo: still there?"
+
+
+async def test_an_oversized_request_of_the_agent_is_answered_with_an_error(
+    tmp_path: Path,
+) -> None:
+    async with engine(max_line_bytes=100_000).start(session(tmp_path)) as process:
+        seen = Collect()
+        summary = await run_turn(process, "huge ask", on_message=seen, timeout=20)
+        assert [e.error.code for e in seen.of("error") if e.error is not None] == ["line_too_long"]
+        # The agent heard that its request was refused, and finished its turn.
+        assert summary.ok
+        assert summary.text.startswith("answered {")
+        assert '"code": -32600' in summary.text
+        again = await run_turn(process, "next", timeout=20)
+        assert again.ok and again.text == "echo: next"

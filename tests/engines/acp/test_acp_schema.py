@@ -209,7 +209,7 @@ def test_every_session_update_kind_of_the_schema_is_modelled() -> None:
         kinds = {
             v["properties"]["sessionUpdate"]["const"] for v in defs(which)["SessionUpdate"]["oneOf"]
         }
-        modelled = set(acp._UPDATE_TAGS)  # pyright: ignore[reportPrivateUsage]
+        modelled = set(acp.UPDATE_TAGS)
         assert kinds <= modelled, f"{which}: not modelled: {sorted(kinds - modelled)}"
 
 

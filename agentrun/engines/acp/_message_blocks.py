@@ -1,0 +1,122 @@
+"""Text, thought and user-message chunks -> deltas and complete messages.
+
+``agent_message_chunk`` -> ``text_delta`` per chunk, and one complete ``text`` per message once it
+ends (a chunk of another message or kind, a tool call, or the end of the turn);
+``agent_thought_chunk`` likewise -> ``thinking_delta`` / ``thinking``; ``user_message_chunk``
+(replay) -> a complete ``system`` message ``user_message``. Images, resources and audio pass on
+whole as ``system`` messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..._vocabulary.messages import Message, MessageType
+from ._meta import adapter_notice, call_usage
+from ._schema import AgentMessageChunk, AgentThoughtChunk, TextContent, UserMessageChunk, to_wire
+from ._session_state import SessionState
+
+__all__ = ["Block", "BlockKind", "MessageBlocks"]
+
+BlockKind = Literal["text", "thinking", "user"]
+
+
+@dataclass
+class Block:
+    """The message being streamed: its chunks so far."""
+
+    kind: BlockKind
+    message_id: str | None
+    replayed: bool
+    parts: list[str] = field(default_factory=list[str])
+
+
+class MessageBlocks(SessionState):
+    """The message block being streamed (on top of :class:`SessionState`)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._block: Block | None = None
+
+    def _chunk(
+        self,
+        kind: BlockKind,
+        chunk: AgentMessageChunk | AgentThoughtChunk | UserMessageChunk,
+        raw: Any,
+    ) -> list[Message]:
+        content = chunk.content
+        if not isinstance(content, TextContent):
+            # Images, resources, audio: passed on whole, not part of a text block.
+            out = self._announce_pending()
+            out.append(
+                self._msg(
+                    type=MessageType.SYSTEM,
+                    subtype=chunk.session_update,
+                    message_id=chunk.message_id,
+                    data=to_wire(chunk),
+                    raw=raw,
+                )
+            )
+            return out
+        meta = chunk.meta
+        notice = None
+        if meta and kind == "text":
+            usage = call_usage(meta)
+            if usage is not None and not content.text:
+                # One model call's usage on an empty chunk (Qwen Code), not text.
+                self.call_usage.append(usage)
+                return []
+            notice = adapter_notice(meta)
+        if notice is not None:
+            # A notice from the adapter (a billing or mode warning), not the model's answer.
+            out = self._announce_pending()
+            out.append(
+                self._msg(
+                    type=MessageType.SYSTEM,
+                    subtype="notice",
+                    text=content.text,
+                    data={"level": notice.get("level")},
+                    raw=raw,
+                )
+            )
+            return out
+        out: list[Message] = []
+        block = self._block
+        if block is None or block.kind != kind or block.message_id != chunk.message_id:
+            out.extend(self._flush_block())
+            out.extend(self._announce_pending())
+            block = self._block = Block(kind, chunk.message_id, self.replaying)
+        else:
+            out.extend(self._announce_pending())
+        block.parts.append(content.text)
+        if content.text and kind != "user" and self.deltas:
+            delta = MessageType.TEXT_DELTA if kind == "text" else MessageType.THINKING_DELTA
+            out.append(
+                self._msg(type=delta, text=content.text, message_id=chunk.message_id, raw=raw)
+            )
+        return out
+
+    def _flush_block(self) -> list[Message]:
+        block, self._block = self._block, None
+        if block is None:
+            return []
+        text = "".join(block.parts)
+        if not text:
+            return []
+        if block.kind == "user":
+            return [
+                self._msg(
+                    block.replayed,
+                    type=MessageType.SYSTEM,
+                    subtype="user_message",
+                    text=text,
+                    message_id=block.message_id,
+                )
+            ]
+        kind = MessageType.TEXT if block.kind == "text" else MessageType.THINKING
+        return [self._msg(block.replayed, type=kind, text=text, message_id=block.message_id)]
+
+    def _announce_pending(self, but: str | None = None) -> list[Message]:
+        """Announce the tool calls held back for their input (the tool-call layer)."""
+        raise NotImplementedError

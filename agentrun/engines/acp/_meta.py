@@ -1,0 +1,99 @@
+"""What the agents the presets run put in ACP's extension field, ``_meta``, read in one place.
+
+* Qwen Code: one model call's usage on an empty text chunk (``_meta.usage``, with Gemini's
+  conventions: ``inputTokens`` counts cached input, ``outputTokens`` excludes thought tokens).
+* claude-agent-acp: ``_meta.claudeCode`` -- a notice of the adapter on a text chunk (``kind``
+  ``informational``; not the model's answer) and the tool's own name on tool calls
+  (``toolName``, better than the human title).
+* codex-acp: a terminal's output streamed in ``_meta.terminal_output_delta`` and its exit code in
+  ``_meta.terminal_exit``, while the tool call's content only points at the terminal.
+* Gemini CLI: the prompt's token totals in the prompt response's ``_meta.quota.token_count``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._vocabulary.jsonvalues import as_dict as _dict
+from ._schema import Usage as AcpUsage
+
+__all__ = [
+    "adapter_notice",
+    "call_usage",
+    "quota_usage",
+    "summed_call_usage",
+    "terminal_exit_code",
+    "terminal_output",
+    "tool_name",
+]
+
+
+def call_usage(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """One model call's usage on a chunk (Qwen Code)."""
+    return _dict(meta.get("usage"))
+
+
+def adapter_notice(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """A notice of the adapter (a billing or mode warning) on a text chunk, with its ``level``
+    (claude-agent-acp)."""
+    notice = _dict(meta.get("claudeCode"))
+    if notice is not None and notice.get("kind") == "informational":
+        return notice
+    return None
+
+
+def tool_name(meta: dict[str, Any]) -> str | None:
+    """The tool's own name on a tool call (claude-agent-acp)."""
+    claude = _dict(meta.get("claudeCode"))
+    if claude is not None and isinstance(claude.get("toolName"), str):
+        return claude["toolName"]
+    return None
+
+
+def terminal_output(meta: dict[str, Any]) -> str | None:
+    """Output a terminal printed, streamed on a tool call update (codex-acp)."""
+    delta = _dict(meta.get("terminal_output_delta"))
+    if delta is not None and isinstance(delta.get("data"), str):
+        return delta["data"]
+    return None
+
+
+def terminal_exit_code(meta: dict[str, Any]) -> int | None:
+    """The exit code of a tool call's terminal (codex-acp)."""
+    exited = _dict(meta.get("terminal_exit"))
+    if exited is not None and isinstance(exited.get("exit_code"), int):
+        return exited["exit_code"]
+    return None
+
+
+def summed_call_usage(calls: list[dict[str, Any]]) -> AcpUsage:
+    """A prompt's usage from its calls' ``_meta.usage`` (Gemini's convention, as Qwen Code sends
+    it: ``inputTokens`` counts cached input, ``outputTokens`` excludes thought tokens)."""
+
+    def total(key: str) -> int | None:
+        values = [v for c in calls if isinstance(v := c.get(key), int) and v >= 0]
+        return sum(values) if values else None
+
+    prompt, cached = total("inputTokens"), total("cachedReadTokens")
+    uncached = None if prompt is None else max(0, prompt - (cached or 0))
+    return AcpUsage(
+        input_tokens=uncached,
+        output_tokens=total("outputTokens"),
+        thought_tokens=total("thoughtTokens"),
+        cached_read_tokens=cached,
+        total_tokens=total("totalTokens"),
+    )
+
+
+def quota_usage(meta: Any) -> AcpUsage | None:
+    """Gemini CLI's prompt totals in the response's ``_meta.quota.token_count``."""
+    quota = _dict((_dict(meta) or {}).get("quota"))
+    count = _dict((quota or {}).get("token_count"))
+    if count is None:
+        return None
+    numbers = {k: v for k, v in count.items() if isinstance(v, int) and v >= 0}
+    if "input_tokens" not in numbers and "output_tokens" not in numbers:
+        return None
+    return AcpUsage(
+        input_tokens=numbers.get("input_tokens"), output_tokens=numbers.get("output_tokens")
+    )

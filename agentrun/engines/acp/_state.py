@@ -1,0 +1,213 @@
+"""The state of one ACP session as the translator sees it: ``session/update`` kinds and the prompt
+turn, on top of the session's description, message blocks and tool calls.
+
+* ``usage_update`` -> ``context_window`` (``used`` and ``size``, both source ``agent``; a ``used``
+  of 0, which OpenCode reports after a cancelled or failed prompt, is "unknown"). Its ``cost`` is
+  cumulative for the session: the turn's ``cost_usd`` is the difference from the value before
+  the prompt.
+* Plans, available commands, mode / config / session-info updates, notices, compaction and kinds
+  this version does not know -> ``system`` with ``subtype`` = the ACP kind and the update in
+  ``data`` (never dropped).
+* ``session/prompt`` result -> ``result`` (stop reason, usage, this turn's cost, the session
+  total in ``data["session_cost_usd"]``); a JSON-RPC error -> a failed ``result`` with
+  ``error.code`` = ``data.errorName`` or the JSON-RPC code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..._vocabulary.jsonvalues import as_dict as _dict
+from ..._vocabulary.jsonvalues import as_object
+from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
+from ..._vocabulary.prices import account_usage
+from ._schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    AvailableCommandsUpdate,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    PromptResponse,
+    ToolCallProgress,
+    ToolCallStart,
+    UnknownUpdate,
+    UsageUpdate,
+    UserMessageChunk,
+    parse_session_notification,
+    to_wire,
+)
+from ._session_state import not_found
+from ._tool_calls import ToolCalls
+from ._usage import prompt_usage, usage_of
+
+__all__ = ["AcpState"]
+
+
+class AcpState(ToolCalls):
+    """The state of one ACP session as seen on the wire; every method returns the messages
+    that its event produces. Pure: no I/O, no clock."""
+
+    # -- session/update ------------------------------------------------------------------
+
+    def update(self, params: Any) -> list[Message]:
+        try:
+            note = parse_session_notification(params)
+        except ValidationError:
+            return [
+                self.error("session/update without a session id", "protocol", {"params": params})
+            ]
+        out = self._update(note.update, (_dict(params) or {}).get("update"))
+        if not self.in_prompt and not self.replaying:
+            # Said outside any prompt (between turns): complete at once, so that nothing of it
+            # is carried into the next turn's blocks.
+            out.extend(self._flush_all())
+        return out
+
+    def _update(self, update: Any, raw: Any) -> list[Message]:
+        if isinstance(update, AgentMessageChunk):
+            return self._chunk("text", update, raw)
+        if isinstance(update, AgentThoughtChunk):
+            return self._chunk("thinking", update, raw)
+        if isinstance(update, UserMessageChunk):
+            return self._chunk("user", update, raw)
+        if isinstance(update, ToolCallStart):
+            return self._tool_call(update, raw)
+        if isinstance(update, ToolCallProgress):
+            return self._tool_update(update, raw)
+        if isinstance(update, UsageUpdate):
+            return self._usage(update, raw)
+        if isinstance(update, ConfigOptionUpdate):
+            self.config_options = list(update.config_options)
+            self.tracker.set_model(self.model)
+        elif isinstance(update, CurrentModeUpdate):
+            self.mode_set(update.current_mode_id)
+        elif isinstance(update, AvailableCommandsUpdate):
+            self.commands = frozenset(c.name.lstrip("/") for c in update.available_commands)
+        if isinstance(update, UnknownUpdate):
+            subtype = update.session_update or "unknown"
+            data = dict(update.raw)
+            if update.error is not None:
+                data["validation_error"] = update.error
+        else:
+            subtype = str(getattr(update, "session_update", "unknown"))
+            data = to_wire(update)
+        data.pop("sessionUpdate", None)
+        return [self._msg(type=MessageType.SYSTEM, subtype=subtype, data=data, raw=raw)]
+
+    # -- usage -----------------------------------------------------------------------------
+
+    def _usage(self, update: UsageUpdate, raw: Any) -> list[Message]:
+        if update.cost is not None:
+            self.cost_currency = update.cost.currency
+            if update.cost.currency.upper() == "USD":
+                self.session_cost = round(update.cost.amount, 9)
+        used = update.used if update.used > 0 else None
+        size = update.size if update.size > 0 else None
+        message = self.tracker.observe_reported(used, size, raw=raw)
+        if self.replaying:
+            message = message.model_copy(update={"replayed": True})
+        return [message]
+
+    # -- the prompt turn -----------------------------------------------------------------
+
+    def prompt_started(self) -> list[Message]:
+        out = self._init_once()
+        self.in_prompt = True
+        self.call_usage = []
+        if self.session_cost is not None:
+            self._cost_base = self.session_cost
+        else:
+            self._cost_base = 0.0 if self._fresh else None
+        return out
+
+    def _turn_data(self) -> tuple[float | None, dict[str, Any]]:
+        data: dict[str, Any] = {}
+        cost: float | None = None
+        if self.session_cost is not None:
+            data["session_cost_usd"] = self.session_cost
+            if self._cost_base is not None:
+                cost = round(self.session_cost - self._cost_base, 9)
+        elif self.cost_currency is not None:
+            data["cost_currency"] = self.cost_currency
+        if self.model is not None:
+            data["model"] = self.model
+        return cost, data
+
+    def prompt_finished(self, result: Any) -> list[Message]:
+        out = self._flush_all()
+        fields = _dict(result) or {}
+        try:
+            response = PromptResponse.model_validate(fields)
+            stop_reason: str | None = response.stop_reason
+            reported = response.usage
+        except ValidationError:
+            stop = fields.get("stopReason")
+            stop_reason = stop if isinstance(stop, str) else None
+            reported = None
+        reported = prompt_usage(reported, self.call_usage, fields.get("_meta"))
+        cost, data = self._turn_data()
+        usage = account_usage(
+            usage_of(reported, cost),
+            model=self.model,
+            # A session's running cost differenced; with no cost, an estimate only from the
+            # whole prompt's tokens (not from an agent's last call alone).
+            cost="derived" if cost is not None else self._estimable,
+        )
+        if reported is not None:
+            data["usage_scope"] = self.usage_scope
+            if reported.total_tokens is not None:
+                data["total_tokens"] = reported.total_tokens
+        self._end_prompt()
+        out.append(
+            Message(
+                type=MessageType.RESULT,
+                stop_reason=stop_reason,
+                usage=usage,
+                resume_id=self.session_id,
+                data=data or None,
+                raw=result,
+            )
+        )
+        return out
+
+    def prompt_failed(self, code: int, message: str, data: Any) -> list[Message]:
+        out = self._flush_all()
+        extra = _dict(data) or {}
+        name = extra.get("errorName")
+        if isinstance(name, str) and name:
+            error_code = name
+        elif not_found(code, message):
+            error_code = "session_not_found"
+        else:
+            error_code = str(code)
+        cost, turn_data = self._turn_data()
+        turn_data["jsonrpc_error"] = {"code": code, "message": message, "data": data}
+        self._end_prompt()
+        out.append(
+            Message(
+                type=MessageType.RESULT,
+                usage=None
+                if cost is None
+                else account_usage(Usage(cost_usd=cost), model=self.model, cost="derived"),
+                error=ErrorInfo(
+                    message=message,
+                    code=error_code,
+                    fatal=True,
+                    data=as_object(data),
+                ),
+                resume_id=self.session_id,
+                data=turn_data,
+            )
+        )
+        return out
+
+    def _end_prompt(self) -> None:
+        self.in_prompt = False
+        if self.session_cost is not None:
+            self._cost_base = self.session_cost
+
+    def finish(self) -> list[Message]:
+        """Complete open blocks and announce pending calls (end of a stream or a turn)."""
+        return [*self._flush_all(), *self._init_once()]
