@@ -30,6 +30,7 @@ from ._schema import (
     ConfigOptionUpdate,
     CurrentModeUpdate,
     PromptResponse,
+    SessionConfigOption,
     ToolCallProgress,
     ToolCallStart,
     UnknownUpdate,
@@ -79,12 +80,14 @@ class AcpState(ToolCalls):
         if isinstance(update, UsageUpdate):
             return self._usage(update, raw)
         if isinstance(update, ConfigOptionUpdate):
-            self.config_options = list(update.config_options)
+            self.config_options: list[SessionConfigOption] = list(update.config_options)
             self.tracker.set_model(self.model)
         elif isinstance(update, CurrentModeUpdate):
             self.mode_set(update.current_mode_id)
         elif isinstance(update, AvailableCommandsUpdate):
-            self.commands = frozenset(c.name.lstrip("/") for c in update.available_commands)
+            self.commands: frozenset[str] = frozenset(
+                c.name.lstrip("/") for c in update.available_commands
+            )
         if isinstance(update, UnknownUpdate):
             subtype = update.session_update or "unknown"
             data = dict(update.raw)
@@ -100,9 +103,9 @@ class AcpState(ToolCalls):
 
     def _usage(self, update: UsageUpdate, raw: Any) -> list[Message]:
         if update.cost is not None:
-            self.cost_currency = update.cost.currency
+            self.cost_currency: str | None = update.cost.currency
             if update.cost.currency.upper() == "USD":
-                self.session_cost = round(update.cost.amount, 9)
+                self.session_cost: float | None = round(update.cost.amount, 9)
         used = update.used if update.used > 0 else None
         size = update.size if update.size > 0 else None
         message = self.tracker.observe_reported(used, size, raw=raw)
@@ -115,7 +118,7 @@ class AcpState(ToolCalls):
     def prompt_started(self) -> list[Message]:
         out = self._init_once()
         self.in_prompt = True
-        self.call_usage = []
+        self.call_usage: list[dict[str, Any]] = []
         if self.session_cost is not None:
             self._cost_base = self.session_cost
         else:
@@ -204,7 +207,7 @@ class AcpState(ToolCalls):
         return out
 
     def _end_prompt(self) -> None:
-        self.in_prompt = False
+        self.in_prompt: bool = False
         if self.session_cost is not None:
             self._cost_base = self.session_cost
 
