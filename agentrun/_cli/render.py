@@ -7,8 +7,8 @@ import os
 import sys
 from typing import Any, TextIO, cast
 
-from ._vocabulary.messages import ContextWindow, Message, MessageType
-from ._vocabulary.summary import TurnSummary
+from .._vocabulary.messages import ContextWindow, Message, MessageType
+from .._vocabulary.summary import TurnSummary
 
 __all__ = ["Renderer", "gauge"]
 
