@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 
 from .._vocabulary.context import default_catalog
 
@@ -12,10 +13,13 @@ __all__ = ["catalog"]
 def catalog(args: argparse.Namespace) -> int:
     known = default_catalog()
     status = 0
-    for model in args.models:
+    models: list[str] = args.models
+    for model in models:
         info = known.lookup(model)
         if info is None:
-            print(f"{model}: unknown")
+            close = difflib.get_close_matches(model.lower(), known.names(), n=3, cutoff=0.5)
+            hint = f" (closest: {', '.join(close)})" if close else ""
+            print(f"{model}: unknown{hint}")
             status = 1
             continue
         print(

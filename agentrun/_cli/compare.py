@@ -7,6 +7,10 @@ import json
 import sys
 import tempfile
 
+from .._vocabulary.errors import ConfigurationError
+from ..engines._registry import engine_names
+from .run import load_script, read_prompt
+
 __all__ = ["compare"]
 
 
@@ -15,14 +19,19 @@ async def compare(args: argparse.Namespace) -> int:
     from .._fleets.fleet import FleetEvent
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    known = engine_names()
+    for name in engines:
+        if name not in known:
+            raise ConfigurationError(
+                f"unknown engine {name!r} (known: {', '.join(known)})", option="engines"
+            )
+    if not engines:
+        raise ConfigurationError("--engines names no engine", option="engines")
     models: list[str | None] = (
         [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [None]
     )
-    script = None
-    if args.script:
-        from ..offline import Script
-
-        script = Script.from_file(args.script)
+    prompt = read_prompt(args)
+    script = load_script(args.script)
 
     def progress(event: FleetEvent) -> None:
         if event.kind == "session_started":
@@ -40,7 +49,7 @@ async def compare(args: argparse.Namespace) -> int:
         if args.keep:
             scratch = tempfile.mkdtemp(prefix="agentrun-compare-")
         runs = await compare(
-            args.prompt,
+            prompt,
             engines,
             models=models,
             workspace=args.cwd,
