@@ -99,7 +99,6 @@ def scripts(tmp_path: Path) -> dict[str, Path]:
         (["run", "--option", "permission_mode"], "is not KEY=VALUE"),
         (["record", "--engine", "acp", "--out", "{missing}"], "needs an offline configuration"),
         (["serve", "--port", "70000"], "a port is 0 to 65535"),
-        (["mcp", "--max-sessions", "0"], "must be at least 1"),
         (["run", "--no-such-flag"], "unrecognized arguments"),
     ],
 )
