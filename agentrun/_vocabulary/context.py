@@ -83,6 +83,10 @@ class Catalog:
         # Longest prefix first, so specific families beat generic ones.
         self._families = sorted(new + self._families, key=lambda item: -len(item[0]))
 
+    def names(self) -> list[str]:
+        """Every model id and alias the catalog knows (family prefixes aside), sorted."""
+        return sorted({*(info.id for info in self._models.values()), *self._aliases})
+
     def lookup(self, model: str | None) -> ModelInfo | None:
         if not model:
             return None

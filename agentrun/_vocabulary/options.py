@@ -23,7 +23,7 @@ from .permissions import PermissionHandler
 from .policy import Budget, ContextPolicy
 from .questions import QuestionHandler
 
-__all__ = ["Effort", "Mode", "SessionOptions"]
+__all__ = ["ENGINE_OPTION_KEYS", "Effort", "Mode", "SessionOptions"]
 
 Effort = Literal["low", "medium", "high", "max"]
 Mode = Literal["plan", "act"]
@@ -42,6 +42,52 @@ def _argv_safe(name: str, value: str) -> str:
     if value.startswith("-"):
         raise ValueError(f"{name} {value!r} starts with '-' and would be read as a flag")
     return value
+
+
+#: The engine-specific options each engine reads, by namespace (``options["<namespace>.<name>"]``);
+#: a name ending in ``.`` is a prefix (``codex.config.<key>``). An unknown name in one of these
+#: namespaces is a :class:`ConfigurationError` naming the known ones; namespaces of engines from
+#: other packages are not checked.
+ENGINE_OPTION_KEYS: dict[str, tuple[str, ...]] = {
+    "claude": ("permission_mode",),
+    "codex": ("profile", "ephemeral", "skip_git_repo_check", "config."),
+    "opencode": ("permission", "title", "variant"),
+    "acp": ("mode", "config."),
+}
+#: Built-in engines that read their options under another engine's namespace.
+_OPTION_NAMESPACES: dict[str, str] = {
+    "codex-app-server": "codex",
+    "opencode-acp": "acp",
+    "claude-acp": "acp",
+    "codex-acp": "acp",
+    "qwen": "acp",
+    "gemini": "acp",
+}
+
+
+def _check_engine_option(key: str) -> None:
+    namespace, _, name = key.partition(".")
+    if namespace in _OPTION_NAMESPACES:
+        real = _OPTION_NAMESPACES[namespace]
+        raise ValueError(
+            f"unknown engine option {key!r}: the {namespace} engine reads its options as "
+            f"'{real}.<name>' (known: {_known_options(real)})"
+        )
+    known = ENGINE_OPTION_KEYS.get(namespace)
+    if known is None:
+        return
+    if any(
+        (name.startswith(k) and len(name) > len(k)) if k.endswith(".") else name == k for k in known
+    ):
+        return
+    raise ValueError(f"unknown engine option {key!r} (known: {_known_options(namespace)})")
+
+
+def _known_options(namespace: str) -> str:
+    return ", ".join(
+        f"{namespace}.{k}<key>" if k.endswith(".") else f"{namespace}.{k}"
+        for k in ENGINE_OPTION_KEYS[namespace]
+    )
 
 
 class SessionOptions(BaseModel):
@@ -140,6 +186,7 @@ class SessionOptions(BaseModel):
         for key, v in value.items():
             if "." not in key:
                 raise ValueError(f"option {key!r} must be named '<engine>.<name>'")
+            _check_engine_option(key)
             _no_nul(f"option {key}", v)
         return value
 

@@ -232,7 +232,7 @@ async def _record(
         "stderr_tail": str(tail)[-_STDERR_TAIL_CHARS:],
         "model_requests": requests,
         "wall_time_s": wall,
-        "script": script.model_dump(mode="json", exclude_defaults=True),
+        "script": script.model_dump(mode="json", exclude_none=True),  # loads back as it is
     }
     if note:
         meta["note"] = note

@@ -144,7 +144,7 @@ async def test_the_result_spends_the_budget_and_the_next_turn_is_refused() -> No
 async def test_the_live_view_shows_a_crossing() -> None:
     import io
 
-    from agentrun._render import Renderer
+    from agentrun._cli.render import Renderer
 
     out = io.StringIO()
     renderer = Renderer(out, colour=False)

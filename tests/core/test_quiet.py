@@ -135,7 +135,7 @@ async def test_quiet_arguments_are_checked_at_the_boundary(argument: str, value:
 async def test_the_live_view_shows_retries_and_stalls() -> None:
     import io
 
-    from agentrun._render import Renderer
+    from agentrun._cli.render import Renderer
 
     out = io.StringIO()
     renderer = Renderer(out, colour=False)

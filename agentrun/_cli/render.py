@@ -7,10 +7,10 @@ import os
 import sys
 from typing import Any, TextIO, cast
 
-from ._vocabulary.messages import ContextWindow, Message, MessageType
-from ._vocabulary.summary import TurnSummary
+from .._vocabulary.messages import ContextWindow, Message, MessageType, ToolCall
+from .._vocabulary.summary import TurnSummary
 
-__all__ = ["Renderer", "gauge"]
+__all__ = ["Renderer", "gauge", "seconds_text", "tool_call_line", "tool_result_line"]
 
 #: Fill thresholds (fractions) at which the gauge changes colour, as the ACP usage RFD suggests.
 WARN, HIGH, CRITICAL = 0.75, 0.90, 0.95
@@ -45,14 +45,72 @@ def _short(value: Any, limit: int = 200) -> str:
     return text
 
 
+def _content_text(value: Any) -> str | None:
+    """The readable text of a tool's output: a string as it is, ACP content blocks (``text``,
+    ``content``, ``diff``, ``terminal``) by what they hold; ``None`` for anything else."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        block = cast("dict[str, Any]", value)
+        kind = block.get("type")
+        if isinstance(block.get("text"), str):
+            return cast(str, block["text"])
+        if kind == "content" and "content" in block:
+            return _content_text(block["content"])
+        if kind == "diff":
+            return f"(diff of {block.get('path') or 'a file'})"
+        if kind == "terminal":
+            return f"(terminal {block.get('terminalId') or ''})".replace(" )", ")")
+        return None
+    if isinstance(value, list):
+        parts = [_content_text(item) for item in cast("list[Any]", value)]
+        if all(p is not None for p in parts):
+            return "\n".join(p for p in parts if p)
+    return None
+
+
+def tool_call_line(tool: ToolCall) -> str:
+    """``Bash {"command": "ls"}``; an agent that sends no input (ACP agents often send only a
+    title) shows its title and kind instead of ``null``."""
+    name = tool.name or tool.title or "tool"
+    if tool.input is not None and tool.input != {}:
+        return f"{clean(name)} {_short(tool.input)}"
+    extra = [tool.title] if tool.title and tool.title != name else []
+    if tool.kind:
+        extra.append(f"({tool.kind})")
+    return clean(" ".join([name, *extra]))
+
+
+def tool_result_line(tool: ToolCall) -> str:
+    """The head of a tool's output, or what is known when it has none to show."""
+    output = tool.output
+    text = _content_text(output) if output is not None else None
+    if text is None and output is not None:
+        text = json.dumps(output, ensure_ascii=False)
+    if text is not None and text.strip():
+        return _short(text)
+    state = "failed" if tool.is_error else (tool.status or "done")
+    return clean(f"{state} (no output)")
+
+
+def seconds_text(seconds: float) -> str:
+    """A duration as a person reads it: ``1s``, ``2.5s``, ``42s``, ``3m 05s``."""
+    if seconds < 10:
+        return f"{round(seconds, 1):g}s"
+    if seconds < 60:
+        return f"{round(seconds):d}s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m {rest:02d}s"
+
+
 def gauge(reading: ContextWindow, *, width: int = 20, colour: bool = False) -> str:
     """``[████░░░░] 18,450 / 200,000 tokens (9.2%)`` — or what is known of it."""
     used, size, fraction = reading.used_tokens, reading.size_tokens, reading.fraction
     used_text = f"{used:,}" if used is not None else "?"
     if size is None:
-        return f"context {used_text} tokens used (window size unknown)"
+        return f"{used_text} tokens used (window size unknown)"
     if fraction is None:
-        return f"context ? / {size:,} tokens (fill unknown)"
+        return f"window of {size:,} tokens (fill unknown)"
     filled = min(width, round(fraction * width))
     bar = "█" * filled + "░" * (width - filled)
     text = f"[{bar}] {used_text} / {size:,} tokens ({fraction:.1%})"
@@ -70,14 +128,50 @@ def gauge(reading: ContextWindow, *, width: int = 20, colour: bool = False) -> s
     return f"{_COLOURS[name]}{text}{_RESET}"
 
 
+def colour_allowed(stream: TextIO) -> bool:
+    """Colour only on a terminal that can show it: not with ``NO_COLOR`` set, not on
+    ``TERM=dumb``, not into a pipe or a file."""
+    if "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        return False
+
+
+#: How a failed turn is explained when the agent gave no error of its own, by stop reason.
+_STOP_REASONS = {
+    "cancelled": "the turn was cancelled",
+    "budget": "the budget was spent",
+    "max_tokens": "the model reached its output limit",
+    "max_turns": "the agent reached its turn limit",
+    "refusal": "the model refused",
+}
+
+
+def failure_reason(summary: TurnSummary) -> str:
+    """Why a failed turn failed, in one line: the agent's fatal error (else its last error),
+    else what its stop reason means; never empty."""
+    if summary.stop_reason == "cancelled":
+        return _STOP_REASONS["cancelled"]
+    if summary.errors:
+        fatal = [e for e in summary.errors if e.fatal]
+        error = (fatal or list(summary.errors))[-1]
+        code = f" [{error.code}]" if error.code else ""
+        return f"{error.message}{code}".replace("\n", " ")
+    if summary.stop_reason:
+        return _STOP_REASONS.get(summary.stop_reason, f"the agent stopped ({summary.stop_reason})")
+    if summary.has_result:
+        return "the agent reported a failure without giving a reason"
+    return "the turn ended without a result from the agent"
+
+
 class Renderer:
     """Writes a turn's messages for a person as they arrive."""
 
     def __init__(self, out: TextIO | None = None, *, colour: bool | None = None) -> None:
         self.out = out if out is not None else sys.stdout
-        self.colour: bool = (
-            colour if colour is not None else self.out.isatty() and "NO_COLOR" not in os.environ
-        )
+        self.colour: bool = colour if colour is not None else colour_allowed(self.out)
         self._streaming = False
         self._streamed_ids: set[str | None] = set()
         self._last_gauge: tuple[int | None, int | None] | None = None
@@ -113,12 +207,11 @@ class Renderer:
         elif kind is MessageType.THINKING and message.text:
             self._line(self.style("dim", f"(thinking) {_short(message.text, 300)}"))
         elif kind is MessageType.TOOL_USE and message.tool is not None:
-            tool = message.tool
-            self._line(self.style("cyan", f"→ {tool.name or 'tool'} {_short(tool.input)}"))
+            self._line(self.style("cyan", f"→ {tool_call_line(message.tool)}"))
         elif kind is MessageType.TOOL_RESULT and message.tool is not None:
             tool = message.tool
             mark = self.style("red", "✗") if tool.is_error else "←"
-            self._line(f"{mark} {_short(tool.output if tool.output is not None else '')}")
+            self._line(f"{mark} {tool_result_line(tool)}")
         elif kind is MessageType.CONTEXT_WINDOW and message.context is not None:
             shown = (message.context.used_tokens, message.context.size_tokens)
             if shown != self._last_gauge:
@@ -133,7 +226,7 @@ class Renderer:
         elif kind is MessageType.COMPACTION and message.text:
             self._line(self.style("yellow", "▼ " + clean(message.text)))
         elif kind is MessageType.STALL and message.text:
-            self._line(self.style("yellow", "… " + clean(message.text)))
+            self._line(self.style("yellow", "… " + clean(_stall_line(message))))
         elif kind is MessageType.QUESTION and message.text:
             data = message.data or {}
             if data.get("refused"):
@@ -164,6 +257,8 @@ class Renderer:
         usage = summary.usage
         status = self.style("green", "ok") if summary.ok else self.style("red", "failed")
         lines = [f"── turn {summary.turn} {status} · stop: {summary.stop_reason or '-'}"]
+        if not summary.ok:
+            lines.append("   reason: " + self.style("red", clean(failure_reason(summary))))
         if usage is not None:
             figures = [
                 f"in {usage.input_tokens}" if usage.input_tokens is not None else None,
@@ -200,6 +295,15 @@ class Renderer:
             lines.append(f"   wall time: {summary.duration_s:.2f}s")
         for line in lines:
             self._line(self.style("bold", line) if line is lines[0] else line)
+
+
+def _stall_line(message: Message) -> str:
+    """The stall's text with its quiet time rounded for reading (``1s``, not ``1.001s``)."""
+    text = message.text or ""
+    quiet = (message.data or {}).get("quiet_s")
+    if isinstance(quiet, (int, float)) and not isinstance(quiet, bool):
+        text = text.replace(f"for {quiet:g}s", f"for {seconds_text(float(quiet))}", 1)
+    return text
 
 
 def _retry_line(message: Message) -> str:

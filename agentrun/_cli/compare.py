@@ -1,0 +1,68 @@
+"""``agentrun compare``: one prompt on several engines (or models) side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+
+from .._vocabulary.errors import ConfigurationError
+from ..engines._registry import engine_names
+from .run import load_script, read_prompt
+
+__all__ = ["compare"]
+
+
+async def compare(args: argparse.Namespace) -> int:
+    from .._fleets.compare import compare, compare_table
+    from .._fleets.fleet import FleetEvent
+
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    known = engine_names()
+    for name in engines:
+        if name not in known:
+            raise ConfigurationError(
+                f"unknown engine {name!r} (known: {', '.join(known)})", option="engines"
+            )
+    if not engines:
+        raise ConfigurationError("--engines names no engine", option="engines")
+    models: list[str | None] = (
+        [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [None]
+    )
+    prompt = read_prompt(args)
+    script = load_script(args.script)
+
+    def progress(event: FleetEvent) -> None:
+        if event.kind == "session_started":
+            print(f"… {event.task} started", file=sys.stderr, flush=True)
+        elif event.kind == "turn_finished" and event.record is not None:
+            record = event.record
+            state = "ok" if record.ok else "failed"
+            wall = f" in {record.duration_s:.1f}s" if record.duration_s is not None else ""
+            print(f"✓ {event.task} {state}{wall}", file=sys.stderr, flush=True)
+        elif event.kind == "session_failed" and event.error is not None:
+            print(f"✗ {event.task}: {event.error.message}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="agentrun-compare-") as tmp:
+        scratch = tmp
+        if args.keep:
+            scratch = tempfile.mkdtemp(prefix="agentrun-compare-")
+        runs = await compare(
+            prompt,
+            engines,
+            models=models,
+            workspace=args.cwd,
+            live=args.live,
+            timeout=args.timeout,
+            scratch=scratch,
+            keep_workspaces=args.keep,
+            hitl=None if args.agent_permissions else False,
+            script=script,
+            on_event=None if args.json else progress,
+        )
+    if args.json:
+        print(json.dumps([run.model_dump(mode="json") for run in runs], indent=2))
+    else:
+        sys.stdout.write(compare_table(runs))
+    return 0 if all(run.ok for run in runs) else 1

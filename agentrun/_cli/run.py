@@ -1,0 +1,326 @@
+"""``agentrun run``: real agent turns, rendered for a person or as JSON lines.
+
+Everything the command line says is checked before anything starts (the engine's name, the
+prompt, the script, the engine options); a bad value is one line and exit 2. Ctrl-C cancels the
+running turn in the agent, shows what it had done, says ``interrupted`` and exits 130; a second
+Ctrl-C stops the agent at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .._turns.boundary import check_turn_arguments
+from .._turns.engine import Engine
+from .._turns.turn import Turn
+from .._vocabulary.errors import AgentrunError, ConfigurationError
+from .._vocabulary.messages import Message, MessageType
+from .._vocabulary.options import SessionOptions
+from ..engines._registry import engine_names, get_engine
+from .render import Renderer, clean
+
+if TYPE_CHECKING:
+    from ..offline import Script
+
+__all__ = ["DEFAULT_PROMPT", "EXIT_INTERRUPTED", "json_line", "load_script", "read_prompt", "run"]
+
+DEFAULT_PROMPT = "Check that the shell works, then tell me what you found."
+
+#: The exit status after Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+
+
+def json_line(message: Message) -> str:
+    """A message as one JSON line: fields that are unknown (``None``) are left out."""
+    return json.dumps(message.model_dump(mode="json", exclude_none=True))
+
+
+@dataclass
+class _Plan:
+    """What ``agentrun run`` will do, every part of it checked."""
+
+    prompts: list[str]
+    script: Script | None
+    options: dict[str, str]
+
+
+@dataclass
+class _Interrupt:
+    """Ctrl-C while the command runs: the first cancels the turn, the next stops everything."""
+
+    scope: anyio.CancelScope
+    turn: Turn | None = None
+    count: int = 0
+
+
+def read_prompt(args: argparse.Namespace, *, default: str = DEFAULT_PROMPT) -> str:
+    """The prompt: the argument, ``-`` for standard input, or ``--prompt-file``."""
+    given: str | None = args.prompt
+    path: str | None = args.prompt_file
+    if given is not None and path is not None:
+        raise ConfigurationError("give the prompt or --prompt-file, not both", option="prompt")
+    if path is not None:
+        source = "standard input" if path == "-" else path
+        try:
+            text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigurationError(
+                f"cannot read the prompt file {path}: {why}", option="prompt_file"
+            ) from None
+    elif given == "-":
+        source = "standard input"
+        text = sys.stdin.read()
+    elif given is not None:
+        return given
+    else:
+        return default
+    if not text.strip():
+        raise ConfigurationError(f"the prompt from {source} is empty", option="prompt")
+    return text
+
+
+def load_script(path: str | None) -> Script | None:
+    """The model server script at ``path``; a missing file, bad JSON or a block of an unknown
+    type is a one-line :class:`ConfigurationError`."""
+    if path is None:
+        return None
+    from pydantic import ValidationError
+
+    from ..offline import Script
+
+    try:
+        return Script.from_file(path)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the script {path}: {exc.strerror or exc}", option="script"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(
+            f"the script {path} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            option="script",
+        ) from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the script"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigurationError(
+            f"the script {path} is not a model server script: {where}: {first['msg']}{more}",
+            option="script",
+        ) from None
+    except ValueError as exc:  # not UTF-8, or a rule of the script's own
+        raise ConfigurationError(f"the script {path}: {exc}", option="script") from None
+
+
+def parse_options(pairs: list[str]) -> dict[str, str]:
+    """``--option KEY=VALUE`` pairs, checked as :class:`SessionOptions` checks them."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigurationError(
+                f"--option {pair!r} is not KEY=VALUE (e.g. claude.permission_mode=plan)",
+                option="option",
+            )
+        options[key.strip()] = value
+    SessionOptions(options=options)  # raises ConfigurationError naming the known keys
+    return options
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    from ..offline._embedded import EMBEDDED_ENGINES
+
+    known = engine_names()
+    if args.engine not in known:
+        raise ConfigurationError(
+            f"unknown engine {args.engine!r} (known: {', '.join(known)})", option="engine"
+        )
+    if not args.live and args.engine not in EMBEDDED_ENGINES:
+        raise ConfigurationError(
+            f"engine {args.engine!r} is not supported yet on the embedded model server "
+            f"(supported: {', '.join(EMBEDDED_ENGINES)}); use --live to drive your own "
+            "installation",
+            option="engine",
+        )
+    if args.cwd is not None and not Path(args.cwd).is_dir():
+        raise ConfigurationError(f"--cwd {args.cwd}: no such directory", option="cwd")
+    if args.live and args.script is not None:
+        raise ConfigurationError(
+            "--script is for the embedded model server; --live uses your own", option="script"
+        )
+    prompts = [read_prompt(args), *args.then]
+    for prompt in prompts:
+        check_turn_arguments(
+            prompt,
+            timeout=args.timeout,
+            idle_timeout=args.idle_timeout,
+            tool_timeout=args.tool_timeout,
+            stall_after=args.stall_after,
+        )
+    return _Plan(
+        prompts=prompts, script=load_script(args.script), options=parse_options(args.option)
+    )
+
+
+async def run(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    everything = anyio.CancelScope()
+    interrupt = _Interrupt(scope=everything)
+    status: list[int] = []
+    failure: list[Exception] = []
+    with everything:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_interrupts, interrupt)
+            try:
+                status.append(await _run(args, plan, interrupt))
+            except Exception as exc:  # raised as itself after the watcher ends
+                failure.append(exc)
+            finally:
+                tg.cancel_scope.cancel()
+    if interrupt.count:
+        print("agentrun: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    if failure:
+        raise failure[0]
+    return status[0] if status else EXIT_INTERRUPTED
+
+
+async def _watch_interrupts(interrupt: _Interrupt) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            interrupt.count += 1
+            if interrupt.count == 1 and interrupt.turn is not None:
+                interrupt.turn.cancel()  # the agent ends the turn; its summary is shown
+            else:
+                interrupt.scope.cancel()  # nothing running to cancel, or asked twice
+
+
+async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> int:
+    with tempfile.TemporaryDirectory(prefix="agentrun-") as tmp:
+        cwd = args.cwd or _workspace(tmp)
+        if args.live:
+            engine = _engine(args.engine, binary=args.binary)
+            session = SessionOptions(
+                model=args.model, cwd=cwd, resume_id=args.resume, options=plan.options
+            )
+            return await _turns(engine, session, plan.prompts, args, interrupt)
+        from ..offline import ModelServer
+
+        async with ModelServer(plan.script) as server:
+            engine, session = _embedded(args, server.url, tmp, cwd, plan.options)
+            return await _turns(engine, session, plan.prompts, args, interrupt)
+
+
+def _workspace(tmp: str) -> str:
+    path = Path(tmp) / "workspace"
+    path.mkdir()
+    return str(path)
+
+
+def _engine(name: str, **options: Any) -> Engine:
+    options = {k: v for k, v in options.items() if v is not None}
+    engine = get_engine(name, **options)
+    engine.check()
+    return engine
+
+
+def _embedded(
+    args: argparse.Namespace, url: str, tmp: str, cwd: str, options: dict[str, str]
+) -> tuple[Engine, SessionOptions]:
+    from ..offline import embedded_engine
+
+    return embedded_engine(
+        args.engine,
+        url,
+        Path(tmp) / "agent",
+        cwd=cwd,
+        model=args.model,
+        binary=args.binary,
+        resume_id=args.resume,
+        **({"options": options} if options else {}),
+    )
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+async def _turns(
+    engine: Engine,
+    session: SessionOptions,
+    prompts: list[str],
+    args: argparse.Namespace,
+    interrupt: _Interrupt,
+) -> int:
+    renderer = None if args.json else Renderer()
+    failed = False
+    if _interactive():
+        # Some agents take seconds to start (ACP agents 3-6 s): say what is happening.
+        print(f"starting {clean(engine.name)}…", file=sys.stderr, flush=True)
+    async with engine.start(session) as process:
+        for prompt in prompts:
+            if renderer is not None:
+                renderer.out.write(renderer.style("bold", f"▶ {clean(prompt)}") + "\n")
+            last: list[Message] = []
+
+            def show(message: Message, last: list[Message] = last) -> None:
+                last[:] = [message]
+                if renderer is None:
+                    print(json_line(message), flush=True)
+                else:
+                    renderer.message(message)
+
+            turn = process.turn(
+                prompt,
+                timeout=args.timeout,
+                idle_timeout=args.idle_timeout,
+                tool_timeout=args.tool_timeout,
+                stall_after=args.stall_after,
+            )
+            try:
+                async with turn:
+                    interrupt.turn = turn
+                    async for message in turn:
+                        show(message)
+            except AgentrunError as exc:
+                if exc.summary is not None and renderer is not None:
+                    renderer.summary(exc.summary)
+                raise
+            finally:
+                interrupt.turn = None
+            summary = turn.summary
+            if interrupt.count:
+                ended = last[0] if last else None
+                if renderer is None and not (
+                    ended is not None
+                    and ended.type is MessageType.RESULT
+                    and ended.stop_reason == "cancelled"
+                ):
+                    # The stream of a cancelled turn ends with a result that says so.
+                    number = summary.turn if summary.turn is not None else 0
+                    print(json_line(_cancelled_result(number)), flush=True)
+                if renderer is not None:
+                    summary.stop_reason = summary.stop_reason or "cancelled"
+                    summary.ok = False
+                    renderer.summary(summary)
+                return EXIT_INTERRUPTED
+            if renderer is not None:
+                renderer.summary(summary)
+            failed = failed or not summary.ok
+    return 1 if failed else 0
+
+
+def _cancelled_result(turn: int) -> Message:
+    return Message(type=MessageType.RESULT, turn=turn, subtype="cancelled", stop_reason="cancelled")
