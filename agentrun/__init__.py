@@ -29,6 +29,7 @@ from ._vocabulary.errors import (
     TurnError,
     TurnInProgressError,
     TurnTimeoutError,
+    UsageError,
 )
 from ._vocabulary.messages import (
     BackgroundTask,
@@ -188,6 +189,7 @@ __all__ = [
     "TurnSummary",
     "TurnTimeoutError",
     "Usage",
+    "UsageError",
     "UsageSource",
     "WireTap",
     "__version__",

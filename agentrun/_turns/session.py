@@ -43,7 +43,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import AsyncExitStack, contextmanager, suppress
 from types import TracebackType
-from typing import Any, ClassVar, cast, final
+from typing import Any, ClassVar, Literal, cast, final
 
 import anyio
 import anyio.abc
@@ -114,6 +114,9 @@ class Engine(ABC):
     #: The engine's registry name (``"claude"``, ``"opencode"``, ``"acp"``, ...): what
     #: ``get_engine(name)`` takes, so ``get_engine(n).name == n``. Presets set it per instance.
     name: str = "engine"
+    #: What a recording of the agent keeps: ``"stdout"``, its raw output lines, or
+    #: ``"jsonrpc"``, both directions of its JSON-RPC traffic.
+    wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "stdout"
 
     @abstractmethod
     def start(self, options: SessionOptions | None = None) -> Session:

@@ -23,6 +23,9 @@ __all__ = ["INSTALL_HINT", "engines_dir", "engines_dirs", "package_version", "re
 INSTALL_HINT = "npm install --prefix engines --no-audit --no-fund"
 
 _ENV_ENGINES_DIR = "AGENTRUN_ENGINES_DIR"
+#: The checkout's (or installed tree's) ``engines`` folder: beside the ``agentrun`` package,
+#: which holds this file in ``agentrun/_wire/``.
+_PACKAGED_ENGINES_DIR = Path(__file__).resolve().parents[2] / "engines"
 
 
 def engines_dirs() -> list[Path]:
@@ -31,9 +34,7 @@ def engines_dirs() -> list[Path]:
     env = os.environ.get(_ENV_ENGINES_DIR)
     if env:
         dirs.append(Path(env).expanduser())
-    import agentrun
-
-    dirs.append(Path(agentrun.__file__).resolve().parent.parent / "engines")
+    dirs.append(_PACKAGED_ENGINES_DIR)
     return dirs
 
 

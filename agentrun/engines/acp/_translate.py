@@ -54,6 +54,7 @@ from typing import Any, Literal, cast
 
 from pydantic import ValidationError
 
+from ..._bases.translator import Translator
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.jsonvalues import as_object
@@ -913,7 +914,7 @@ def _usage_of(reported: AcpUsage | None, cost: float | None) -> Usage | None:
     )
 
 
-class AcpTranslator:
+class AcpTranslator(Translator):
     """Turns one session's ACP traffic into messages (see the module docstring).
 
     ``feed`` takes one decoded line: ``{"dir": "send"|"recv"|"stderr", "msg": {...}}`` or a bare

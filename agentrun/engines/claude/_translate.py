@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from ..._bases.translator import Translator
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.jsonvalues import as_dict as _obj
 from ..._vocabulary.jsonvalues import as_float as _float
@@ -97,7 +98,7 @@ def _model_usage_sum(per_model: Json) -> Usage:
     return total
 
 
-class ClaudeTranslator:
+class ClaudeTranslator(Translator):
     """Stateful for one session. ``process`` (set by the engine) is attached to ``init``
     messages; ``resumed`` says the session continues an earlier one (its cumulative cost then
     cannot be used as the first turn's cost)."""

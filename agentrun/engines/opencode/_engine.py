@@ -28,6 +28,7 @@ import anyio.abc
 from ..._bases.spawn_per_turn import SpawnPerTurnSession, TurnCommand
 from ..._turns.session import ProgramEngine, TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.errors import ConfigurationError
 from ..._vocabulary.options import SessionOptions
 from ..._wire.programs import package_version
 from ._argv import TurnArgs, build_argv
@@ -64,7 +65,9 @@ class OpenCodeEngine(ProgramEngine):
         catalog: Catalog | None = None,
     ) -> None:
         if context_window is not None and context_window <= 0:
-            raise ValueError("context_window must be a positive number of tokens")
+            raise ConfigurationError(
+                "context_window must be a positive number of tokens", option="context_window"
+            )
         self.binary = binary
         self.context_window = context_window
         self.version = version

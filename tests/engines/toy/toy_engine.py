@@ -9,10 +9,17 @@ from typing import Any
 from repo_paths import FAKES
 
 from agentrun import Message, MessageType, ProcessMeta, SessionOptions, ToolCall, Usage
-from agentrun.abc import Engine, RunningTotals, SpawnPerTurnSession, TurnCommand, TurnContext
+from agentrun.abc import (
+    Engine,
+    RunningTotals,
+    SpawnPerTurnSession,
+    Translator,
+    TurnCommand,
+    TurnContext,
+)
 
 
-class ToyTranslator:
+class ToyTranslator(Translator):
     """Toy events -> messages. Pure: the engine and ``replay`` share it."""
 
     def __init__(self, totals: RunningTotals | None = None) -> None:
