@@ -32,6 +32,7 @@ from ._vocabulary.errors import (
     TurnError,
     TurnInProgressError,
     TurnTimeoutError,
+    UsageError,
 )
 from ._vocabulary.messages import (
     BackgroundTask,
@@ -191,6 +192,7 @@ __all__ = [
     "TurnSummary",
     "TurnTimeoutError",
     "Usage",
+    "UsageError",
     "UsageSource",
     "WireTap",
     "__version__",

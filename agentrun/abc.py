@@ -15,6 +15,12 @@ from its wire events to :class:`~agentrun.Message` objects. Everything else come
   the base also owns the connection and the table of the agent's requests it answers.
 * :class:`Session` — the turn model itself, for anything else: implement ``_run_turn``.
 
+:class:`Translator` is the one protocol of every translator (``feed``, ``finish``, and the
+optional ``sidecars`` / ``use_sidecars`` it inherits by subclassing); :class:`PerTurnTranslator`
+adds what the spawn-per-turn base needs. :class:`JsonRpcConnection` raises
+:class:`JsonRpcError`, :class:`RequestTimeoutError` and :class:`ConnectionClosedError`, all
+:class:`~agentrun.AgentrunError` subclasses.
+
 Shared helpers: :func:`ask_permission` (the permission flow every engine uses),
 :class:`RunningTotals` (a turn's own usage or cost from an agent's running totals),
 :func:`decode_line` (framing and decoding problems as ``error`` messages). Register a finished
@@ -25,7 +31,7 @@ find it. ``docs/engines/writing-an-engine.md`` walks through a complete one.
 
 from ._bases.cumulative import RunningTotals, TotalsScope
 from ._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
-from ._bases.long_lived import LongLivedSession, WireTranslator
+from ._bases.long_lived import LongLivedSession
 from ._bases.spawn_per_turn import (
     PerTurnTranslator,
     SpawnPerTurnSession,
@@ -37,11 +43,17 @@ from ._turns.engine import Engine, ProgramEngine
 from ._turns.session import Session
 from ._turns.turn import TurnContext
 from ._vocabulary.permissions import ask_permission
-from ._wire.jsonrpc import JsonRpcConnection, JsonRpcError
+from ._wire.jsonrpc import (
+    ConnectionClosedError,
+    JsonRpcConnection,
+    JsonRpcError,
+    RequestTimeoutError,
+)
 from ._wire.process import AgentProcess, ProcessSpec, merge_env, open_process
 
 __all__ = [
     "AgentProcess",
+    "ConnectionClosedError",
     "Engine",
     "JsonRpcConnection",
     "JsonRpcError",
@@ -51,6 +63,7 @@ __all__ = [
     "ProcessSpec",
     "ProgramEngine",
     "RequestHandlerTable",
+    "RequestTimeoutError",
     "RunningTotals",
     "Session",
     "SpawnPerTurnSession",
@@ -58,7 +71,6 @@ __all__ = [
     "Translator",
     "TurnCommand",
     "TurnContext",
-    "WireTranslator",
     "ask_permission",
     "decode_line",
     "merge_env",

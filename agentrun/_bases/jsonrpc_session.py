@@ -43,9 +43,9 @@ from .._vocabulary.options import SessionOptions
 from .._wire.framing import LineTooLong
 from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError, JsonRpcProblem
 from .._wire.process import AgentProcess
-from .long_lived import LongLivedSession, WireTranslator
+from .long_lived import LongLivedSession
 
-__all__ = ["JsonRpcSession", "RequestHandlerTable", "WireTranslator"]
+__all__ = ["JsonRpcSession", "RequestHandlerTable"]
 
 RequestHandlerTable = Mapping[str, Callable[[Any], Awaitable[Any]]]
 

@@ -29,7 +29,7 @@ import contextlib
 import logging
 import signal
 from abc import abstractmethod
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import anyio
 import anyio.abc
@@ -42,22 +42,15 @@ from .._vocabulary.errors import AgentrunError, SessionTerminatedError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._wire.process import AgentProcess, ProcessHost, ProcessSpec, merge_env
+from .translator import Translator
 
-__all__ = ["LongLivedSession", "WireTranslator"]
+__all__ = ["LongLivedSession"]
 
 _log = logging.getLogger("agentrun.session")
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 #: Seconds a turn whose result arrived waits for the answer to its prompt request.
 PROMPT_ANSWER_WAIT = 5.0
-
-
-class WireTranslator(Protocol):
-    """A session's translator: wire events in, messages out."""
-
-    def feed(self, event: Any) -> list[Message]: ...
-
-    def finish(self) -> list[Message]: ...
 
 
 class _Ended:
@@ -94,7 +87,7 @@ class LongLivedSession(Session):
         #: Names of the environment variables the agent gets (values are never kept).
         self.env_names: list[str] = sorted(self.env)
         self.argv: tuple[str, ...] = ()
-        self.translator: WireTranslator = self._new_translator()
+        self.translator: Translator = self._new_translator()
         self._proc: AgentProcess | None = None
         self._host: ProcessHost | None = None
         self._queue: Sender[Message | _Ended] | None = None
@@ -115,7 +108,7 @@ class LongLivedSession(Session):
         """The agent's command line (raise ConfigurationError / EngineUnavailableError)."""
 
     @abstractmethod
-    def _new_translator(self) -> WireTranslator:
+    def _new_translator(self) -> Translator:
         """The session's translator (called once, in ``__init__``)."""
 
     @abstractmethod

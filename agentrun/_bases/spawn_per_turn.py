@@ -25,7 +25,7 @@ import signal
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import anyio
 import anyio.abc
@@ -37,15 +37,17 @@ from .._vocabulary.errors import ProcessExitError, SessionNotFoundError, Session
 from .._vocabulary.messages import Message, MessageType, ProcessMeta
 from .._vocabulary.options import SessionOptions
 from .._wire.process import AgentProcess, ProcessSpec, merge_env, open_process
-from .translator import decode_line
+from .translator import Translator, decode_line
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 
 __all__ = ["PerTurnTranslator", "SpawnPerTurnSession", "TurnCommand", "unsupported_message"]
 
 
-class PerTurnTranslator(Protocol):
-    """What the base needs of a spawn-per-turn translator (one per turn)."""
+class PerTurnTranslator(Translator, Protocol):
+    """What the base needs of a spawn-per-turn translator (one per turn): a
+    :class:`~agentrun.abc.Translator` that also makes the turn's ``init``, says the resume id
+    it saw and whether the turn had an outcome, and finishes a cancelled turn."""
 
     def start(
         self,
@@ -56,8 +58,6 @@ class PerTurnTranslator(Protocol):
     ) -> list[Message]:
         """Messages before any output (the turn's ``init``, if the translator makes it)."""
         ...
-
-    def feed(self, event: Any) -> list[Message]: ...
 
     def finish(self, *, cancelled: bool = False) -> list[Message]:
         """The end of the turn's output: its ``result`` when there is an outcome."""

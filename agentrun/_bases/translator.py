@@ -3,11 +3,14 @@
 A translator turns one agent's decoded wire events into normalized :class:`Message` objects. It
 is pure (no I/O, no clock), stateful for one session, and used both live (by the engine's
 process) and offline (by ``agentrun replay``), so recorded transcripts and real runs go through
-exactly the same code.
+exactly the same code. What the agent writes elsewhere than its wire (Codex's rollout file) is
+read by the engine live, and by replay from the *sidecar* files a recording keeps beside the
+transcript; the translator is handed what was read, never a path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from .._vocabulary.context import ContextTracker
@@ -28,11 +31,25 @@ _KEEP = 4096
 
 @runtime_checkable
 class Translator(Protocol):
-    """Turns decoded wire events into messages. ``finish`` is called at end of stream."""
+    """Turns decoded wire events into messages; ``finish`` is called at the end of the stream.
+
+    The one translator protocol of every engine, long-lived or spawn-per-turn, live or in
+    replay. Subclass it to inherit the defaults of the optional members (no sidecar files).
+    """
+
+    #: The sidecar files this translator can use, by the suffix a recording gives them beside
+    #: the transcript (``"rollout.jsonl"`` for ``<name>.rollout.jsonl``): files the agent writes
+    #: besides its wire output. Empty for agents whose wire says everything.
+    sidecars: ClassVar[tuple[str, ...]] = ()
 
     def feed(self, event: Any) -> list[Message]: ...
 
     def finish(self) -> list[Message]: ...
+
+    def use_sidecars(self, files: Mapping[str, Sequence[bytes]], events: Sequence[Any]) -> None:
+        """Replay, before the first :meth:`feed`: the lines of the sidecar files found beside
+        the transcript (by suffix, only those that exist) and the transcript's decoded events,
+        which are then fed in this order. The default ignores them."""
 
 
 class AgentTranslatorOptions(TypedDict, total=False):
@@ -45,7 +62,7 @@ class AgentTranslatorOptions(TypedDict, total=False):
     cwd: str | None
 
 
-class AgentTranslator:
+class AgentTranslator(Translator):
     """What a translator of one named agent keeps about the session (model, context tracker,
     agent version, working directory) and the ``init`` message it makes of them."""
 

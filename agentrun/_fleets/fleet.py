@@ -48,12 +48,12 @@ from typing import Any, ClassVar, Literal
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._turns.boundary import failure_code, single_error
 from .._turns.engine import Engine
 from .._turns.run import run_turn
-from .._vocabulary.errors import AgentrunError, ConfigurationError
+from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, configuration_error
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
@@ -104,6 +104,13 @@ class FleetTask(BaseModel):
             if not prompt.strip():
                 raise ValueError("a prompt is empty")
         return value
+
+    def __init__(self, **fields: Any) -> None:
+        # Validation failures surface as ConfigurationError (a ValueError), naming the field.
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise configuration_error(exc, "fleet task") from None
 
 
 class FleetTurnRecord(BaseModel):
@@ -369,7 +376,7 @@ class FleetRun:
 
     async def __anext__(self) -> FleetEvent:
         if self._recv is None:
-            raise RuntimeError("use 'async with fleet.stream(...)' before iterating")
+            raise UsageError("use 'async with fleet.stream(...)' before iterating")
         try:
             return await self._recv.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):

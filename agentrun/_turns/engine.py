@@ -11,7 +11,7 @@ Imports the vocabulary and the wire's program finder; the session only for typin
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from .._vocabulary.options import SessionOptions
 
@@ -27,6 +27,9 @@ class Engine(ABC):
     #: The engine's registry name (``"claude"``, ``"opencode"``, ``"acp"``, ...): what
     #: ``get_engine(name)`` takes, so ``get_engine(n).name == n``. Presets set it per instance.
     name: str = "engine"
+    #: What a recording of the agent keeps: ``"stdout"``, its raw output lines, or
+    #: ``"jsonrpc"``, both directions of its JSON-RPC traffic.
+    wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "stdout"
 
     @abstractmethod
     def start(self, options: SessionOptions | None = None) -> Session:

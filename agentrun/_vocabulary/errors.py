@@ -1,25 +1,31 @@
 """The exception tree of agentrun.
 
-Every exception the library raises on purpose derives from :class:`AgentrunError`::
+Every exception the library raises on purpose derives from :class:`AgentrunError`; the second
+column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``: in
+``agentrun.engines.acp``; the same tree as ``docs/vocabulary.md``)::
 
-    AgentrunError
-    ├── ConfigurationError            bad session options / env / argv values (also a ValueError);
-    │                                 raised before any process starts
-    ├── EngineUnavailableError        the agent program cannot be found or run (install hint)
-    ├── SendNotSupportedError         this process cannot take another prompt (e.g. it was closed)
-    ├── CompactionNotSupportedError   the agent offers no way to compact its context
-    ├── TurnInProgressError           a second turn was started while one is running
-    ├── SessionNotFoundError          a resume / load id the agent does not know
-    ├── ProtocolError                 the agent broke its wire protocol beyond recovery
-    │   └── LineTooLongError          one output line was larger than the framer's limit
-    ├── SessionTerminatedError        the session is over: closed, killed, or its program died
-    │   ├── ProcessExitError          the agent program exited (code or signal, stderr tail)
-    │   ├── SessionClosedError        the session was closed while a turn was running
-    │   └── SessionLostError          the worker running the session (a Ray actor, its node) died
-    └── TurnError                     a turn could not complete (partial summary attached)
-        ├── BudgetExceededError       a Budget limit (cost, tokens, turns, wall time) was reached
-        ├── NoResultError             the stream ended without the turn's result
-        └── TurnTimeoutError          the turn's total or idle timeout fired
+    AgentrunError                        agentrun
+    ├── ConfigurationError               configuration          bad option, env or argv (ValueError)
+    ├── UsageError                       usage                  used out of order (a RuntimeError)
+    ├── EngineUnavailableError           engine_unavailable     agent program missing (install hint)
+    ├── SendNotSupportedError            send_not_supported     this process takes no more prompts
+    ├── CompactionNotSupportedError      compaction_not_supported   the agent cannot compact
+    ├── TurnInProgressError              turn_in_progress       a second turn while one runs
+    ├── SessionNotFoundError             session_not_found      a resume / load id the agent lacks
+    ├── ProtocolError                    protocol               the wire broken beyond recovery
+    │   └── LineTooLongError             line_too_long
+    ├── JsonRpcError                     jsonrpc                abc: a JSON-RPC error object
+    ├── RequestTimeoutError              request_timeout        abc: no response in time
+    │   └── AcpTimeoutError              acp_timeout            acp: a start-up request timed out
+    ├── SessionTerminatedError           session_terminated     the session is over
+    │   ├── ProcessExitError             process_exit           exit code or signal, stderr tail
+    │   ├── SessionClosedError           session_closed         closed while a turn was running
+    │   ├── SessionLostError             session_lost           its worker (a Ray actor) died
+    │   └── ConnectionClosedError        connection_closed      abc: the JSON-RPC connection ended
+    └── TurnError                        turn                   partial summary attached
+        ├── BudgetExceededError          budget                 a Budget limit was reached
+        ├── NoResultError                no_result              the stream ended without a result
+        └── TurnTimeoutError             turn_timeout           kind "total" or "idle"
 
 Errors carry the context a caller needs to act: the engine name, the exit code and the tail
 of stderr, the limit that was exceeded, and (for errors that end a turn) the partial
@@ -59,6 +65,7 @@ __all__ = [
     "TurnError",
     "TurnInProgressError",
     "TurnTimeoutError",
+    "UsageError",
 ]
 
 #: ``ErrorInfo.code`` values the library itself produces. Engines may also pass through
@@ -140,6 +147,12 @@ def configuration_error(exc: ValidationError, what: str) -> ConfigurationError:
     message = str(first["msg"]).removeprefix("Value error, ")
     where = f"{location}: " if location else ""
     return ConfigurationError(f"invalid {what} {where}{message}", option=location)
+
+
+class UsageError(AgentrunError, RuntimeError):
+    """An object of the library was used out of order: a session or connection started twice,
+    a turn or a fleet stream iterated before ``async with`` entered it, a server asked for its
+    port before it started. A mistake in the calling code, not in the agent."""
 
 
 class EngineUnavailableError(AgentrunError):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, cast, overload
 
 from .context import SharedDefault, model_keys, packaged_json, user_extension
+from .errors import ConfigurationError
 from .messages import Usage, UsageSource, copy_with
 
 __all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices"]
@@ -80,12 +81,15 @@ class PriceCatalog:
 
     def extend(self, data: dict[str, Any]) -> None:
         """Merge more entries (same shape as ``prices.json``); later entries win. An entry
-        without both an ``input`` and an ``output`` price is refused with :class:`ValueError`."""
+        without both an ``input`` and an ``output`` price is refused with
+        :class:`~agentrun.ConfigurationError` (a ``ValueError``)."""
         models = cast("dict[str, dict[str, Any]]", data.get("models", {}))
         for model_id, entry in models.items():
             input_price, output_price = _price(entry.get("input")), _price(entry.get("output"))
             if input_price is None or output_price is None:
-                raise ValueError(f"price of {model_id!r} needs an input and an output price")
+                raise ConfigurationError(
+                    f"price of {model_id!r} needs an input and an output price", option=model_id
+                )
             key = model_id.lower()
             self._models[key] = ModelPrice(
                 id=model_id,

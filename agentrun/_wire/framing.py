@@ -23,6 +23,8 @@ import anyio
 import anyio.abc
 from pydantic_core import from_json as _from_json
 
+from .._vocabulary.errors import ConfigurationError
+
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "HEAD_BYTES",
@@ -71,7 +73,7 @@ class LineFramer:
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         if max_line_bytes < 1:
-            raise ValueError("max_line_bytes must be at least 1")
+            raise ConfigurationError("max_line_bytes must be at least 1", option="max_line_bytes")
         self._limit = max_line_bytes
         self._buf = bytearray()
         # State of an oversized line being skipped.

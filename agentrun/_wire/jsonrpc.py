@@ -60,7 +60,12 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel
 
-from .._vocabulary.errors import AgentrunError, LineTooLongError, SessionTerminatedError
+from .._vocabulary.errors import (
+    AgentrunError,
+    LineTooLongError,
+    SessionTerminatedError,
+    UsageError,
+)
 from .framing import JsonProblem, LineTooLong, decode_json_line
 
 __all__ = [
@@ -427,7 +432,7 @@ class JsonRpcConnection:
         closed afterwards.  Can be run once.
         """
         if self._running:
-            raise RuntimeError("JsonRpcConnection.run() can only be called once")
+            raise UsageError("JsonRpcConnection.run() can only be called once")
         self._running = True
         reason = "end of input"
         try:

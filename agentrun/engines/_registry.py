@@ -105,4 +105,11 @@ def get_engine(name: str, **options: Any) -> Engine:
 def get_translator(name: str, **options: Any) -> Translator:
     """A fresh translator for ``name`` (used by replay and by the engines themselves)."""
     table = _TRANSLATORS if name in _TRANSLATORS else _table(_TRANSLATORS, TRANSLATOR_GROUP)
-    return cast(Translator, _factory(table, name, "no translator for engine")(**options))
+    translator: object = _factory(table, name, "no translator for engine")(**options)
+    if not isinstance(translator, Translator):
+        raise ConfigurationError(
+            f"the translator of {name!r} ({type(translator).__name__}) does not implement "
+            "agentrun.abc.Translator (subclass it for the optional members' defaults)",
+            option="engine",
+        )
+    return translator

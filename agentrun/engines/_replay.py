@@ -28,7 +28,14 @@ from .._wire.framing import (
 )
 from ._registry import get_translator
 
-__all__ = ["ReplayEngine", "read_events", "replay_turns", "translate_events"]
+__all__ = [
+    "ReplayEngine",
+    "read_events",
+    "read_sidecars",
+    "replay_turns",
+    "sidecar_path",
+    "translate_events",
+]
 
 
 def read_events(
@@ -65,19 +72,41 @@ def translate_events(events: Iterable[Any | Message], translator: Translator) ->
     yield from translator.finish()
 
 
+def sidecar_path(transcript: str | os.PathLike[str], suffix: str) -> Path:
+    """Where a recording keeps the sidecar ``suffix`` of ``<name>.jsonl``: ``<name>.<suffix>``."""
+    path = Path(transcript)
+    return path.with_name(f"{path.name.removesuffix('.jsonl')}.{suffix}")
+
+
+def read_sidecars(
+    transcript: str | os.PathLike[str], suffixes: Iterable[str]
+) -> dict[str, list[bytes]]:
+    """The lines of each sidecar file of ``suffixes`` that exists beside the transcript."""
+    found: dict[str, list[bytes]] = {}
+    for suffix in suffixes:
+        try:
+            found[suffix] = sidecar_path(transcript, suffix).read_bytes().splitlines()
+        except OSError:
+            continue
+    return found
+
+
 def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Message]]:
     """The transcript's messages grouped into turns (numbered from 1). A turn ends with its
-    ``result``; messages after the last result form a final, unfinished turn."""
+    ``result``; messages after the last result form a final, unfinished turn. Sidecar files
+    recorded beside the transcript (Codex's rollout) are read here and handed to the
+    translator, which reads no file itself."""
     translator = get_translator(engine)
-    load_sidecars = getattr(translator, "load_sidecars", None)
-    if callable(load_sidecars):
-        # Files recorded beside the transcript (Codex's rollout) complete what stdout says.
-        load_sidecars(path)
+    events: Iterable[Any | Message] = read_events(path, engine=engine)
+    sidecars = read_sidecars(path, translator.sidecars)
+    if sidecars:
+        events = list(events)
+        translator.use_sidecars(sidecars, events)
     turns: list[list[Message]] = []
     current: list[Message] = []
     number = 1
     result = MessageType.RESULT
-    for message in translate_events(read_events(path, engine=engine), translator):
+    for message in translate_events(events, translator):
         current.append(message.in_turn(number))
         if message.type is result:
             turns.append(current)

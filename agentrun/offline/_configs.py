@@ -56,6 +56,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from .._vocabulary.errors import ConfigurationError
+
 __all__ = [
     "OPENCODE_PLUGIN_VERSION",
     "OfflineAgentConfig",
@@ -559,4 +561,4 @@ def offline_config(
     if agent == "codex-app-server":
         # Same configuration; app-server takes no exec flags (no git check applies).
         return replace(codex_offline(server_url, directory), args=())
-    raise ValueError(f"no offline configuration for agent {agent!r}")
+    raise ConfigurationError(f"no offline configuration for agent {agent!r}", option="agent")

@@ -36,13 +36,14 @@ import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._turns.boundary import single_error
+from .._vocabulary.errors import AgentrunError, UsageError
 from ._script import (
     HttpError,
     Script,
@@ -147,7 +148,11 @@ class RecordedRequest:
         return self.api in ("anthropic", "responses", "chat") and self.side_request is None
 
 
-class _HttpProblem(Exception):
+class _HttpProblem(AgentrunError):
+    """A request the server answers with an HTTP error status (never leaves the server)."""
+
+    error_code: ClassVar[str] = "http_problem"
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
@@ -500,7 +505,7 @@ class ModelServer:
     @property
     def port(self) -> int:
         if self._listener is None:
-            raise RuntimeError("the model server is not running")
+            raise UsageError("the model server is not running")
         return int(self._listener.extra(anyio.abc.SocketAttribute.local_port))
 
     @property

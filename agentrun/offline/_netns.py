@@ -22,6 +22,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._vocabulary.errors import ConfigurationError, EngineUnavailableError
+
 __all__ = [
     "can_isolate_network",
     "isolated_argv",
@@ -71,14 +73,14 @@ def network_is_loopback_only() -> bool:
 def isolated_argv(argv: Sequence[str]) -> list[str]:
     """``argv`` wrapped so it runs in a loopback-only namespace (raises if impossible)."""
     if not can_isolate_network():
-        raise RuntimeError("cannot create a network namespace here (unshare -n failed)")
+        raise EngineUnavailableError("cannot create a network namespace here (unshare -n failed)")
     return ["unshare", "-n", "sh", "-c", _SCRIPT, "sh", *argv]
 
 
 def run_isolated(argv: Sequence[str]) -> int:
     """Run ``argv`` in a loopback-only namespace if possible; return its exit status."""
     if not argv:
-        raise ValueError("no command given")
+        raise ConfigurationError("no command given")
     if network_is_loopback_only():
         cmd = list(argv)
     elif can_isolate_network():

@@ -115,7 +115,7 @@ async def _record(
     note: str | None,
 ) -> dict[str, Any]:
     engine = get_engine(engine_name, **engine_options)
-    wire_format = str(getattr(engine, "wire_format", "stdout"))
+    wire_format = engine.wire_format
     workspace = workdir / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     wire: list[bytes] = []

@@ -24,6 +24,8 @@ import stat
 import sys
 from pathlib import Path
 
+from .._vocabulary.errors import ConfigurationError
+
 __all__ = ["FAULTS", "fault_prompt", "fault_shim"]
 
 #: The faults the shim knows.
@@ -132,7 +134,7 @@ sys.exit(code if code >= 0 else 128 - code)
 def fault_prompt(fault: str, prompt: str = "say something") -> str:
     """A prompt that sets off ``fault`` in an agent started through :func:`fault_shim`."""
     if fault not in FAULTS:
-        raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+        raise ConfigurationError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
     return f"{prompt} [[fault:{fault}]]"
 
 

@@ -8,10 +8,11 @@ trio alike.
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
-from repo_paths import FAKES
+from repo_paths import FAKES, REPO
 
 from agentrun import ProcessExitError, SessionOptions, TurnTimeoutError, run_turn
 from agentrun._turns.boundary import single_error
@@ -79,8 +80,6 @@ def test_single_error_keeps_real_groups() -> None:
 
 
 def test_every_error_has_a_stable_snake_case_code_and_derives_from_agentrun_error() -> None:
-    import re
-
     import agentrun
     from agentrun import AgentrunError
     from agentrun._wire.jsonrpc import ConnectionClosedError, JsonRpcError, RequestTimeoutError
@@ -116,3 +115,61 @@ def test_errors_pickle_with_their_fields() -> None:
     assert (idle.kind, idle.seconds, str(idle)) == ("idle", 2.0, "quiet")
     bad = pickle.loads(pickle.dumps(ConfigurationError("bad model", option="model")))
     assert bad.option == "model" and isinstance(bad, ValueError)
+
+
+def _documented_tree(text: str) -> dict[str, tuple[str | None, str]]:
+    """``{class name: (parent name, error_code)}`` of the tree drawn in ``text``: one class a
+    line, four columns of ``│``/``├──``/``└──`` a level, then its name and its code."""
+    start = text.index("AgentrunError ")
+    indent = start - (text.rfind("\n", 0, start) + 1)
+    tree: dict[str, tuple[str | None, str]] = {}
+    parents: list[str] = []
+    for line in text[start - indent :].splitlines():
+        drawing = re.match(r"([│├└─ ]*)(\w+)\s+(\w+)", line[indent:])
+        if drawing is None or not drawing.group(2).endswith("Error"):
+            break
+        depth = len(drawing.group(1)) // 4
+        del parents[depth:]
+        tree[drawing.group(2)] = (parents[-1] if parents else None, drawing.group(3))
+        parents.append(drawing.group(2))
+    return tree
+
+
+def _public_error_tree() -> dict[str, tuple[str | None, str]]:
+    """The same mapping walked from the code: every subclass of AgentrunError, recursively,
+    that a public module exports by name."""
+    import agentrun
+    import agentrun.abc
+    import agentrun.engines.acp
+    from agentrun import AgentrunError
+
+    public: set[type] = set()
+    for module in (agentrun, agentrun.abc, agentrun.engines.acp):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, AgentrunError):
+                public.add(value)
+    tree: dict[str, tuple[str | None, str]] = {}
+
+    def walk(cls: type[AgentrunError], parent: str | None) -> None:
+        here = parent
+        if cls in public:
+            tree[cls.__name__] = (parent, cls.error_code)
+            here = cls.__name__
+        for sub in cls.__subclasses__():
+            walk(sub, here)
+
+    walk(AgentrunError, None)
+    return tree
+
+
+def test_the_documented_error_tree_is_the_code_s() -> None:
+    """docs/vocabulary.md and the errors module draw the same tree as the classes: every public
+    error, its parent and its error_code, none missing and none extra."""
+    import agentrun._vocabulary.errors as errors_module
+
+    code_tree = _public_error_tree()
+    assert len(code_tree) >= 21
+    doc = (REPO / "docs" / "vocabulary.md").read_text(encoding="utf-8")
+    assert _documented_tree(doc[doc.index("## Errors") :]) == code_tree
+    assert _documented_tree(errors_module.__doc__ or "") == code_tree

@@ -30,7 +30,7 @@ PUBLIC = {
     "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
     "SendNotSupportedError", "SessionOptions", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
-    "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "WireTap",
+    "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "UsageError", "WireTap",
     "Budget", "BudgetExceededError", "BudgetLimit", "ContextPolicy",
     "ModelPrice", "PriceCatalog", "UsageSource", "default_prices",
     "Question", "QuestionAnswer", "QuestionHandler", "QuestionOption", "QuestionRecord",

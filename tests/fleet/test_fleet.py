@@ -274,9 +274,10 @@ def test_bad_fleet_options_are_typed_errors(kwargs: dict[str, object], option: s
 
 
 def test_bad_tasks_are_refused_before_anything_runs() -> None:
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ConfigurationError, match="empty") as empty:
         FleetTask(engine="claude", prompts=("  ",))
-    with pytest.raises(ValueError):
+    assert empty.value.option == "prompts"
+    with pytest.raises(ConfigurationError):
         FleetTask(engine="claude", prompts=())
     fleet = Fleet()
     with pytest.raises(ConfigurationError, match="named 'x'"):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._bases.translator import Translator
 from ..._vocabulary.context import Catalog
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.messages import Message, ProcessMeta
@@ -41,7 +42,7 @@ from ._state import AcpState
 __all__ = ["AcpState", "AcpTranslator", "config_values"]
 
 
-class AcpTranslator:
+class AcpTranslator(Translator):
     """Turns one session's ACP traffic into messages (see the module docstring).
 
     ``feed`` takes one decoded line: ``{"dir": "send"|"recv"|"stderr", "msg": {...}}`` or a bare

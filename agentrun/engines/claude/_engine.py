@@ -21,7 +21,7 @@ import contextlib
 import itertools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -68,8 +68,6 @@ class ClaudeEngine(ProgramEngine):
 
     name: str = _ENGINE
     program = "claude"
-    #: What the recorder captures: the raw stdout lines.
-    wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "stdout"
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from ..._bases.translator import Translator
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.jsonvalues import as_dict as _obj
 from ..._vocabulary.jsonvalues import as_float as _float
@@ -98,7 +99,7 @@ def _model_usage_sum(per_model: Json) -> Usage:
     return total
 
 
-class ClaudeTranslator:
+class ClaudeTranslator(Translator):
     """Stateful for one session. ``process`` (set by the engine) is attached to ``init``
     messages; ``resumed`` says the session continues an earlier one (its cumulative cost then
     cannot be used as the first turn's cost)."""
@@ -128,8 +129,15 @@ class ClaudeTranslator:
         #: call that started each (``task_started``, which may come after).
         self._tasks: dict[str, Json] = {}
         self._task_tools: dict[str, str] = {}
+        #: Model calls whose context reading was made, this turn and the previous one (a late
+        #: repeat of the previous turn's call is still recognised); older ids are forgotten at
+        #: each result, so a long session keeps a flat memory.
         self._observed_calls: set[str] = set()
+        self._previous_calls: set[str] = set()
+        #: Tool names by tool-use id, for naming tool results: this turn's and the previous
+        #: turn's, and those of background tasks still running (their results come later).
         self._tool_names: dict[str, str] = {}
+        self._previous_tool_names: dict[str, str] = {}
         #: (message id, block index) -> (tool id, tool name) for input_json deltas.
         self._stream_tools: dict[tuple[str, int], tuple[str | None, str | None]] = {}
         self._last_stop_reason: str | None = None
@@ -381,7 +389,9 @@ class ClaudeTranslator:
 
     def _observe_call(self, message_id: str, usage: Json | None, raw: Any) -> Message | None:
         """The context reading of one main-thread model call, once per message id."""
-        if message_id in self._observed_calls or usage is None:
+        if message_id in self._observed_calls or message_id in self._previous_calls:
+            return None
+        if usage is None:
             return None
         self._observed_calls.add(message_id)
         u = call_usage(usage)
@@ -419,7 +429,7 @@ class ClaudeTranslator:
                         type=MessageType.TOOL_RESULT,
                         tool=ToolCall(
                             id=tool_id,
-                            name=self._tool_names.get(tool_id) if tool_id else None,
+                            name=self._tool_name(tool_id),
                             output=b.get("content"),
                             is_error=is_error if isinstance(is_error, bool) else None,
                         ),
@@ -677,7 +687,42 @@ class ClaudeTranslator:
         self._last_stop_reason = None
         self._call_output.clear()
         self._stream_tools.clear()
+        self._forget_older_turns()
         return out
+
+    def _forget_older_turns(self) -> None:
+        """At a result: keep the ids this turn and the next can still refer to, nothing older."""
+        self._previous_calls = self._observed_calls
+        self._observed_calls = set()
+        running = {
+            _str(task.get("tool_use_id")) or self._task_tools.get(task_id)
+            for task_id, task in self._tasks.items()
+        }
+        kept = {
+            tool_id: name
+            for tool_id, name in self._previous_tool_names.items()
+            if tool_id in running
+        }
+        kept.update(self._tool_names)
+        self._previous_tool_names = kept
+        self._tool_names = {}
+
+    def _tool_name(self, tool_id: str | None) -> str | None:
+        if tool_id is None:
+            return None
+        name = self._tool_names.get(tool_id)
+        return name if name is not None else self._previous_tool_names.get(tool_id)
+
+    @property
+    def remembered_ids(self) -> int:
+        """How many model-call and tool-use ids the translator holds (bounded by two turns'
+        worth and the running background tasks, however long the session)."""
+        return (
+            len(self._observed_calls)
+            + len(self._previous_calls)
+            + len(self._tool_names)
+            + len(self._previous_tool_names)
+        )
 
     def _reported_window(self, per_model: Json) -> int | None:
         entries = {k: _obj(v) for k, v in per_model.items()}

@@ -7,10 +7,11 @@ the thread's rollout file) into messages, also for ``agentrun replay --engine co
 """
 
 from ._app_engine import CodexAppServerEngine, CodexAppServerSession
-from ._app_server import CodexAppServerTranslator
+from ._app_translate import CodexAppServerTranslator
 from ._argv import ExecArgs, build_exec_argv
 from ._engine import CodexEngine, CodexSession
-from ._translate import CodexExecTranslator, Rollout, codex_usage, find_rollout, read_rollout
+from ._rollout import Rollout, find_rollout, read_rollout
+from ._translate import CodexExecTranslator, codex_usage
 
 __all__ = [
     "CodexAppServerEngine",

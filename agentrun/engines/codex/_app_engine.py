@@ -21,7 +21,7 @@ ask the user questions), ``effort`` (per turn), ``codex.config.<key>`` (``-c`` o
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._turns.engine import ProgramEngine
@@ -34,7 +34,7 @@ from ..._vocabulary.options import SessionOptions
 from ..._vocabulary.permissions import PermissionRequest
 from ..._vocabulary.questions import Question, QuestionRequest, nobody_answers, options_of
 from ..._wire.jsonrpc import JsonRpcConnection, JsonRpcError
-from ._app_server import CodexAppServerTranslator
+from ._app_translate import CodexAppServerTranslator
 
 __all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
 
@@ -52,7 +52,7 @@ class CodexAppServerEngine(ProgramEngine):
     name: str = "codex-app-server"
     program = "codex"
     #: What the recorder captures: both directions of the JSON-RPC traffic.
-    wire_format: ClassVar[str] = "jsonrpc"
+    wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "jsonrpc"
 
     def __init__(
         self,

@@ -4,9 +4,9 @@ Built on :class:`~agentrun._bases.spawn_per_turn.SpawnPerTurnSession`: the first
 ``codex exec``,
 every later one ``codex exec resume <thread>`` with the thread id the previous process printed;
 stdin is ``/dev/null`` (an open pipe makes Codex wait forever) unless the prompt goes through it.
-After each process exits the engine reads the thread's rollout file for the context window and
-the turn's own usage (see :mod:`._translate`). Cancellation: SIGINT to the process group (Codex
-exits 1 and the thread stays resumable), then the usual escalation.
+After each process exits the engine reads the thread's rollout file (:mod:`._rollout`) for the
+context window and the turn's own usage, and hands it to the translator. Cancellation: SIGINT to
+the process group (Codex exits 1 and the thread stays resumable), then the usual escalation.
 
 Exit status: 0 with ``turn.completed`` is a result; 1 after ``turn.failed`` a failed result;
 anything else (a signal, 1 without ``turn.failed``) raises :class:`ProcessExitError` with the
@@ -32,7 +32,8 @@ from ..._vocabulary.options import SessionOptions
 from ..._wire.process import AgentProcess
 from ..._wire.programs import package_version
 from ._argv import build_exec_argv
-from ._translate import AGENT_NAME, CodexExecTranslator, find_rollout, read_rollout
+from ._rollout import find_rollout, read_rollout
+from ._translate import AGENT_NAME, CodexExecTranslator
 
 __all__ = ["CodexEngine", "CodexSession"]
 

@@ -1,4 +1,4 @@
-"""Translate ``codex exec --json`` events (and the thread's rollout file) into messages.
+"""Translate ``codex exec --json`` events (and what the thread's rollout file says) into messages.
 
 One ``codex exec`` process runs one turn: ``thread.started`` (the thread id, the resume id),
 ``turn.started``, items (``item.started`` / ``item.updated`` / ``item.completed``), then
@@ -37,17 +37,16 @@ Context window. stdout has none; the thread's rollout file
 (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<thread>.jsonl``) records ``token_count`` with the
 last model call's usage and ``model_context_window``: the *effective* window (95 % of the
 model's), reported with ``size_source="agent_effective"``. Without a rollout the window comes
-from the catalog and ``used`` stays unknown.
+from the catalog and ``used`` stays unknown. The translator reads no file: the engine reads the
+rollout (:mod:`._rollout`) and hands over its facts; replay hands over the lines of the
+recording's ``rollout.jsonl`` sidecar.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from typing_extensions import Unpack
 
@@ -63,28 +62,11 @@ from ..._vocabulary.messages import (
     Usage,
 )
 from ..._vocabulary.prices import account_usage
+from ._rollout import Rollout, codex_totals, rollout_records, rollout_turns
 
-__all__ = [
-    "AGENT_NAME",
-    "CodexExecTranslator",
-    "Rollout",
-    "codex_usage",
-    "find_rollout",
-    "read_rollout",
-    "read_rollout_turns",
-    "rollout_turns",
-]
+__all__ = ["AGENT_NAME", "CodexExecTranslator", "codex_usage"]
 
 AGENT_NAME = "codex"
-
-#: The usage fields of Codex's totals (exec ``turn.completed.usage``, rollout records).
-USAGE_FIELDS = (
-    "input_tokens",
-    "cached_input_tokens",
-    "cache_write_input_tokens",
-    "output_tokens",
-    "reasoning_output_tokens",
-)
 
 _RETRY = re.compile(r"^Reconnecting\.{3}\s*(\d+)/(\d+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 
@@ -126,16 +108,6 @@ def retry_notice(
 
 def _dict(value: object) -> dict[str, Any]:
     return as_dict(value) or {}
-
-
-def _totals(value: object) -> dict[str, int]:
-    """Codex's usage fields as non-negative integers (missing fields are 0)."""
-    raw = _dict(value)
-    out: dict[str, int] = {}
-    for key in USAGE_FIELDS:
-        number = as_int(raw.get(key))
-        out[key] = number if number is not None and number > 0 else 0
-    return out
 
 
 def codex_usage(totals: Mapping[str, int | float]) -> Usage:
@@ -201,170 +173,6 @@ def tool_messages(
     return out
 
 
-# -- the rollout file ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """What a thread's rollout file says about its latest turn."""
-
-    thread_id: str | None = None
-    turn_id: str | None = None
-    model: str | None = None
-    #: The effective window Codex reports (95 % of the model's).
-    context_window: int | None = None
-    #: The last model call's usage, this turn's usage, and the thread's running total.
-    last_call: dict[str, int] | None = None
-    turn: dict[str, int] | None = None
-    thread: dict[str, int] | None = None
-    aborted: bool = False
-    error: str | None = None
-
-
-def find_rollout(codex_home: str | Path, thread_id: str) -> Path | None:
-    """The rollout file of ``thread_id`` under ``$CODEX_HOME/sessions`` (the newest if several)."""
-    if not re.fullmatch(r"[0-9A-Za-z-]+", thread_id):
-        return None
-    sessions = Path(codex_home) / "sessions"
-    try:
-        found = list(sessions.glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
-    except OSError:
-        return None
-    if not found:
-        return None
-    return max(found, key=lambda p: p.stat().st_mtime)
-
-
-def read_rollout(path: str | Path, *, max_bytes: int = 256 * 1024 * 1024) -> Rollout | None:
-    """The facts of the latest turn in a rollout file; ``None`` if it cannot be read."""
-    turns = read_rollout_turns(path, max_bytes=max_bytes)
-    return turns[-1] if turns else None
-
-
-def read_rollout_turns(path: str | Path, *, max_bytes: int = 256 * 1024 * 1024) -> list[Rollout]:
-    """The facts of every turn in a rollout file, oldest first (empty if unreadable)."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes)
-    except OSError:
-        return []
-    return rollout_turns(_records(data.splitlines()))
-
-
-#: Rollout records nothing here reads (model inputs and outputs, world snapshots): often most of
-#: the file, so they are recognised by their leading ``"type"`` and never decoded.
-_SKIPPED_RECORDS = (b"response_item", b"world_state", b"compacted")
-_TYPE_KEY = b'"type":"'
-#: A session's metadata carries the whole instructions; only its id is needed.
-_SESSION_META_ID = re.compile(rb'"payload":\{.*?"id":"([^"\\]*)"')
-
-
-def _records(lines: Iterable[bytes]) -> Iterable[dict[str, Any]]:
-    for line in lines:
-        at = line.find(_TYPE_KEY, 0, 256)
-        if at >= 0:
-            # The top-level "type" comes before the payload in every record Codex writes.
-            start = at + len(_TYPE_KEY)
-            kind = line[start : line.find(b'"', start)]
-            if kind in _SKIPPED_RECORDS:
-                continue
-            if kind == b"session_meta":
-                found = _SESSION_META_ID.search(line, 0, 4096)
-                if found is not None:
-                    thread = found.group(1).decode("utf-8", "replace")
-                    yield {"type": "session_meta", "payload": {"id": thread}}
-                    continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            yield cast("dict[str, Any]", value)
-
-
-class _TurnFacts:
-    __slots__ = ("aborted", "error", "last_call", "model", "thread", "turn", "turn_id", "window")
-
-    def __init__(self, turn_id: str | None, model: str | None, window: int | None) -> None:
-        self.turn_id = turn_id
-        self.model = model
-        self.window = window
-        self.last_call: dict[str, int] | None = None
-        self.turn: dict[str, int] | None = None
-        self.thread: dict[str, int] | None = None
-        self.aborted = False
-        self.error: str | None = None
-
-
-def rollout_turns(records: Iterable[dict[str, Any]]) -> list[Rollout]:
-    """Every turn's facts from decoded rollout records, oldest first."""
-    thread_id: str | None = None
-    model: str | None = None
-    window: int | None = None
-    thread: dict[str, int] | None = None
-    turns: list[_TurnFacts] = []
-    for record in records:
-        kind = record.get("type")
-        payload = _dict(record.get("payload"))
-        current = turns[-1] if turns else None
-        if kind == "session_meta":
-            thread_id = as_str(payload.get("id")) or thread_id
-        elif kind == "turn_context":
-            model = as_str(payload.get("model")) or model
-            if current is not None:
-                current.model = model
-        elif kind == "token_usage_record":
-            thread = _totals(payload.get("thread_token_usage"))
-            if current is not None:
-                current.thread = thread
-                if as_str(payload.get("turn_id")) == current.turn_id:
-                    current.turn = _totals(payload.get("turn_token_usage"))
-        elif kind == "event_msg":
-            event = as_str(payload.get("type"))
-            if event == "task_started":
-                window = as_int(payload.get("model_context_window")) or window
-                turns.append(_TurnFacts(as_str(payload.get("turn_id")), model, window))
-            elif current is None:
-                continue
-            elif event == "token_count":
-                info = _dict(payload.get("info"))
-                window = as_int(info.get("model_context_window")) or window
-                current.window = window
-                last = info.get("last_token_usage")
-                if last is not None:
-                    current.last_call = _totals(last)
-                    full = as_int(_dict(last).get("total_tokens"))
-                    if full and not any(current.last_call.values()):
-                        # Context exhausted: Codex records no parts, only the full window.
-                        current.last_call["input_tokens"] = full
-                if info.get("total_token_usage") is not None:
-                    thread = current.thread = _totals(info.get("total_token_usage"))
-            elif event == "turn_aborted":
-                current.aborted = True
-            elif event == "task_complete":
-                current.error = as_str(_dict(payload.get("error")).get("message"))
-    return [
-        Rollout(
-            thread_id=thread_id,
-            turn_id=t.turn_id,
-            model=t.model,
-            context_window=t.window,
-            last_call=t.last_call,
-            turn=t.turn,
-            thread=t.thread,
-            aborted=t.aborted,
-            error=t.error,
-        )
-        for t in turns
-    ]
-
-
-def rollout_from_records(records: Iterable[dict[str, Any]]) -> Rollout | None:
-    """The latest turn's facts from decoded rollout records."""
-    turns = rollout_turns(records)
-    return turns[-1] if turns else None
-
-
 # -- the translator --------------------------------------------------------------------------------
 
 
@@ -374,11 +182,12 @@ class CodexExecTranslator(AgentTranslator):
     Live, the engine makes one per turn, sharing the session's :class:`ContextTracker` and
     :class:`RunningTotals`; it calls :meth:`start` first and, after the process exited,
     :meth:`attach_rollout` before :meth:`finish`. In replay, ``init`` is made from
-    ``thread.started`` and :meth:`load_sidecars` reads ``<name>.rollout.jsonl`` beside the
-    transcript when there is one.
+    ``thread.started`` and :meth:`use_sidecars` takes the lines of the recording's
+    ``<name>.rollout.jsonl`` when there is one.
     """
 
     agent_name = AGENT_NAME
+    sidecars: ClassVar[tuple[str, ...]] = ("rollout.jsonl",)
 
     def __init__(
         self, *, totals: RunningTotals | None = None, **options: Unpack[AgentTranslatorOptions]
@@ -391,7 +200,7 @@ class CodexExecTranslator(AgentTranslator):
         self.completed: dict[str, int] | None = None
         self.failure: ErrorInfo | None = None
         self.rollout: Rollout | None = None
-        #: Replay: the rollout facts of the transcript's turns, in order (see load_sidecars).
+        #: Replay: the rollout facts of the transcript's turns, in order (see use_sidecars).
         self._sidecar_turns: list[Rollout] = []
         self._pending_errors: list[ErrorInfo] = []
         self._started_tools: set[str] = set()
@@ -423,20 +232,15 @@ class CodexExecTranslator(AgentTranslator):
         """``turn.completed`` or ``turn.failed`` arrived."""
         return self.completed is not None or self.failure is not None
 
-    def load_sidecars(self, transcript: str | Path) -> None:
-        """Replay: use ``<name>.rollout.jsonl`` beside ``<name>.jsonl`` when it exists. The
-        transcript's turns are the rollout's last ones (a resumed thread's rollout also holds
-        the turns earlier processes ran)."""
-        path = Path(transcript)
-        sidecar = path.with_name(path.name.removesuffix(".jsonl") + ".rollout.jsonl")
-        if not sidecar.is_file():
+    def use_sidecars(self, files: Mapping[str, Sequence[bytes]], events: Sequence[Any]) -> None:
+        """Replay: the rollout's lines, when the recording kept them. The transcript's turns
+        (one per ``thread.started``) are the rollout's last ones (a resumed thread's rollout
+        also holds the turns earlier processes ran)."""
+        lines = files.get("rollout.jsonl")
+        if lines is None:
             return
-        try:
-            with open(path, "rb") as fh:
-                processes = sum(b'"thread.started"' in line for line in fh)
-        except OSError:
-            return
-        turns = read_rollout_turns(sidecar)
+        processes = sum(1 for e in events if _dict(e).get("type") == "thread.started")
+        turns = rollout_turns(rollout_records(lines))
         if processes <= 0 or not turns:
             return
         self._sidecar_turns = turns[-processes:]
@@ -463,7 +267,7 @@ class CodexExecTranslator(AgentTranslator):
                                               code="protocol", raw=ev)]  # fmt: skip
             return self._item(str(kind), item, ev)
         if kind == "turn.completed":
-            self.completed = _totals(ev.get("usage"))
+            self.completed = codex_totals(ev.get("usage"))
             return []
         if kind == "turn.failed":
             return self._failed(ev)

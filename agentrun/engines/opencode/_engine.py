@@ -19,6 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -30,7 +34,9 @@ from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
 from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.errors import ConfigurationError
 from ..._vocabulary.options import SessionOptions
+from ..._wire.process import AgentProcess
 from ..._wire.programs import package_version
 from ._argv import TurnArgs, build_argv
 from ._translate import AGENT_NAME, OpenCodeTranslator
@@ -39,6 +45,8 @@ __all__ = ["OpenCodeEngine", "OpenCodeSession"]
 
 #: What ``opencode run`` prints on stderr (exit 1) for an unknown ``--session`` id.
 SESSION_NOT_FOUND = "Session not found"
+
+_log = logging.getLogger("agentrun.opencode")
 
 
 class OpenCodeEngine(ProgramEngine):
@@ -67,7 +75,9 @@ class OpenCodeEngine(ProgramEngine):
         catalog: Catalog | None = None,
     ) -> None:
         if context_window is not None and context_window <= 0:
-            raise ValueError("context_window must be a positive number of tokens")
+            raise ConfigurationError(
+                "context_window must be a positive number of tokens", option="context_window"
+            )
         self.binary = binary
         self.context_window = context_window
         self.version = version
@@ -136,6 +146,46 @@ class OpenCodeSession(SpawnPerTurnSession):
             self.tracker.report_size(configured)
         self.binary: str | None = None
         self.version = engine.version
+        #: When the running turn's process was started (ms since the epoch, OpenCode's clock).
+        self._turn_started_ms: int | None = None
+        #: A turn was cancelled: what it left in the session (from this time on) is removed
+        #: before the next turn continues the session.
+        self._cancelled_since: int | None = None
+
+    @property
+    def database(self) -> Path:
+        """OpenCode's database (``$XDG_DATA_HOME/opencode/opencode.db``), where it keeps the
+        sessions ``--session`` continues."""
+        data = self.env.get("XDG_DATA_HOME")
+        if not data:
+            home = self.env.get("HOME") or os.path.expanduser("~")
+            data = str(Path(home) / ".local" / "share")
+        return Path(data) / "opencode" / "opencode.db"
+
+    async def _interrupt(self, proc: AgentProcess) -> None:
+        if self._turn_started_ms is not None:
+            self._cancelled_since = self._turn_started_ms
+        await super()._interrupt(proc)
+
+    def _forget_cancelled_turn(self) -> None:
+        """Remove what a cancelled turn left in the OpenCode session: its prompt and whatever
+        part of an answer OpenCode stored before it was stopped. ``opencode run --session``
+        sends the whole stored conversation to the model, so the cancelled prompt would
+        otherwise be answered as part of the next turn."""
+        since, self._cancelled_since = self._cancelled_since, None
+        session = self.resume_id
+        if since is None or session is None or not self.database.is_file():
+            return
+        try:
+            with contextlib.closing(sqlite3.connect(self.database, timeout=10)) as db, db:
+                stale = "SELECT id FROM message WHERE session_id = ? AND time_created >= ?"
+                db.execute(f"DELETE FROM part WHERE message_id IN ({stale})", (session, since))
+                db.execute(
+                    "DELETE FROM message WHERE session_id = ? AND time_created >= ?",
+                    (session, since),
+                )
+        except sqlite3.Error:
+            _log.warning("could not remove the cancelled turn from %s", session, exc_info=True)
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         # Fail at start, not at the first turn, when the program is missing.
@@ -154,6 +204,10 @@ class OpenCodeSession(SpawnPerTurnSession):
         )
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
+        if self._cancelled_since is not None:
+            self._forget_cancelled_turn()
+        # OpenCode stamps what it stores with the wall clock, after this process starts.
+        self._turn_started_ms = int(time.time() * 1000)
         args = self.turn_args()
         permission = self.options.option("opencode", "permission")
         env = None if permission is None else {**self.env, "OPENCODE_PERMISSION": permission}

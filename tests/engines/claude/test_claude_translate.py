@@ -289,3 +289,52 @@ def test_fixture_semantics() -> None:
     assert interrupted[1]["ok"] and interrupted[1]["text"] == "Fresh answer."
     assert last("resume_unknown")["errors"][-1]["code"] == "session_not_found"
     assert last("sigterm")["has_result"] is False
+
+
+def _turn_with_fresh_ids(events: list[str], n: int) -> list[Any]:
+    """The recorded turn again, its model-call and tool-use ids made unique to turn ``n``."""
+    return [
+        json.loads(
+            line.replace("msg_offline_", f"msg_t{n}_").replace("toolu_offline_", f"toolu_t{n}_")
+        )
+        for line in events
+    ]
+
+
+def test_a_long_session_keeps_a_flat_memory() -> None:
+    """1,200 turns of a recorded tool turn (two model calls and a tool call each, ids fresh per
+    turn): the translator holds the ids of the last two turns only, and its memory does not grow
+    with the number of turns."""
+    import gc
+    import tracemalloc
+
+    recorded = (FIXTURES / "tool_use.jsonl").read_text(encoding="utf-8").splitlines()
+    translator = ClaudeTranslator()
+    results = 0
+
+    def run(turns: range) -> None:
+        nonlocal results
+        for n in turns:
+            for event in _turn_with_fresh_ids(recorded, n):
+                results += sum(m.type is MessageType.RESULT for m in translator.feed(event))
+
+    run(range(200))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        run(range(200, 1200))
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    assert results == 1200
+    grown = sum(
+        stat.size_diff
+        for stat in after.compare_to(before, "filename")
+        if "agentrun" in stat.traceback[0].filename
+    )
+    # Keeping every id costs ~220 bytes a turn (~220 kB here); a flat translator, next to none.
+    assert grown < 20_000, grown
+    assert len(translator._observed_calls) + len(translator._previous_calls) <= 4  # pyright: ignore[reportPrivateUsage]
+    assert translator.remembered_ids <= 8

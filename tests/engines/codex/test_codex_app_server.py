@@ -92,6 +92,87 @@ def test_token_usage_gives_a_gauge_per_call_and_the_turns_own_usage() -> None:
     assert result.usage is not None and result.usage.prompt_tokens == 1300
 
 
+def _usage(total: dict[str, int], last: dict[str, int], turn: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"tokenUsage": {"total": total, "last": last}}
+    if turn is not None:
+        params["turnId"] = turn
+    return _recv("thread/tokenUsage/updated", **params)
+
+
+def _start_turn(translator: CodexAppServerTranslator, request: int, turn: str) -> None:
+    _feed(
+        translator,
+        {"dir": "send", "msg": {"method": "turn/start", "id": request, "params": {}}},
+        {"dir": "recv", "msg": {"id": request, "result": {"turn": {"id": turn}}}},
+        _recv("turn/started", turn={"id": turn}),
+    )
+
+
+def _end_turn(translator: CodexAppServerTranslator, turn: str, status: str) -> Message:
+    (result,) = _feed(translator, _recv("turn/completed", turn={"id": turn, "status": status}))
+    return result
+
+
+def test_a_repeated_usage_notification_is_counted_once() -> None:
+    """Codex repeats ``thread/tokenUsage/updated`` for the same call (around an interrupt): the
+    turn's output is what the model served, 25, not 50; one gauge reading, not two."""
+    translator = CodexAppServerTranslator()
+    _start_turn(translator, 2, "t1")
+    call = {"inputTokens": 1000, "outputTokens": 25}
+    readings = _feed(translator, _usage(call, call, "t1"), _usage(call, call, "t1"))
+    assert len(readings) == 1
+    result = _end_turn(translator, "t1", "interrupted")
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (1000, 25)
+
+
+def test_a_resumed_thread_s_restored_total_is_the_baseline_not_the_first_turn_s_usage() -> None:
+    """A resumed thread's first turn: Codex first sends the thread's restored total (naming
+    an earlier turn), then the turn's own call. The turn used 100 input tokens, not 1,100."""
+    translator = CodexAppServerTranslator()
+    before = {"inputTokens": 1000, "outputTokens": 10}
+    _feed(translator, {"dir": "send", "msg": {"method": "turn/start", "id": 3, "params": {}}})
+    assert _feed(translator, _usage(before, before, "old-turn")) == []
+    _feed(
+        translator,
+        _recv("turn/started", turn={"id": "t2"}),
+        {"dir": "recv", "msg": {"id": 3, "result": {"turn": {"id": "t2"}}}},
+    )
+    call = {"inputTokens": 1100, "cachedInputTokens": 1000, "outputTokens": 5}
+    total = {"inputTokens": 2100, "cachedInputTokens": 1000, "outputTokens": 15}
+    (reading,) = _feed(translator, _usage(total, call, "t2"))
+    assert reading.context is not None and reading.context.used_tokens == 1100
+    result = _end_turn(translator, "t2", "completed")
+    assert result.usage is not None
+    assert (result.usage.input_tokens, result.usage.cache_read_tokens) == (100, 1000)
+    assert result.usage.output_tokens == 5
+
+
+def test_a_turn_after_failed_retries_reports_only_what_was_served_for_it() -> None:
+    """Turn 1 served 400 + 20 tokens. Turn 2's calls all failed; Codex still reports the
+    thread's usage with the last successful call's ``last``: turn 2 was served nothing. An
+    interrupted turn's late usage moves the baseline without landing in the next turn."""
+    translator = CodexAppServerTranslator()
+    _start_turn(translator, 2, "t1")
+    first = {"inputTokens": 400, "outputTokens": 20}
+    _feed(translator, _usage(first, first, "t1"))
+    assert _end_turn(translator, "t1", "completed").usage is not None
+    _start_turn(translator, 3, "t2")
+    _feed(translator, _recv("error", turnId="t2", willRetry=True,
+                             error={"message": "Reconnecting... 1/5 (500)"}))  # fmt: skip
+    assert _feed(translator, _usage(first, first, "t2")) == []
+    failed = _end_turn(translator, "t2", "failed")
+    assert failed.usage is None or failed.usage.total_tokens == 0
+    _start_turn(translator, 4, "t3")
+    late = {"inputTokens": 900, "outputTokens": 30}  # t1's total + 500 / 10 of an earlier call
+    _feed(translator, _usage(late, {"inputTokens": 500, "outputTokens": 10}, "t2"))
+    now = {"inputTokens": 1500, "outputTokens": 32}
+    _feed(translator, _usage(now, {"inputTokens": 600, "outputTokens": 2}, "t3"))
+    third = _end_turn(translator, "t3", "completed")
+    assert third.usage is not None
+    assert (third.usage.input_tokens, third.usage.output_tokens) == (600, 2)
+
+
 def test_retry_notices_are_typed_and_a_failed_turn_carries_its_error() -> None:
     translator = CodexAppServerTranslator()
     _feed(translator, {"dir": "send", "msg": {"method": "turn/start", "id": 2, "params": {}}})
@@ -205,3 +286,35 @@ async def test_three_turns_approvals_and_an_interrupt(tmp_path: Path) -> None:
     sized = [g.context for g in gauges if g.context is not None and g.context.size_tokens]
     assert len(sized) >= 4 and all(c.size_source == "agent_effective" for c in sized)
     assert descendants() <= before
+
+
+@pytest.mark.anyio
+@pytest.mark.agent
+async def test_a_resumed_thread_s_turns_report_the_tokens_the_model_served(tmp_path: Path) -> None:
+    """The real app-server: a thread of one turn, then the thread resumed by a new session.
+    Each turn's usage is what the script served for its call (Codex counts cached tokens
+    inside its input), not the thread's total so far."""
+    require_engine("codex")
+    served = [_u(1000, 0, 10), _u(100, 1000, 5), _u(60, 1100, 3)]
+    script = Script(
+        turns=[
+            ModelTurn.text("first", usage=served[0]),
+            ModelTurn.text("resumed", usage=served[1]),
+            ModelTurn.text("again", usage=served[2]),
+        ]
+    )
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine("codex-app-server", server.url, tmp_path / "agent",
+                                          cwd=str(tmp_path))  # fmt: skip
+        async with engine.start(options) as session:
+            first = await run_turn(session, "one", timeout=120)
+        resumed = options.model_copy(update={"resume_id": first.resume_id})
+        async with engine.start(resumed) as session:
+            second = await run_turn(session, "two", timeout=120)
+            third = await run_turn(session, "three", timeout=120)
+        assert len(server.model_requests) == 3
+    for summary, script_usage in zip((first, second, third), served, strict=True):
+        assert summary.ok and summary.usage is not None, summary
+        assert summary.usage.input_tokens == script_usage.input_tokens
+        assert summary.usage.cache_read_tokens == script_usage.cache_read_tokens
+        assert summary.usage.output_tokens == script_usage.output_tokens

@@ -23,7 +23,7 @@ from agentrun.engines.codex import (
     read_rollout,
 )
 from agentrun.engines.codex._argv import PROMPT_ARG_LIMIT
-from agentrun.engines.codex._translate import read_rollout_turns
+from agentrun.engines.codex._rollout import read_rollout_turns
 
 FIXTURES = FIXTURE_ROOT / "codex"
 
@@ -334,7 +334,7 @@ def test_reading_a_rollout_skips_records_without_changing_what_it_finds() -> Non
     # decoding its instructions: the facts must be those of decoding every record.
     import json as _json
 
-    from agentrun.engines.codex._translate import read_rollout_turns, rollout_turns
+    from agentrun.engines.codex._rollout import read_rollout_turns, rollout_turns
 
     rollouts = sorted(FIXTURES.glob("*.rollout.jsonl"))
     assert rollouts

@@ -149,3 +149,70 @@ async def test_session_lifecycle(tmp_path: Path) -> None:
             assert last.resume_id == session_id
             assert process.argv[process.argv.index("--session") + 1] == session_id
             assert _user_texts(server.model_requests[-1])[0] == PROMPT
+
+
+async def test_nothing_of_a_cancelled_turn_reaches_the_next(tmp_path: Path) -> None:
+    """A turn whose model call hangs is cancelled; OpenCode had already stored its prompt in
+    the session, and ``--session`` sends the stored conversation to the model. The next turn's
+    model call must not carry the cancelled prompt, nor its answer come back as the next
+    turn's text."""
+    binary = _binary()
+    script = Script(
+        turns=[
+            Turn.text("first answer"),
+            Turn(blocks=[Text(text="LATE words of the cancelled turn")], delay_before=60),
+            Turn.text("answer to the third prompt"),
+        ]
+    )
+    async with ModelServer(script) as server:
+        config = opencode_offline(server.url, tmp_path)
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        session = SessionOptions(
+            model=config.model, env=dict(config.env), inherit_env=False, cwd=str(workspace)
+        )
+        async with OpenCodeEngine(binary=binary).start(session) as process:
+            first = await run_turn(process, "first prompt", timeout=120)
+            assert first.ok, first
+
+            async def hung_turn() -> None:
+                await run_turn(process, "cancelled prompt", timeout=180)
+
+            with anyio.fail_after(150):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(hung_turn)
+                    while len(server.model_requests) < 2:  # the hung call reached the model
+                        await anyio.sleep(0.05)
+                    await anyio.sleep(0.5)
+                    tg.cancel_scope.cancel()
+
+            third = await run_turn(process, "third prompt", timeout=120)
+            assert third.ok, third
+            assert third.resume_id == first.resume_id
+        third_call = server.model_requests[-1]
+    assert third.text == "answer to the third prompt"
+    assert "LATE" not in (third.text or "")
+    assert _user_texts(third_call) == ["first prompt", "third prompt"]
+
+
+async def test_resuming_an_unknown_session_is_session_not_found(tmp_path: Path) -> None:
+    """``--session`` with an id OpenCode does not know: the documented typed error, naming it."""
+    from agentrun import SessionNotFoundError
+
+    binary = _binary()
+    async with ModelServer(Script(turns=[Turn.text("unused")])) as server:
+        config = opencode_offline(server.url, tmp_path)
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        session = SessionOptions(
+            model=config.model,
+            env=dict(config.env),
+            inherit_env=False,
+            cwd=str(workspace),
+            resume_id="ses_0000000000000000000000unknown",
+        )
+        async with OpenCodeEngine(binary=binary).start(session) as process:
+            with pytest.raises(SessionNotFoundError) as caught:
+                await run_turn(process, "hello", timeout=120)
+        assert server.model_requests == []
+    assert caught.value.session_id == "ses_0000000000000000000000unknown"

@@ -8,10 +8,17 @@ import sys
 from typing import Any
 
 from agentrun import Message, MessageType, ProcessMeta, SessionOptions, ToolCall, Usage
-from agentrun.abc import Engine, RunningTotals, SpawnPerTurnSession, TurnCommand, TurnContext
+from agentrun.abc import (
+    Engine,
+    RunningTotals,
+    SpawnPerTurnSession,
+    Translator,
+    TurnCommand,
+    TurnContext,
+)
 
 
-class ToyTranslator:
+class ToyTranslator(Translator):
     """Toy events -> messages. Pure: the engine and ``replay`` share it."""
 
     def __init__(self, totals: RunningTotals | None = None) -> None:

@@ -10,8 +10,13 @@ App-server messages carry no ``"jsonrpc"`` field. Mapping:
 * ``commandExecution`` / ``fileChange`` / ``mcpToolCall`` / ``webSearch`` items -> ``tool_use``
   at ``item/started`` and ``tool_result`` at ``item/completed`` (the same names and kinds as exec);
 * ``thread/tokenUsage/updated`` -> ``context_window`` after every model call: ``used`` from the
-  call's ``last`` usage, the *effective* ``modelContextWindow`` (``size_source="agent_effective"``);
-  the turn's usage is the sum of its calls' ``last`` usage (no running total needed);
+  call's ``last`` usage, the *effective* ``modelContextWindow`` (``size_source="agent_effective"``).
+  The turn's usage comes from the thread's running ``total``: each notification adds what the
+  total grew since the one before, so a notification repeated for the same call (around an
+  interrupt) adds nothing and a stale ``last`` (after failed retries) is not counted again. A
+  notification of another turn — the restored total Codex sends when a resumed thread's first
+  turn starts, the late usage of an interrupted turn — only moves the baseline. With no earlier
+  total, the baseline is the first call's ``total - last``;
 * approvals (``item/commandExecution/requestApproval``, ``item/fileChange/requestApproval`` and
   the older ``execCommandApproval`` / ``applyPatchApproval``): our answer declines -> a
   ``permission_denied`` message with the denial;
@@ -30,6 +35,7 @@ from typing import Any
 
 from typing_extensions import Unpack
 
+from ..._bases.cumulative import RunningTotals
 from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
 from ..._vocabulary.jsonvalues import as_dict, as_int, as_list, as_object, as_str
 from ..._vocabulary.messages import (
@@ -126,6 +132,12 @@ class CodexAppServerTranslator(AgentTranslator):
         self._sent: dict[Any, str] = {}
         self._asked: dict[Any, tuple[str, dict[str, Any]]] = {}
         self._in_turn = False
+        #: Whether the running turn's id is known (its ``turn/start`` response or
+        #: ``turn/started``): token usage of another turn id is never this turn's.
+        self._turn_known = False
+        #: The thread's running token total as last reported (any turn): the baseline the
+        #: next notification is differenced from.
+        self._thread_total = RunningTotals()
         self._usage: Usage | None = None
         self._errors: list[ErrorInfo] = []
         self._denials: list[PermissionDenial] = []
@@ -190,6 +202,7 @@ class CodexAppServerTranslator(AgentTranslator):
         if not self._init_sent:
             out.append(self._init(self.thread_id))
         self._in_turn = True
+        self._turn_known = False
         self.turn_id = None
         self._usage = None
         self._errors = []
@@ -260,13 +273,23 @@ class CodexAppServerTranslator(AgentTranslator):
                                              raw=msg)]  # fmt: skip
                 return out + self._result("error", info)
             turn = _dict(result.get("turn"))
-            self.turn_id = as_str(turn.get("id")) or self.turn_id
+            self._turn_started(as_str(turn.get("id")))
         return []
+
+    def _turn_started(self, turn_id: str | None) -> None:
+        if turn_id is not None and self._in_turn:
+            self.turn_id = turn_id
+            self._turn_known = True
 
     def _notification(
         self, method: str, params: dict[str, Any], msg: dict[str, Any]
     ) -> list[Message]:
         turn_id = as_str(params.get("turnId"))
+        if method == "thread/tokenUsage/updated" and not self._of_running_turn(turn_id):
+            # Another turn's usage (a resumed thread's restored total, an ended turn's tail):
+            # not this turn's, but the thread's total moved.
+            self._thread_total.prime(_camel_totals(_dict(params.get("tokenUsage")).get("total")))
+            return []
         if turn_id is not None and turn_id in self._finished_turns:
             return []  # the tail of a turn that already ended
         if method == "thread/started":
@@ -275,7 +298,7 @@ class CodexAppServerTranslator(AgentTranslator):
             return []
         if method in _QUIET:
             if method == "turn/started":
-                self.turn_id = as_str(_dict(params.get("turn")).get("id")) or self.turn_id
+                self._turn_started(as_str(_dict(params.get("turn")).get("id")))
             return []
         if method == "warning":
             text = as_str(params.get("message")) or "warning"
@@ -385,6 +408,16 @@ class CodexAppServerTranslator(AgentTranslator):
         return [Message.compaction(trigger="manual" if self._compact_requested else "auto",
                                    before_tokens=before, after=after, raw=msg)]  # fmt: skip
 
+    def _of_running_turn(self, turn_id: str | None) -> bool:
+        """Whether a notification naming ``turn_id`` belongs to the running turn: one without
+        a turn id does; one naming a turn does only once the running turn's id is known and
+        equal (no model call of a turn precedes its id)."""
+        if not self._in_turn:
+            return False
+        if turn_id is None:
+            return True
+        return self._turn_known and turn_id == self.turn_id
+
     def _token_usage(self, usage: dict[str, Any], msg: dict[str, Any]) -> list[Message]:
         window = as_int(usage.get("modelContextWindow"))
         if window:
@@ -393,6 +426,8 @@ class CodexAppServerTranslator(AgentTranslator):
         if last is None:
             return []
         totals = _dict(last)
+        call_figures = _camel_totals(last)
+        grown = self._grown(usage.get("total"), call_figures)
         if self._compacting is not None and not as_int(totals.get("inputTokens")):
             # The history after compaction: no call was made, its size is the total.
             size = as_int(totals.get("totalTokens"))
@@ -400,10 +435,23 @@ class CodexAppServerTranslator(AgentTranslator):
                 reading = self.tracker.observe_reported(size, raw=msg)
                 self._compacted = reading.context
                 return [reading]
-        call = codex_usage(_camel_totals(last))
-        self._usage = call if self._usage is None else self._usage + call
-        reading = self.tracker.observe_call(call, raw=msg)
+        if grown is not None and not any(grown.values()):
+            return []  # the same call reported again (or a stale ``last``): nothing new
+        served = codex_usage(grown if grown is not None else call_figures)
+        self._usage = served if self._usage is None else self._usage + served
+        reading = self.tracker.observe_call(codex_usage(call_figures), raw=msg)
         return [] if reading is None else [reading]
+
+    def _grown(self, total: object, last: dict[str, int]) -> dict[str, int] | None:
+        """What the thread's running total grew by since the last notification (``None``
+        without a total). With no earlier total the call is the first known: its ``last``."""
+        if as_dict(total) is None:
+            return None
+        figures = _camel_totals(total)
+        if not self._thread_total.known:
+            self._thread_total.prime({k: max(v - last.get(k, 0), 0) for k, v in figures.items()})
+        grown, _ = self._thread_total.advance(figures)
+        return {key: int(value) for key, value in grown.items()}
 
     def _error(self, params: dict[str, Any], msg: dict[str, Any]) -> list[Message]:
         error = _dict(params.get("error"))
