@@ -43,12 +43,12 @@ import inspect
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .._turns.session import (
     Engine,
@@ -56,7 +56,7 @@ from .._turns.session import (
     run_turn,
     single_error,
 )
-from .._vocabulary.errors import AgentrunError, ConfigurationError
+from .._vocabulary.errors import AgentrunError, ConfigurationError, configuration_error
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
@@ -94,11 +94,21 @@ class FleetTask(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     idle_timeout: float | None = Field(default=None, gt=0)
     #: Stop this session's further turns once its turns cost this much (USD).
-    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     #: Free-form labels copied into every record (a model variant, a dataset row, ...).
     labels: dict[str, str] = Field(default_factory=dict[str, str])
     #: Ray backend: custom resources the session's node must have (``{"claude": 1}``).
-    resources: dict[str, float] = Field(default_factory=dict[str, float])
+    resources: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(
+        default_factory=dict[str, float]
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        # Rejected arguments surface as ConfigurationError naming the field, never the values
+        # (a pydantic error would print the options, environment values included).
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise configuration_error(exc, "fleet task") from None
 
     @field_validator("prompts")
     @classmethod

@@ -273,11 +273,44 @@ def test_bad_fleet_options_are_typed_errors(kwargs: dict[str, object], option: s
     assert caught.value.option == option
 
 
+SECRET = "sk-fleet-test-secret-4711"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option", "said"),
+    [
+        ({"prompts": ()}, "prompts", "at least 1"),
+        ({"prompts": ("ok", "  ")}, "prompts", "empty"),
+        ({"timeout": -1}, "timeout", "greater than 0"),
+        ({"idle_timeout": 0}, "idle_timeout", "greater than 0"),
+        ({"max_cost_usd": -0.5}, "max_cost_usd", "greater than or equal to 0"),
+        ({"max_cost_usd": float("nan")}, "max_cost_usd", "finite"),
+        ({"resources": {"claude": -1}}, "resources.claude", "greater than or equal to 0"),
+        ({"prompt": "singular"}, "prompt", "not permitted"),
+        ({"env": {"API_KEY": SECRET}}, "env", "not permitted"),
+        ({"options": {"env": {"API_KEY": SECRET}, "cwd": 5}}, "options", "cwd"),
+        ({"options": {"env": {"API_KEY": SECRET + "\0"}}}, "options", "API_KEY"),
+    ],
+)
+def test_bad_tasks_are_configuration_errors_naming_the_field_never_a_secret(
+    kwargs: dict[str, object], option: str, said: str
+) -> None:
+    arguments: dict[str, object] = {
+        "engine": "claude",
+        "prompts": ("hi",),
+        "options": SessionOptions(env={"API_KEY": SECRET}),
+        **kwargs,
+    }
+    with pytest.raises(ConfigurationError) as caught:
+        FleetTask(**arguments)  # type: ignore[arg-type]
+    error = caught.value
+    assert error.option == option and option in str(error), str(error)
+    assert said in str(error), str(error)
+    assert SECRET not in str(error) and SECRET not in repr(error)
+    assert error.__cause__ is None and error.__suppress_context__  # no ValidationError shown
+
+
 def test_bad_tasks_are_refused_before_anything_runs() -> None:
-    with pytest.raises(ValueError, match="empty"):
-        FleetTask(engine="claude", prompts=("  ",))
-    with pytest.raises(ValueError):
-        FleetTask(engine="claude", prompts=())
     fleet = Fleet()
     with pytest.raises(ConfigurationError, match="named 'x'"):
         fleet.stream([FleetTask(engine="a", prompts=("p",), name="x")] * 2)
