@@ -52,6 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .._turns.session import (
     Engine,
+    Session,
+    Turn,
     failure_code,
     run_turn,
     single_error,
@@ -342,7 +344,7 @@ class FleetRun:
         self._engine_limits = {
             name: anyio.CapacityLimiter(n) for name, n in fleet.per_engine.items()
         }
-        self._scopes: set[anyio.CancelScope] = set()
+        self._live: set[_Live] = set()
         self._send: MemoryObjectSendStream[FleetEvent] | None = None
         self._recv: MemoryObjectReceiveStream[FleetEvent] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -452,12 +454,13 @@ class FleetRun:
         resume_id: str | None = None
         cost: float | None = None
         await self._emit(FleetEvent(kind="session_started", task=name, engine=task.engine))
-        scope = anyio.CancelScope()
-        self._scopes.add(scope)
+        live = _Live()
+        self._live.add(live)
         try:
-            with scope:
+            with live.scope:
                 engine = self.fleet._engine(task)  # pyright: ignore[reportPrivateUsage]
                 async with engine.start(task.options) as session:
+                    live.session = session
                     for prompt in task.prompts:
                         stop = self._budget_spent(task, cost)
                         if stop is not None:
@@ -468,7 +471,7 @@ class FleetRun:
                         resume_id = summary.resume_id or resume_id
                         if record.cost_usd is not None:
                             cost = (cost or 0.0) + record.cost_usd
-                            self._spend(record.cost_usd, scope)
+                            self._spend(record.cost_usd, live)
                         await self._emit(
                             FleetEvent(
                                 kind="turn_finished",
@@ -479,7 +482,7 @@ class FleetRun:
                                 summary=summary,
                             )
                         )
-            if scope.cancelled_caught:
+            if live.scope.cancelled_caught or live.turn_cancelled:
                 error = ErrorInfo(
                     message="the fleet budget was spent; the turn was cancelled", code="budget"
                 )
@@ -488,8 +491,12 @@ class FleetRun:
             error = _error_info(failure)
             if isinstance(failure, AgentrunError) and failure.summary is not None:
                 records.append(_record(task, name, failure.summary, None))
+                failed_cost = records[-1].cost_usd
+                if failed_cost is not None:
+                    cost = (cost or 0.0) + failed_cost
+                    self._spend(failed_cost, live)
         finally:
-            self._scopes.discard(scope)
+            self._live.discard(live)
         ok = error is None and all(r.ok for r in records) and len(records) == len(task.prompts)
         session_record = FleetSessionRecord(
             task=name,
@@ -532,16 +539,42 @@ class FleetRun:
             return f"the session's budget of ${task.max_cost_usd:g} is spent"
         return None
 
-    def _spend(self, cost: float, own: anyio.CancelScope) -> None:
-        """Count a finished turn's cost; once the fleet budget is spent, cancel the turns of
-        every other running session (the spending session's own turn has already ended)."""
+    def _spend(self, cost: float, own: _Live) -> None:
+        """Count a turn's cost; once the fleet budget is spent, stop every other running
+        session: a turn in progress is cancelled in its agent (it ends as a record with what it
+        cost), a session still starting is cancelled; the spending session's own turn has
+        already ended."""
         self._spent += cost
         limit = self.fleet.max_cost_usd
         if limit is not None and self._spent >= limit and not self._stopped:
             self._stopped = True
-            for scope in list(self._scopes):
-                if scope is not own:
-                    scope.cancel()
+            for live in list(self._live):
+                if live is not own:
+                    live.stop()
+
+
+class _Live:
+    """A running fleet session: the scope it runs in, and its session once started."""
+
+    __slots__ = ("scope", "session", "turn_cancelled")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.session: Session | None = None
+        self.turn_cancelled = False
+
+    def stop(self) -> None:
+        """Stop for the fleet's budget. A turn in progress is cancelled the way a caller
+        cancels one (the agent is interrupted and the turn ends with its summary); a session
+        between turns sees the spent budget before its next turn."""
+        session = self.session
+        if session is None:
+            self.scope.cancel()
+            return
+        turn = session._active  # pyright: ignore[reportPrivateUsage]
+        if isinstance(turn, Turn) and not turn.done:
+            self.turn_cancelled = True
+            turn.cancel()
 
 
 class _Peak:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -206,6 +207,7 @@ class RaySession(Session):
         self.worker_pid: int | None = None
         self._lost: SessionLostError | None = None
         self._waiters: anyio.CapacityLimiter | None = None
+        self._fetch: _Fetch | None = None
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._waiters is None:
@@ -257,13 +259,20 @@ class RaySession(Session):
 
     async def _pump(self, ray: Any, generator: Any, ctx: TurnContext) -> None:
         while True:
+            # A wait abandoned by a cancel left its fetch running in a thread: take its item
+            # rather than ask the generator for the next one (the cancelled turn's result would
+            # be lost in the abandoned thread).
+            fetch = self._fetch
+            if fetch is None or fetch.generator is not generator:
+                fetch = self._fetch = _Fetch(ray, generator)
             try:
-                ref = await self._call(_next_or_none, generator)
-                if ref is None:
-                    return
-                item = await self._call(ray.get, ref)
+                item = await self._call(fetch.get)
             except ray.exceptions.RayError as exc:
+                self._fetch = None
                 raise self._lost_error(exc, f"running turn {ctx.number}") from exc
+            self._fetch = None
+            if item is None:
+                return
             if "__agentrun_error__" in item:
                 raise _error_from_record(item)
             if "__agentrun_resume_id__" in item:
@@ -283,8 +292,33 @@ class RaySession(Session):
         await self._call(ray.kill, self.actor)
 
 
-def _next_or_none(generator: Any) -> Any:
-    try:
-        return next(generator)
-    except StopIteration:
-        return None
+class _Fetch:
+    """The next item of a turn's streaming generator, fetched once in a worker thread: a
+    second waiter (after the first was abandoned by a cancel) gets the same item."""
+
+    def __init__(self, ray: Any, generator: Any) -> None:
+        self.ray = ray
+        self.generator = generator
+        self._lock = threading.Lock()
+        self._started = False
+        self._done = threading.Event()
+        self._item: Any = None
+        self._error: BaseException | None = None
+
+    def get(self) -> Any:
+        with self._lock:
+            fetch, self._started = not self._started, True
+        if fetch:
+            try:
+                ref = next(self.generator)
+                self._item = self.ray.get(ref)
+            except StopIteration:
+                self._item = None
+            except BaseException as exc:
+                self._error = exc
+            finally:
+                self._done.set()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._item

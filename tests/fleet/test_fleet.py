@@ -22,6 +22,7 @@ from agentrun import (
     SessionOptions,
     Usage,
 )
+from agentrun._turns.session import TurnContext
 from agentrun._vocabulary.messages import ContextWindow
 from agentrun.testing import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep
 from agentrun.testing._scripted_engine import Step, result, text, tool_result, tool_use
@@ -221,6 +222,55 @@ async def test_the_fleet_budget_cancels_running_turns_in_their_agents(backend: s
     hangs = result.sessions[0]
     assert hangs.error is not None and hangs.error.code == "budget"
     assert result.sessions[1].ok
+
+
+class ChargedOnCancelEngine(ScriptedEngine):
+    """Works until cancelled, then reports what the interrupted turn cost (as Claude Code's
+    result after an interrupt does)."""
+
+    def __init__(self) -> None:
+        super().__init__([[text("working"), Hang()]])
+
+    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
+        return ChargedOnCancelSession(self, options)
+
+
+class ChargedOnCancelSession(ScriptedSession):
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        await ctx.emit(text("working"))
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            ctx.begin_cancel()
+            with anyio.CancelScope(shield=True):
+                spent = Usage(input_tokens=100, output_tokens=7, cost_usd=0.25)
+                await ctx.emit(result(stop_reason="cancelled", usage=spent))
+            raise
+
+
+async def test_a_turn_the_fleet_budget_cancels_is_a_record_with_its_cost(backend: str) -> None:
+    tasks = [
+        FleetTask(engine="scripted", prompts=("x",), name="hangs"),
+        FleetTask(engine="scripted", prompts=("x",), name="spends"),
+    ]
+    engines = {"hangs": ChargedOnCancelEngine(), "spends": costing(5.0, delay=0.3)}
+    with anyio.fail_after(30):
+        result = await Fleet(
+            limit=2,
+            max_cost_usd=1.0,
+            backend=backend,
+            engine_factory=lambda t: engines[t.name or ""],
+        ).run(tasks)
+    hangs, spends = result.sessions
+    assert spends.ok
+    assert hangs.error is not None and hangs.error.code == "budget"
+    assert not hangs.ok and hangs.turns == 1 and hangs.cost_usd == pytest.approx(0.25)
+    (cancelled,) = [t for t in result.turns if t.task == "hangs"]
+    assert cancelled.stop_reason == "cancelled" and not cancelled.ok
+    assert cancelled.cost_usd == pytest.approx(0.25)
+    assert cancelled.usage is not None and cancelled.usage.output_tokens == 7
+    assert cancelled.text == "working"
+    assert result.cost_usd == pytest.approx(5.25)
 
 
 async def test_leaving_the_stream_early_cancels_and_closes_every_session() -> None:
