@@ -25,8 +25,9 @@ Semantics:
   :class:`FleetSessionRecord` with the error; the other sessions go on.
 * Budgets: ``FleetTask.max_cost_usd`` stops a session's further turns once its turns cost that
   much; ``Fleet.max_cost_usd`` stops the fleet: no new session or turn starts and the running
-  turns are cancelled in their agents. Stopped sessions end with the error code ``budget``.
-  Costs are those the engines report (``Usage.cost_usd``); a turn with no cost counts as 0.
+  turns are cancelled in their agents, each still a turn record with the cost its agent reported.
+  Stopped sessions end with the error code ``budget``. Costs are those the engines report
+  (``Usage.cost_usd``, a failed turn's too); a turn with no cost counts as 0.
 * Leaving ``stream`` early, or cancelling the caller, cancels every running turn and closes every
   session: no agent process is left behind.
 
