@@ -90,15 +90,25 @@ class _Sessions:
             factory = self.engines.get(name)
             if factory is None:
                 raise ToolError(f"unknown engine {name!r} (known: {', '.join(self.names())})")
-            return factory()
+            try:
+                return factory()
+            except AgentrunError as exc:
+                raise ToolError(f"engine {name!r} cannot be used: {exc.message}") from None
+            except Exception as exc:
+                raise ToolError(f"engine {name!r} cannot be used: {_describe(exc)}") from None
         try:
             return get_engine(name)
         except AgentrunError as exc:
             raise ToolError(exc.message) from None
 
     def cwd(self, cwd: str | None) -> str:
-        target = Path(cwd).expanduser() if cwd else self.roots[0]
-        resolved = target.resolve()
+        if cwd is not None and "\0" in cwd:
+            raise ToolError("cwd contains a NUL character")
+        try:
+            target = Path(cwd).expanduser() if cwd else self.roots[0]
+            resolved = target.resolve()
+        except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an unknown ~user
+            raise ToolError(f"cwd {cwd!r} cannot be resolved: {_describe(exc)}") from None
         for root in self.roots:
             if resolved == root or root in resolved.parents:
                 if not resolved.is_dir():
@@ -124,6 +134,9 @@ class _Sessions:
             hosted = await self.task_group.start(self._host, engine_name, engine, options)
         except AgentrunError as exc:
             raise ToolError(f"{engine_name} did not start: {exc.message}") from None
+        except Exception as exc:  # an engine's own bug: still a reason, and the server goes on
+            _logger.exception("session of %s failed to start", engine_name)
+            raise ToolError(f"{engine_name} did not start: {_describe(exc)}") from None
         finally:
             self.starting -= 1
         self.hosted[session_id] = hosted
@@ -143,11 +156,11 @@ class _Sessions:
                 hosted = _Hosted(session)
                 task_status.started(hosted)
                 await hosted.closing.wait()
-        except AgentrunError as exc:
+        except Exception as exc:
             if hosted is None:
                 raise
             # The session ended badly (its agent crashed on close, say): the server goes on.
-            _logger.warning("session of %s ended with an error: %s", engine_name, exc)
+            _logger.warning("session of %s ended with an error: %s", engine_name, _describe(exc))
         finally:
             if hosted is not None:
                 hosted.closed.set()
@@ -157,7 +170,10 @@ class _Sessions:
         if hosted is None:
             raise ToolError(f"no session {session_id!r}")
         hosted.closing.set()
-        await hosted.session.aclose()
+        try:
+            await hosted.session.aclose()
+        except Exception as exc:  # the agent ended badly on close: it is closed all the same
+            _logger.warning("closing %s: %s", session_id, _describe(exc))
         await hosted.closed.wait()
 
     async def close_all(self) -> None:
@@ -211,6 +227,8 @@ def build_server(
                 available, problem = True, None
             except (AgentrunError, ToolError) as exc:
                 available, problem = False, str(exc)
+            except Exception as exc:  # a factory or check with a bug of its own
+                available, problem = False, _describe(exc)
             entry: dict[str, Any] = {"name": name, "available": available}
             if problem is not None:
                 entry["problem"] = problem
@@ -226,7 +244,10 @@ def build_server(
     ) -> dict[str, Any]:
         """Start a session of an agent in a working directory (under the server's roots).
         Returns the session id the other tools take."""
-        options = SessionOptions(cwd=sessions.cwd(cwd), model=model, mode=mode)
+        try:
+            options = SessionOptions(cwd=sessions.cwd(cwd), model=model, mode=mode)
+        except ConfigurationError as exc:
+            raise ToolError(exc.message) from None
         session_id = await sessions.start(engine, options)
         return {"session_id": session_id, "engine": engine, "cwd": options.cwd}
 
@@ -253,6 +274,9 @@ def build_server(
             if exc.summary is None:
                 raise ToolError(exc.message) from None
             summary = exc.summary
+        except Exception as exc:  # an engine's own bug: a reason, not a bare error
+            _logger.exception("turn of %s failed", session_id)
+            raise ToolError(f"the turn failed: {_describe(exc)}") from None
         finally:
             hosted.turn = None
         if summary.context is not None:
@@ -307,15 +331,26 @@ def serve(
     max_sessions: int = 8,
 ) -> None:
     """Run the server until its client disconnects (stdio) or it is stopped (HTTP)."""
-    if transport == "http" and not _is_loopback(host):
+    # Refused whatever the transport: a --host meant for HTTP must never be taken quietly.
+    if not _is_loopback(host):
         raise ConfigurationError(
-            f"the HTTP transport listens on loopback only, not {host!r}", option="host"
+            f"agentrun mcp listens on loopback only, not {host!r}", option="host"
+        )
+    if transport not in ("stdio", "http"):
+        raise ConfigurationError(
+            f"transport must be 'stdio' or 'http', got {transport!r}", option="transport"
         )
     server = build_server(roots=roots, max_sessions=max_sessions)
     if transport == "stdio":
         server.run("stdio")
     else:
         server.run("streamable-http", host=host, port=port)
+
+
+def _describe(exc: BaseException) -> str:
+    """An unexpected exception as a reason a client can read."""
+    detail = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
 def _is_loopback(host: str) -> bool:

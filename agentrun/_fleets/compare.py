@@ -1,8 +1,11 @@
 """Fan-out compare: the same prompt on several engines (or models), side by side.
 
-Each run gets its own copy of the workspace — a detached git worktree of ``HEAD`` when the
-workspace is a git repository, a plain copy otherwise, an empty directory when there is none —
-so the agents cannot see or undo each other's changes. The runs go through one :class:`Fleet`;
+Each run gets its own copy of the workspace — for a git repository a copy of the whole work tree
+(uncommitted changes included) with a copy of its ``.git``, so an agent's commits, tags, branches
+and config land in the copy and never in the user's repository; a plain copy otherwise; an empty
+directory when there is none — so the agents cannot see or undo each other's changes, and the run
+starts in the same subdirectory the workspace names. Named pipes, sockets and device files are not
+copied (each run reports them in ``CompareRun.skipped``). The runs go through one :class:`Fleet`;
 what each changed is measured by comparing the copy's files before and after (content hashes),
 so the same figure is reported whatever the agent did to git.
 
@@ -13,15 +16,20 @@ own configuration and credentials.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import anyio
+import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._turns.engine import Engine
@@ -30,9 +38,18 @@ from .._vocabulary.messages import ErrorInfo, Usage
 from .._vocabulary.options import SessionOptions
 from .fleet import Fleet, FleetEvent, FleetTask
 
-__all__ = ["CompareRun", "FilesChanged", "compare", "compare_table", "prepare_workspace"]
+__all__ = [
+    "CompareRun",
+    "FilesChanged",
+    "Workspace",
+    "compare",
+    "compare_table",
+    "copy_workspace",
+    "prepare_workspace",
+]
 
-#: Directories never hashed when measuring what a run changed.
+#: Directories never copied, nor hashed when measuring what a run changed (a git repository's
+#: own ``.git`` is copied separately).
 _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv"})
 
 
@@ -73,57 +90,182 @@ class CompareRun(BaseModel):
     context_peak: float | None = None
     files_changed: FilesChanged = Field(default_factory=FilesChanged)
     workspace: str | None = None
+    #: Files of the workspace that were not copied (``"path (named pipe)"``): named pipes,
+    #: sockets, device files and files that could not be read.
+    skipped: list[str] = Field(default_factory=list[str])
     error: ErrorInfo | None = None
 
 
-def _is_git_repo(path: Path) -> bool:
+def _git(cwd: Path, *args: str) -> str | None:
+    """``git -C cwd args``'s output, or ``None`` when git is missing or the command failed."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "--is-inside-work-tree"],
+            ["git", "-C", str(cwd), *args],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=120,
             check=False,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0 and done.stdout.strip() == "true"
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
-def prepare_workspace(source: str | Path | None, dest: str | Path) -> Path:
-    """A private copy of ``source`` at ``dest``: a detached worktree of ``HEAD`` for a git
-    repository, a copy otherwise, an empty directory when ``source`` is ``None``."""
+@dataclass
+class Workspace:
+    """A run's private copy of a workspace."""
+
+    #: The copy (for a git repository: of its top-level directory).
+    root: Path
+    #: Where the run starts: the same subdirectory of the copy that the workspace named.
+    cwd: Path
+    #: What was not copied (``"path (named pipe)"``), relative to ``root``.
+    skipped: list[str] = field(default_factory=list[str])
+
+
+def copy_workspace(source: str | Path | None, dest: str | Path) -> Workspace:
+    """A private copy of ``source`` at ``dest``.
+
+    In a git repository the whole work tree is copied (uncommitted and untracked files included,
+    not ``node_modules``/``.venv``/``__pycache__``) with a copy of the repository's ``.git``, so
+    git commands in the copy never reach the original; ``cwd`` is the copy's counterpart of
+    ``source`` (a subdirectory of the repository stays one). Otherwise ``source`` is copied the
+    same way without ``.git``; ``None`` gives an empty directory. Named pipes, sockets, device
+    files and unreadable files are not copied but listed in ``skipped``. The source is only read.
+    """
     dest = Path(dest)
     if source is None:
         dest.mkdir(parents=True)
-        return dest
+        return Workspace(dest, dest)
     source = Path(source).resolve()
     if not source.is_dir():
         raise ConfigurationError(f"workspace {str(source)!r} is not a directory", option="cwd")
-    if _is_git_repo(source):
-        done = subprocess.run(
-            ["git", "-C", str(source), "worktree", "add", "--detach", str(dest), "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode == 0:
-            return dest
-        # An empty repository (no HEAD) or a git that refuses: fall back to a copy.
-    shutil.copytree(source, dest, symlinks=True, ignore=shutil.ignore_patterns(*_SKIP_DIRS))
-    return dest
+    top = _git(source, "rev-parse", "--show-toplevel")
+    if top is None or _git(source, "rev-parse", "--is-inside-work-tree") != "true":
+        skipped: list[str] = []
+        _copy_tree(source, dest, skipped, _SKIP_DIRS)
+        return Workspace(dest, dest, skipped)
+    top_path = Path(top).resolve()
+    skipped = []
+    git_dir = _git(source, "rev-parse", "--absolute-git-dir")
+    common = _git(source, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    own_git = top_path / ".git"
+    if (
+        git_dir is not None
+        and own_git.is_dir()
+        and not own_git.is_symlink()
+        and Path(git_dir).resolve() == own_git.resolve()
+        and common is not None
+        and Path(common).resolve() == own_git.resolve()
+    ):
+        # The usual repository: its .git, copied whole (refs, objects, config, index, stash).
+        _copy_tree(own_git, dest / ".git", skipped, frozenset(), relative_to=top_path)
+        _copy_tree(top_path, dest, skipped, _SKIP_DIRS)
+    else:
+        # A linked worktree or a submodule, whose .git points elsewhere: an independent clone
+        # detached at the same commit, with no remote leading back to the original.
+        _clone(top_path, dest)
+        _copy_tree(top_path, dest, skipped, _SKIP_DIRS)
+        head = _git(top_path, "rev-parse", "--verify", "-q", "HEAD")
+        if head is not None:
+            _git(dest, "update-ref", "--no-deref", "HEAD", head)
+            _git(dest, "reset", "-q")
+    cwd = dest / source.relative_to(top_path)
+    cwd.mkdir(parents=True, exist_ok=True)
+    return Workspace(dest, cwd, skipped)
 
 
-def _remove_workspace(source: str | Path | None, dest: Path) -> None:
-    if source is not None and (dest / ".git").is_file():
-        subprocess.run(
-            ["git", "-C", str(source), "worktree", "remove", "--force", str(dest)],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
-    shutil.rmtree(dest, ignore_errors=True)
+def prepare_workspace(source: str | Path | None, dest: str | Path) -> Path:
+    """A private copy of ``source`` at ``dest`` (see :func:`copy_workspace`); the directory a
+    run starts in."""
+    return copy_workspace(source, dest).cwd
+
+
+def _clone(top: Path, dest: Path) -> None:
+    done = subprocess.run(
+        ["git", "clone", "--quiet", "--no-hardlinks", "--no-checkout", str(top), str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        # An empty repository, or a git that refuses: a repository of the copy's own.
+        dest.mkdir(parents=True, exist_ok=True)
+        _git(dest, "init", "-q")
+        return
+    _git(dest, "remote", "remove", "origin")
+
+
+_SPECIAL = (
+    (stat.S_ISFIFO, "named pipe"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
+def _copy_tree(
+    source: Path,
+    dest: Path,
+    skipped: list[str],
+    skip_dirs: frozenset[str],
+    *,
+    relative_to: Path | None = None,
+) -> None:
+    """Copy ``source`` into ``dest`` (created if missing): directories, regular files (with
+    their modes) and symbolic links (as links); anything else is named in ``skipped``."""
+    base = relative_to or source
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        entries = sorted(os.scandir(source), key=lambda e: e.name)
+    except OSError as exc:
+        skipped.append(f"{_relative(source, base)}/ (cannot be read: {exc.strerror})")
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        target = dest / entry.name
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                os.symlink(os.readlink(path), target)
+            elif stat.S_ISDIR(info.st_mode):
+                if entry.name not in skip_dirs:
+                    _copy_tree(path, target, skipped, skip_dirs, relative_to=base)
+            elif stat.S_ISREG(info.st_mode):
+                shutil.copy2(path, target, follow_symlinks=False)
+            else:
+                kind = next((name for test, name in _SPECIAL if test(info.st_mode)), "special")
+                skipped.append(f"{_relative(path, base)} ({kind})")
+        except OSError as exc:
+            skipped.append(f"{_relative(path, base)} (cannot be copied: {exc.strerror or exc})")
+    with contextlib.suppress(OSError):
+        shutil.copystat(source, dest, follow_symlinks=False)
+        # The copy stays the run's to change and to remove, whatever the source's modes were.
+        os.chmod(dest, stat.S_IMODE(os.lstat(dest).st_mode) | stat.S_IRWXU)
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove ``path`` entirely, even where a run made directories read-only."""
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+        return
+    for directory, dirs, _ in os.walk(path):
+        for name in dirs:
+            child = os.path.join(directory, name)
+            if not os.path.islink(child):
+                with contextlib.suppress(OSError):
+                    os.chmod(child, stat.S_IMODE(os.lstat(child).st_mode) | stat.S_IRWXU)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -133,10 +275,14 @@ def _snapshot(root: Path) -> dict[str, str]:
         for name in names:
             path = Path(directory) / name
             try:
-                if path.is_symlink():
+                mode = path.lstat().st_mode
+                if stat.S_ISLNK(mode):
                     digest = "link:" + os.readlink(path)
-                else:
+                elif stat.S_ISREG(mode):
                     digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                else:
+                    # A pipe or socket a run made: never opened (reading a pipe would block).
+                    digest = f"special:{stat.S_IFMT(mode)}"
             except OSError:
                 continue
             files[path.relative_to(root).as_posix()] = digest
@@ -194,12 +340,17 @@ async def compare(
     async with AsyncExitStack() as stack:
         engines_by_task: dict[str, Engine] = {}
         tasks: list[FleetTask] = []
-        copies: list[Path] = []
+        copies: list[Workspace] = []
         for index, ((engine_name, model), label) in enumerate(zip(variants, labels, strict=True)):
-            copy = prepare_workspace(workspace, scratch / f"run-{index}" / "workspace")
-            copies.append(copy)
+            run_dir = scratch / f"run-{index}"
             if not keep_workspaces:
-                stack.callback(_remove_workspace, workspace, copy)
+                # Everything of the run (its copy, the agent's offline configuration) goes.
+                stack.callback(_remove_tree, run_dir)
+            copied = await anyio.to_thread.run_sync(
+                copy_workspace, workspace, run_dir / "workspace"
+            )
+            copies.append(copied)
+            copy = copied.cwd
             if live:
                 from ..engines._registry import get_engine
 
@@ -213,7 +364,7 @@ async def compare(
                 engine, options = embedded_engine(
                     engine_name,
                     server.url,
-                    scratch / f"run-{index}" / "agent",
+                    run_dir / "agent",
                     cwd=str(copy),
                     model=model,
                     hitl=hitl,
@@ -228,7 +379,7 @@ async def compare(
                     timeout=timeout,
                 )
             )
-        before = [_snapshot(copy) for copy in copies]
+        before = [_snapshot(copy.root) for copy in copies]
         fleet = Fleet(
             limit=len(tasks), engine_factory=lambda task: engines_by_task[task.name or ""]
         )
@@ -254,8 +405,9 @@ async def compare(
                     duration_s=turn.duration_s if turn is not None else None,
                     tool_calls=turn.tool_calls if turn is not None else 0,
                     context_peak=turn.context_peak if turn is not None else None,
-                    files_changed=_changes(snap, _snapshot(copy)),
-                    workspace=str(copy) if keep_workspaces else None,
+                    files_changed=_changes(snap, _snapshot(copy.root)),
+                    workspace=str(copy.cwd) if keep_workspaces else None,
+                    skipped=copy.skipped,
                     error=error,
                 )
             )
@@ -291,4 +443,9 @@ def compare_table(runs: Sequence[CompareRun], *, text_width: int = 48) -> str:
         if len(answer) > text_width:
             answer = answer[: text_width - 1] + "…"
         lines.append(f"{run.engine} ({run.model or 'default model'}): {answer or '-'}")
+    skipped = next((run.skipped for run in runs if run.skipped), None)
+    if skipped:
+        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        shown = ", ".join(skipped[:5]) + more
+        lines.append(f"not copied into the runs' workspaces: {shown}")
     return "\n".join(lines) + "\n"

@@ -25,8 +25,9 @@ Semantics:
   :class:`FleetSessionRecord` with the error; the other sessions go on.
 * Budgets: ``FleetTask.max_cost_usd`` stops a session's further turns once its turns cost that
   much; ``Fleet.max_cost_usd`` stops the fleet: no new session or turn starts and the running
-  turns are cancelled in their agents. Stopped sessions end with the error code ``budget``.
-  Costs are those the engines report (``Usage.cost_usd``); a turn with no cost counts as 0.
+  turns are cancelled in their agents, each still a turn record with the cost its agent reported.
+  Stopped sessions end with the error code ``budget``. Costs are those the engines report
+  (``Usage.cost_usd``, a failed turn's too); a turn with no cost counts as 0.
 * Leaving ``stream`` early, or cancelling the caller, cancels every running turn and closes every
   session: no agent process is left behind.
 
@@ -43,7 +44,7 @@ import inspect
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import anyio
 import anyio.abc
@@ -53,6 +54,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .._turns.boundary import failure_code, single_error
 from .._turns.engine import Engine
 from .._turns.run import run_turn
+from .._turns.session import Session
+from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, configuration_error
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
@@ -91,11 +94,21 @@ class FleetTask(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     idle_timeout: float | None = Field(default=None, gt=0)
     #: Stop this session's further turns once its turns cost this much (USD).
-    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     #: Free-form labels copied into every record (a model variant, a dataset row, ...).
     labels: dict[str, str] = Field(default_factory=dict[str, str])
     #: Ray backend: custom resources the session's node must have (``{"claude": 1}``).
-    resources: dict[str, float] = Field(default_factory=dict[str, float])
+    resources: dict[str, Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(
+        default_factory=dict[str, float]
+    )
+
+    def __init__(self, **fields: Any) -> None:
+        # Rejected arguments surface as ConfigurationError naming the field, never the values
+        # (a pydantic error would print the options, environment values included).
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise configuration_error(exc, "fleet task") from None
 
     @field_validator("prompts")
     @classmethod
@@ -104,13 +117,6 @@ class FleetTask(BaseModel):
             if not prompt.strip():
                 raise ValueError("a prompt is empty")
         return value
-
-    def __init__(self, **fields: Any) -> None:
-        # Validation failures surface as ConfigurationError (a ValueError), naming the field.
-        try:
-            super().__init__(**fields)
-        except ValidationError as exc:
-            raise configuration_error(exc, "fleet task") from None
 
 
 class FleetTurnRecord(BaseModel):
@@ -336,7 +342,7 @@ class FleetRun:
         self._engine_limits = {
             name: anyio.CapacityLimiter(n) for name, n in fleet.per_engine.items()
         }
-        self._scopes: set[anyio.CancelScope] = set()
+        self._live: set[_Live] = set()
         self._send: MemoryObjectSendStream[FleetEvent] | None = None
         self._recv: MemoryObjectReceiveStream[FleetEvent] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -449,12 +455,13 @@ class FleetRun:
         resume_id: str | None = None
         cost: float | None = None
         await self._emit(FleetEvent(kind="session_started", task=name, engine=task.engine))
-        scope = anyio.CancelScope()
-        self._scopes.add(scope)
+        live = _Live()
+        self._live.add(live)
         try:
-            with scope:
+            with live.scope:
                 engine = self.fleet._engine(task)  # pyright: ignore[reportPrivateUsage]
                 async with engine.start(task.options) as session:
+                    live.session = session
                     for prompt in task.prompts:
                         stop = self._budget_spent(task, cost)
                         if stop is not None:
@@ -465,7 +472,7 @@ class FleetRun:
                         resume_id = summary.resume_id or resume_id
                         if record.cost_usd is not None:
                             cost = (cost or 0.0) + record.cost_usd
-                            self._spend(record.cost_usd, scope)
+                            self._spend(record.cost_usd, live)
                         await self._emit(
                             FleetEvent(
                                 kind="turn_finished",
@@ -476,7 +483,7 @@ class FleetRun:
                                 summary=summary,
                             )
                         )
-            if scope.cancelled_caught:
+            if live.scope.cancelled_caught or live.turn_cancelled:
                 error = ErrorInfo(
                     message="the fleet budget was spent; the turn was cancelled", code="budget"
                 )
@@ -485,8 +492,12 @@ class FleetRun:
             error = _error_info(failure)
             if isinstance(failure, AgentrunError) and failure.summary is not None:
                 records.append(_record(task, name, failure.summary, None))
+                failed_cost = records[-1].cost_usd
+                if failed_cost is not None:
+                    cost = (cost or 0.0) + failed_cost
+                    self._spend(failed_cost, live)
         finally:
-            self._scopes.discard(scope)
+            self._live.discard(live)
         ok = error is None and all(r.ok for r in records) and len(records) == len(task.prompts)
         session_record = FleetSessionRecord(
             task=name,
@@ -529,16 +540,42 @@ class FleetRun:
             return f"the session's budget of ${task.max_cost_usd:g} is spent"
         return None
 
-    def _spend(self, cost: float, own: anyio.CancelScope) -> None:
-        """Count a finished turn's cost; once the fleet budget is spent, cancel the turns of
-        every other running session (the spending session's own turn has already ended)."""
+    def _spend(self, cost: float, own: _Live) -> None:
+        """Count a turn's cost; once the fleet budget is spent, stop every other running
+        session: a turn in progress is cancelled in its agent (it ends as a record with what it
+        cost), a session still starting is cancelled; the spending session's own turn has
+        already ended."""
         self._spent += cost
         limit = self.fleet.max_cost_usd
         if limit is not None and self._spent >= limit and not self._stopped:
             self._stopped = True
-            for scope in list(self._scopes):
-                if scope is not own:
-                    scope.cancel()
+            for live in list(self._live):
+                if live is not own:
+                    live.stop()
+
+
+class _Live:
+    """A running fleet session: the scope it runs in, and its session once started."""
+
+    __slots__ = ("scope", "session", "turn_cancelled")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.session: Session | None = None
+        self.turn_cancelled = False
+
+    def stop(self) -> None:
+        """Stop for the fleet's budget. A turn in progress is cancelled the way a caller
+        cancels one (the agent is interrupted and the turn ends with its summary); a session
+        between turns sees the spent budget before its next turn."""
+        session = self.session
+        if session is None:
+            self.scope.cancel()
+            return
+        turn = session._active  # pyright: ignore[reportPrivateUsage]
+        if isinstance(turn, Turn) and not turn.done:
+            self.turn_cancelled = True
+            turn.cancel()
 
 
 class _Peak:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -174,6 +175,7 @@ class RayEngine(Engine):
         actor_options: Mapping[str, Any] | None = None,
         cancel_timeout: float = 30.0,
         close_timeout: float = 30.0,
+        infeasible_timeout: float | None = 5.0,
     ) -> None:
         if isinstance(factory, str):
             factory = functools.partial(_registry_engine, factory)
@@ -181,6 +183,10 @@ class RayEngine(Engine):
         self.actor_options: dict[str, Any] = dict(actor_options or {})
         self.cancel_timeout = cancel_timeout
         self.close_timeout = close_timeout
+        #: Seconds a session's actor may stay infeasible (Ray reports that no node of the
+        #: cluster has the resources it asks for) before the start fails; ``None`` waits for
+        #: as long as it takes (an autoscaling cluster that will add such a node).
+        self.infeasible_timeout = infeasible_timeout
 
     def start(self, options: SessionOptions | None = None) -> RaySession:
         return RaySession(self, options)
@@ -208,6 +214,8 @@ class RaySession(Session):
         self.worker_pid: int | None = None
         self._lost: SessionLostError | None = None
         self._waiters: anyio.CapacityLimiter | None = None
+        self._fetch: _Fetch | None = None
+        self._opened = False
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self._waiters is None:
@@ -229,13 +237,35 @@ class RaySession(Session):
         options.setdefault("num_cpus", 0)
         remote = ray.remote(**options)(_SessionActor)
         self.actor = remote.remote(self.engine.factory, self.options)
+        opened = self.actor.open.remote()
+        shape = _request_shape(options)
+        infeasible_since: float | None = None
         try:
-            info = await self._call(ray.get, self.actor.open.remote())
+            while True:
+                ready = await self._call(_wait_ready, ray, opened)
+                if ready:
+                    break
+                limit = self.engine.infeasible_timeout
+                if limit is None:
+                    continue
+                if not await self._call(_infeasible, ray, shape):
+                    infeasible_since = None
+                    continue
+                now = anyio.current_time()
+                infeasible_since = now if infeasible_since is None else infeasible_since
+                if now - infeasible_since >= limit:
+                    raise EngineUnavailableError(
+                        f"no node of the Ray cluster has the resources this session's actor "
+                        f"asks for ({_shape_text(shape)}); Ray reports the request infeasible",
+                        engine=self.engine_name,
+                    )
+            info = await self._call(ray.get, opened)
         except ray.exceptions.RayError as exc:
             raise self._lost_error(exc, "starting") from exc
         if "__agentrun_error__" in info:
             await self._call(ray.kill, self.actor)
             raise _error_from_record(info)
+        self._opened = True
         self.worker_pid = info.get("pid")
         self.engine_name: str = f"ray:{info.get('engine')}"
 
@@ -259,13 +289,20 @@ class RaySession(Session):
 
     async def _pump(self, ray: Any, generator: Any, ctx: TurnContext) -> None:
         while True:
+            # A wait abandoned by a cancel left its fetch running in a thread: take its item
+            # rather than ask the generator for the next one (the cancelled turn's result would
+            # be lost in the abandoned thread).
+            fetch = self._fetch
+            if fetch is None or fetch.generator is not generator:
+                fetch = self._fetch = _Fetch(ray, generator)
             try:
-                ref = await self._call(_next_or_none, generator)
-                if ref is None:
-                    return
-                item = await self._call(ray.get, ref)
+                item = await self._call(fetch.get)
             except ray.exceptions.RayError as exc:
+                self._fetch = None
                 raise self._lost_error(exc, f"running turn {ctx.number}") from exc
+            self._fetch = None
+            if item is None:
+                return
             if "__agentrun_error__" in item:
                 raise _error_from_record(item)
             if "__agentrun_resume_id__" in item:
@@ -279,14 +316,79 @@ class RaySession(Session):
         if self.actor is None:
             return
         ray = _import_ray()
+        if not self._opened:
+            # The actor never opened its session (still placing, or infeasible): nothing to
+            # close in it, and a close call would wait for a placement that may never come.
+            await self._call(ray.kill, self.actor)
+            return
         with anyio.move_on_after(self.engine.close_timeout):
             with contextlib.suppress(ray.exceptions.RayError):
                 await self._call(ray.get, self.actor.close.remote())
         await self._call(ray.kill, self.actor)
 
 
-def _next_or_none(generator: Any) -> Any:
+def _wait_ready(ray: Any, ref: Any) -> bool:
+    ready, _ = ray.wait([ref], timeout=0.5)
+    return bool(ready)
+
+
+def _request_shape(options: Mapping[str, Any]) -> dict[str, float]:
+    """The resources an actor with these options asks Ray for, as Ray's scheduler names them."""
+    shape = {str(k): float(v) for k, v in dict(options.get("resources") or {}).items() if v}
+    for option, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+        value = options.get(option)
+        if value:
+            shape[name] = float(value)
+    return shape
+
+
+def _shape_text(shape: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(shape.items())) or "no resources"
+
+
+def _infeasible(ray: Any, shape: Mapping[str, float]) -> bool:
+    """Whether Ray's raylets report requests of exactly this shape as infeasible: no node of
+    the cluster could ever hold them (what the autoscaler reads as infeasible demand)."""
     try:
-        return next(generator)
-    except StopIteration:
-        return None
+        gcs = ray._private.worker.global_worker.gcs_client
+        reply = gcs.get_all_resource_usage(timeout=10)
+        demands = reply.resource_usage_data.resource_load_by_shape.resource_demands
+    except Exception:  # another Ray version, or the GCS did not answer: assume feasible
+        return False
+    return any(
+        demand.num_infeasible_requests_queued > 0
+        and {k: float(v) for k, v in dict(demand.shape).items()} == dict(shape)
+        for demand in demands
+    )
+
+
+class _Fetch:
+    """The next item of a turn's streaming generator, fetched once in a worker thread: a
+    second waiter (after the first was abandoned by a cancel) gets the same item."""
+
+    def __init__(self, ray: Any, generator: Any) -> None:
+        self.ray = ray
+        self.generator = generator
+        self._lock = threading.Lock()
+        self._started = False
+        self._done = threading.Event()
+        self._item: Any = None
+        self._error: BaseException | None = None
+
+    def get(self) -> Any:
+        with self._lock:
+            fetch, self._started = not self._started, True
+        if fetch:
+            try:
+                ref = next(self.generator)
+                self._item = self.ray.get(ref)
+            except StopIteration:
+                self._item = None
+            except BaseException as exc:
+                self._error = exc
+            finally:
+                self._done.set()
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._item

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar, cast
 
+from .errors import ConfigurationError
 from .messages import ContextSource, ContextWindow, Message, MessageType, Usage, assemble
 
 __all__ = ["Catalog", "ContextTracker", "ModelInfo", "default_catalog"]
@@ -54,32 +55,42 @@ class Catalog:
         self.extend(data)
 
     def extend(self, data: dict[str, Any]) -> None:
-        """Merge more entries (same shape as ``catalog.json``); later entries win."""
-        models = cast("dict[str, dict[str, Any]]", data.get("models", {}))
-        for model_id, entry in models.items():
+        """Merge more entries (same shape as ``catalog.json``); later entries win. A table of
+        another shape is refused with :class:`ConfigurationError` and changes nothing."""
+        models: dict[str, ModelInfo] = {}
+        aliases: dict[str, str] = {}
+        for model_id, entry in table_entries(data).items():
             key = model_id.lower()
-            self._models[key] = ModelInfo(
+            models[key] = ModelInfo(
                 id=model_id,
-                context_window=_int(entry.get("context_window")),
-                max_output_tokens=_int(entry.get("max_output_tokens")),
-                source=cast("str | None", entry.get("source")),
+                context_window=_tokens(entry, "context_window", model_id),
+                max_output_tokens=_tokens(entry, "max_output_tokens", model_id),
+                source=text_field(entry, "source", model_id),
             )
-            for alias in cast("list[str]", entry.get("aliases", [])):
-                self._aliases[alias.lower()] = key
-        families = cast("list[dict[str, Any]]", data.get("families", []))
-        new = [
-            (
-                str(f["prefix"]).lower(),
-                ModelInfo(
-                    id=str(f["prefix"]),
-                    context_window=_int(f.get("context_window")),
-                    max_output_tokens=_int(f.get("max_output_tokens")),
-                    source=cast("str | None", f.get("source")),
-                    matched_by="family",
-                ),
+            for alias in alias_list(entry, model_id):
+                aliases[alias.lower()] = key
+        families = _object(data).get("families", [])
+        if not isinstance(families, list):
+            raise ConfigurationError("'families' must be a list of objects", option="families")
+        new: list[tuple[str, ModelInfo]] = []
+        for index, family in enumerate(cast("list[Any]", families)):
+            where = f"families[{index}]"
+            if not isinstance(family, dict):
+                raise ConfigurationError(f"{where} must be an object", option="families")
+            family = cast("dict[str, Any]", family)
+            prefix = family.get("prefix")
+            if not isinstance(prefix, str) or not prefix:
+                raise ConfigurationError(f"{where} needs a 'prefix' string", option="families")
+            info = ModelInfo(
+                id=prefix,
+                context_window=_tokens(family, "context_window", where),
+                max_output_tokens=_tokens(family, "max_output_tokens", where),
+                source=text_field(family, "source", where),
+                matched_by="family",
             )
-            for f in families
-        ]
+            new.append((prefix.lower(), info))
+        self._models.update(models)
+        self._aliases.update(aliases)
         # Longest prefix first, so specific families beat generic ones.
         self._families = sorted(new + self._families, key=lambda item: -len(item[0]))
 
@@ -113,8 +124,58 @@ def model_keys(model: str) -> list[str]:
     return [key, key.rsplit("/", 1)[1]] if "/" in key else [key]
 
 
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and value > 0 else None
+def _object(data: object) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigurationError(
+            f"the table must be a JSON object, not {type(data).__name__}", option="models"
+        )
+    return cast("dict[str, Any]", data)
+
+
+def table_entries(data: object) -> dict[str, dict[str, Any]]:
+    """The ``models`` of a catalog table, each checked to be an object (a
+    :class:`ConfigurationError` naming what is wrong otherwise)."""
+    models = _object(data).get("models", {})
+    if not isinstance(models, dict):
+        raise ConfigurationError("'models' must be an object of model ids", option="models")
+    for model_id, entry in cast("dict[str, Any]", models).items():
+        if not isinstance(entry, dict):
+            raise ConfigurationError(
+                f"the entry of {model_id!r} must be an object", option="models"
+            )
+    return cast("dict[str, dict[str, Any]]", models)
+
+
+def alias_list(entry: dict[str, Any], model_id: str) -> list[str]:
+    """An entry's ``aliases``: a list of strings."""
+    aliases = entry.get("aliases", [])
+    if not isinstance(aliases, list) or not all(
+        isinstance(a, str) for a in cast("list[Any]", aliases)
+    ):
+        raise ConfigurationError(
+            f"the aliases of {model_id!r} must be a list of strings", option="models"
+        )
+    return cast("list[str]", aliases)
+
+
+def text_field(entry: dict[str, Any], name: str, where: str) -> str | None:
+    """An optional string field of an entry."""
+    value = entry.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ConfigurationError(f"the {name} of {where!r} must be a string", option="models")
+    return value
+
+
+def _tokens(entry: dict[str, Any], name: str, where: str) -> int | None:
+    value = entry.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigurationError(
+            f"the {name} of {where!r} must be a positive whole number of tokens, got {value!r}",
+            option="models",
+        )
+    return value
 
 
 @lru_cache(maxsize=4)
@@ -130,21 +191,51 @@ def packaged_json(name: str) -> dict[str, Any]:
     return cast("dict[str, Any]", json.loads(text))
 
 
-def user_extension(env: str) -> dict[str, Any] | None:
-    """The JSON table in the file named by ``$env``, which extends a built-in one."""
+def user_extension(env: str) -> tuple[str, Any] | None:
+    """The file named by ``$env`` and the JSON in it, which extends a built-in table; a file that
+    cannot be read or is not JSON is a :class:`ConfigurationError` naming the variable and the
+    file."""
     path = os.environ.get(env)
     if not path:
         return None
-    with open(path, encoding="utf-8") as fh:
-        return cast("dict[str, Any]", json.load(fh))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return path, json.load(fh)
+    except FileNotFoundError:
+        problem = "no such file"
+    except IsADirectoryError:
+        problem = "it is a directory, not a file"
+    except OSError as exc:
+        problem = f"it cannot be read ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        problem = "it is not UTF-8 text"
+    except json.JSONDecodeError as exc:
+        problem = f"it is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    raise user_file_error(env, path, problem)
+
+
+def user_file_error(env: str, path: str, problem: str) -> ConfigurationError:
+    """The error for the file named by ``$env`` (``problem``: what is wrong with it)."""
+    return ConfigurationError(f"${env} names {path!r}: {problem}", option=env)
+
+
+def extend_from(env: str, extend: Callable[[Any], None]) -> None:
+    """Merge the file named by ``$env`` (if any) through ``extend``; a table of the wrong shape
+    is a :class:`ConfigurationError` naming the variable and the file."""
+    extra = user_extension(env)
+    if extra is None:
+        return
+    path, data = extra
+    try:
+        extend(data)
+    except ConfigurationError as exc:
+        raise user_file_error(env, path, exc.message) from None
 
 
 def default_catalog() -> Catalog:
     """The built-in catalog, extended by the file named in ``$AGENTRUN_MODEL_CATALOG``."""
     catalog = Catalog(packaged_json("catalog.json"))
-    extra = user_extension(CATALOG_ENV)
-    if extra is not None:
-        catalog.extend(extra)
+    extend_from(CATALOG_ENV, catalog.extend)
     return catalog
 
 

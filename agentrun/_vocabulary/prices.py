@@ -14,11 +14,20 @@ Long-context surcharges are not applied: an estimate for a call beyond such a th
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Any, cast, overload
+from typing import Any, overload
 
-from .context import SharedDefault, model_keys, packaged_json, user_extension
+from .context import (
+    SharedDefault,
+    alias_list,
+    extend_from,
+    model_keys,
+    packaged_json,
+    table_entries,
+    text_field,
+)
 from .errors import ConfigurationError
 from .messages import Usage, UsageSource, copy_with
 
@@ -43,6 +52,16 @@ class ModelPrice:
     #: Cache writes; ``None``: priced as input.
     cache_write: float | None = None
     source: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output", "cached_input", "cache_write"):
+            value = getattr(self, name)
+            if value is not None and not _is_price(value):
+                raise ConfigurationError(
+                    f"the {name} price of {self.id!r} must be a finite, non-negative number, "
+                    f"got {value!r}",
+                    option="prices",
+                )
 
     def cost(self, usage: Usage) -> float | None:
         """The cost of ``usage`` at these prices; ``None`` when it has no token figures."""
@@ -81,26 +100,25 @@ class PriceCatalog:
 
     def extend(self, data: dict[str, Any]) -> None:
         """Merge more entries (same shape as ``prices.json``); later entries win. An entry
-        without both an ``input`` and an ``output`` price is refused with
-        :class:`~agentrun.ConfigurationError` (a ``ValueError``)."""
-        models = cast("dict[str, dict[str, Any]]", data.get("models", {}))
-        for model_id, entry in models.items():
-            input_price, output_price = _price(entry.get("input")), _price(entry.get("output"))
-            if input_price is None or output_price is None:
-                raise ConfigurationError(
-                    f"price of {model_id!r} needs an input and an output price", option=model_id
-                )
+        without both an ``input`` and an ``output`` price, a price that is not a finite,
+        non-negative number, or a table of another shape is refused with
+        :class:`ConfigurationError` (a ``ValueError``) and changes nothing."""
+        models: dict[str, ModelPrice] = {}
+        aliases: dict[str, str] = {}
+        for model_id, entry in table_entries(data).items():
             key = model_id.lower()
-            self._models[key] = ModelPrice(
+            models[key] = ModelPrice(
                 id=model_id,
-                input=input_price,
-                output=output_price,
-                cached_input=_price(entry.get("cached_input")),
-                cache_write=_price(entry.get("cache_write")),
-                source=cast("str | None", entry.get("source")),
+                input=_price(entry, "input", model_id),
+                output=_price(entry, "output", model_id),
+                cached_input=_optional_price(entry, "cached_input", model_id),
+                cache_write=_optional_price(entry, "cache_write", model_id),
+                source=text_field(entry, "source", model_id),
             )
-            for alias in cast("list[str]", entry.get("aliases", [])):
-                self._aliases[alias.lower()] = key
+            for alias in alias_list(entry, model_id):
+                aliases[alias.lower()] = key
+        self._models.update(models)
+        self._aliases.update(aliases)
 
     def lookup(self, model: str | None) -> ModelPrice | None:
         """The prices of ``model``, or ``None`` when the catalog does not know it."""
@@ -122,18 +140,44 @@ class PriceCatalog:
         return None if price is None else price.cost(usage)
 
 
-def _price(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+def _is_price(value: object) -> bool:
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _optional_price(entry: dict[str, Any], name: str, model_id: str) -> float | None:
+    value = entry.get(name)
+    if value is None:
         return None
+    if not _is_price(value):
+        raise ConfigurationError(
+            f"the {name} price of {model_id!r} must be a finite, non-negative number, "
+            f"got {value!r}",
+            option="prices",
+        )
     return float(value)
+
+
+def _price(entry: dict[str, Any], name: str, model_id: str) -> float:
+    value = entry.get(name)
+    if not _is_price(value):
+        got = "none" if value is None else f"{value!r}"
+        raise ConfigurationError(
+            f"price of {model_id!r} needs an input and an output price, each a finite, "
+            f"non-negative number: the {name} price is {got}",
+            option="prices",
+        )
+    return float(value)  # pyright: ignore[reportArgumentType]
 
 
 def default_prices() -> PriceCatalog:
     """The built-in prices, extended by the file named in ``$AGENTRUN_PRICE_CATALOG``."""
     catalog = PriceCatalog(packaged_json("prices.json"))
-    extra = user_extension(PRICES_ENV)
-    if extra is not None:
-        catalog.extend(extra)
+    extend_from(PRICES_ENV, catalog.extend)
     return catalog
 
 

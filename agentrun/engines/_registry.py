@@ -10,6 +10,7 @@ NAME`` then work, and the shared compliance tests pick it up.
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any, cast
 
 from .._bases.translator import Translator
@@ -99,7 +100,19 @@ def translator_names() -> list[str]:
 def get_engine(name: str, **options: Any) -> Engine:
     """The engine called ``name``, constructed with ``options`` (e.g. ``binary=...``)."""
     table = _ENGINES if name in _ENGINES else _table(_ENGINES, ENGINE_GROUP)
-    return cast(Engine, _factory(table, name, "unknown engine")(**options))
+    factory = _factory(table, name, "unknown engine")
+    try:
+        inspect.signature(factory).bind(**options)
+    except TypeError as exc:
+        # An engine that needs arguments (replay: a transcript) is not built by name alone.
+        raise ConfigurationError(
+            f"engine {name!r} cannot be built with "
+            f"{', '.join(sorted(options)) or 'no options'}: {exc}",
+            option="engine",
+        ) from None
+    except ValueError:  # no signature to check (a builtin): let the call decide
+        pass
+    return cast(Engine, factory(**options))
 
 
 def get_translator(name: str, **options: Any) -> Translator:

@@ -3,19 +3,25 @@ engine through the ``agentrun compare`` command."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import socket
+import stat
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 from agents_support import descendants, require_engine
 
-from agentrun import CompareRun, ConfigurationError, compare
+from agentrun import CompareRun, ConfigurationError, FleetEvent, TurnSummary, compare
 from agentrun._fleets.compare import (
     FilesChanged,
     _changes,
     _snapshot,
     compare_table,
+    copy_workspace,
     prepare_workspace,
 )
 from agentrun.cli import main
@@ -30,19 +36,107 @@ def _git(cwd: Path, *args: str) -> str:
     ).stdout
 
 
-def test_a_git_workspace_becomes_a_detached_worktree(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "a.txt").write_text("a\n")
-    _git(repo, "add", "a.txt")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
-    copy = prepare_workspace(repo, tmp_path / "copy")
-    assert (copy / "a.txt").read_text() == "a\n"
-    assert (copy / ".git").is_file()  # a worktree, not a clone
-    assert _git(copy, "rev-parse", "HEAD") == _git(repo, "rev-parse", "HEAD")
-    (copy / "a.txt").write_text("changed\n")
-    assert (repo / "a.txt").read_text() == "a\n"
+def _tree_hash(root: Path) -> dict[str, str]:
+    """Every entry below ``root`` (``.git`` included): type, mode and content or link target."""
+    entries: dict[str, str] = {}
+    for directory, dirs, names in os.walk(root):
+        for name in [*dirs, *names]:
+            path = Path(directory) / name
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode):
+                what = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif stat.S_ISLNK(info.st_mode):
+                what = "link:" + os.readlink(path)
+            else:
+                what = f"type:{stat.S_IFMT(info.st_mode)}"
+            entries[path.relative_to(root).as_posix()] = f"{oct(info.st_mode)} {what}"
+    return entries
+
+
+def _repo(path: Path) -> Path:
+    """A repository with a commit, a staged and an unstaged change, an untracked file and a
+    subdirectory ``pkg``."""
+    (path / "pkg").mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "main")
+    _git(path, "config", "user.name", "owner")
+    _git(path, "config", "user.email", "owner@example.com")
+    (path / "a.txt").write_text("a\n")
+    (path / "pkg" / "mod.py").write_text("x = 1\n")
+    _git(path, "add", ".")
+    _git(path, "commit", "-qm", "first")
+    (path / "a.txt").write_text("a, changed\n")
+    (path / "staged.txt").write_text("staged\n")
+    _git(path, "add", "staged.txt")
+    (path / "pkg" / "untracked.txt").write_text("new\n")
+    return path
+
+
+_AGENT_GIT = (
+    "git tag x && git branch y && git config user.name z && echo > file && "
+    "git add -A && git commit -qm agent && git gc -q --prune=now"
+)
+
+
+def test_a_git_workspace_is_an_independent_copy_the_agent_cannot_reach_through(
+    tmp_path: Path,
+) -> None:
+    repo = _repo(tmp_path / "repo")
+    status = _git(repo, "status", "--porcelain")
+    before = _tree_hash(repo)  # git status may refresh the index: hash after it
+
+    copied = copy_workspace(repo / "pkg", tmp_path / "copy")
+    assert copied.root == tmp_path / "copy" and copied.cwd == tmp_path / "copy" / "pkg"
+    assert (copied.root / ".git").is_dir()  # a repository of its own, not a worktree
+    # The uncommitted state came along: same HEAD, same changes, same untracked file.
+    assert _git(copied.root, "rev-parse", "HEAD") == _git(repo, "rev-parse", "HEAD")
+    assert _git(copied.root, "status", "--porcelain") == status
+    assert (copied.cwd / "untracked.txt").read_text() == "new\n"
+
+    subprocess.run(["sh", "-c", _AGENT_GIT], cwd=copied.cwd, check=True, capture_output=True)
+    assert "x" in _git(copied.root, "tag", "-l").split()
+    assert _tree_hash(repo) == before  # files, refs, objects, config: untouched
+
+
+def test_a_linked_worktree_is_copied_into_a_repository_of_its_own(tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    _git(repo, "commit", "-qm", "staged")
+    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "linked"))
+    (tmp_path / "linked" / "a.txt").write_text("edited in the worktree\n")
+    before = _tree_hash(repo), _tree_hash(tmp_path / "linked")
+
+    copied = copy_workspace(tmp_path / "linked", tmp_path / "copy")
+    assert (copied.root / ".git").is_dir()
+    assert _git(copied.root, "rev-parse", "HEAD") == _git(tmp_path / "linked", "rev-parse", "HEAD")
+    assert _git(copied.root, "status", "--porcelain").split() == ["M", "a.txt"]
+    assert _git(copied.root, "remote") == ""  # nothing to push back to
+    subprocess.run(["sh", "-c", _AGENT_GIT], cwd=copied.cwd, check=True, capture_output=True)
+    assert (_tree_hash(repo), _tree_hash(tmp_path / "linked")) == before
+
+
+def test_pipes_sockets_and_devices_are_skipped_and_named(tmp_path: Path) -> None:
+    for kind, workspace in (("plain", tmp_path / "plain"), ("git", _repo(tmp_path / "git"))):
+        workspace.mkdir(exist_ok=True)
+        (workspace / "sub").mkdir()
+        os.mkfifo(workspace / "sub" / "pipe")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(workspace / "sock"))
+        try:
+            os.symlink("/dev/null", workspace / "null-link")
+            (workspace / "kept.txt").write_text("k")
+            copied = copy_workspace(workspace, tmp_path / f"copy-{kind}")
+        finally:
+            listener.close()
+        assert sorted(copied.skipped) == ["sock (socket)", "sub/pipe (named pipe)"], kind
+        assert (copied.cwd / "kept.txt").read_text() == "k"
+        assert os.readlink(copied.cwd / "null-link") == "/dev/null"
+        assert not (copied.cwd / "sub" / "pipe").exists()
+        # A pipe a run makes is never opened when measuring the changes.
+        os.mkfifo(copied.cwd / "made-by-agent")
+        assert "made-by-agent" in _snapshot(copied.root)
+    table = compare_table([CompareRun(engine="claude", ok=True, skipped=copied.skipped)])
+    assert table.splitlines()[-1] == (
+        "not copied into the runs' workspaces: sock (socket), sub/pipe (named pipe)"
+    )
 
 
 def test_a_plain_workspace_is_copied_and_none_is_empty(tmp_path: Path) -> None:
@@ -146,3 +240,55 @@ def test_compare_runs_every_embedded_engine_side_by_side(
     assert sorted(p.name for p in workspace.iterdir()) == ["README"]
     assert descendants() <= before
     assert Script.model_validate_json(script.read_text()).turns  # the script file is intact
+
+
+def _open_fds() -> set[int]:
+    return {int(n) for n in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.agent
+async def test_compare_in_a_repository_subdirectory_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Real agents run git in their copies: the user's repository is byte-for-byte unchanged,
+    each agent ran in the same subdirectory of its copy, the pipe in the repository was skipped,
+    and no process, file descriptor or file of the runs is left."""
+    require_engine("claude")
+    require_engine("opencode")
+    repo = _repo(tmp_path / "repo")
+    os.mkfifo(repo / "pkg" / "pipe")
+    _git(repo, "status")  # let git refresh its index before the hash
+    before = _tree_hash(repo)
+    scratch = tmp_path / "scratch"
+    command = f"pwd && {_AGENT_GIT} && git tag -l && git config user.name"
+    summaries: dict[str, TurnSummary] = {}
+
+    def seen(event: FleetEvent) -> None:
+        if event.kind == "turn_finished" and event.summary is not None:
+            summaries[event.task] = event.summary
+
+    procs, fds = descendants(), _open_fds()
+    runs = await compare(
+        "run the command",
+        ["claude", "opencode"],
+        workspace=repo / "pkg",
+        scratch=scratch,
+        script=default_script(command),
+        timeout=120,
+        on_event=seen,
+    )
+    for run in runs:
+        assert run.ok, run
+        assert run.skipped == ["pkg/pipe (named pipe)"]
+        assert run.files_changed.added == ["pkg/file"], run
+        (call,) = summaries[run.engine].tool_calls
+        output = json.dumps(call.output)
+        # In its copy's pkg/, where the agent's tag, branch, config and commit all landed.
+        assert f"scratch/run-{runs.index(run)}/workspace/pkg" in output, output
+        assert "\\nx" in output or "x\\n" in output, output
+        assert "z" in output, output
+    assert _tree_hash(repo) == before
+    assert list(scratch.iterdir()) == []
+    deadline = anyio.current_time() + 10
+    while descendants() - procs and anyio.current_time() < deadline:
+        await anyio.sleep(0.1)
+    assert descendants() - procs == set(), "agent processes outlived the compare"
+    assert _open_fds() - fds == set(), "file descriptors leaked"

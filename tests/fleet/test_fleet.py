@@ -22,6 +22,7 @@ from agentrun import (
     SessionOptions,
     Usage,
 )
+from agentrun._turns.session import TurnContext
 from agentrun._vocabulary.messages import ContextWindow
 from agentrun.testing import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep
 from agentrun.testing._scripted_engine import Step, result, text, tool_result, tool_use
@@ -223,6 +224,55 @@ async def test_the_fleet_budget_cancels_running_turns_in_their_agents(backend: s
     assert result.sessions[1].ok
 
 
+class ChargedOnCancelEngine(ScriptedEngine):
+    """Works until cancelled, then reports what the interrupted turn cost (as Claude Code's
+    result after an interrupt does)."""
+
+    def __init__(self) -> None:
+        super().__init__([[text("working"), Hang()]])
+
+    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
+        return ChargedOnCancelSession(self, options)
+
+
+class ChargedOnCancelSession(ScriptedSession):
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        await ctx.emit(text("working"))
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            ctx.begin_cancel()
+            with anyio.CancelScope(shield=True):
+                spent = Usage(input_tokens=100, output_tokens=7, cost_usd=0.25)
+                await ctx.emit(result(stop_reason="cancelled", usage=spent))
+            raise
+
+
+async def test_a_turn_the_fleet_budget_cancels_is_a_record_with_its_cost(backend: str) -> None:
+    tasks = [
+        FleetTask(engine="scripted", prompts=("x",), name="hangs"),
+        FleetTask(engine="scripted", prompts=("x",), name="spends"),
+    ]
+    engines = {"hangs": ChargedOnCancelEngine(), "spends": costing(5.0, delay=0.3)}
+    with anyio.fail_after(30):
+        result = await Fleet(
+            limit=2,
+            max_cost_usd=1.0,
+            backend=backend,
+            engine_factory=lambda t: engines[t.name or ""],
+        ).run(tasks)
+    hangs, spends = result.sessions
+    assert spends.ok
+    assert hangs.error is not None and hangs.error.code == "budget"
+    assert not hangs.ok and hangs.turns == 1 and hangs.cost_usd == pytest.approx(0.25)
+    (cancelled,) = [t for t in result.turns if t.task == "hangs"]
+    assert cancelled.stop_reason == "cancelled" and not cancelled.ok
+    assert cancelled.cost_usd == pytest.approx(0.25)
+    assert cancelled.usage is not None and cancelled.usage.output_tokens == 7
+    assert cancelled.text == "working"
+    assert result.cost_usd == pytest.approx(5.25)
+
+
 async def test_leaving_the_stream_early_cancels_and_closes_every_session() -> None:
     engines: list[ScriptedEngine] = []
 
@@ -271,6 +321,43 @@ def test_bad_fleet_options_are_typed_errors(kwargs: dict[str, object], option: s
     with pytest.raises(ConfigurationError) as caught:
         Fleet(**kwargs)  # type: ignore[arg-type]
     assert caught.value.option == option
+
+
+SECRET = "sk-fleet-test-secret-4711"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option", "said"),
+    [
+        ({"prompts": ()}, "prompts", "at least 1"),
+        ({"prompts": ("ok", "  ")}, "prompts", "empty"),
+        ({"timeout": -1}, "timeout", "greater than 0"),
+        ({"idle_timeout": 0}, "idle_timeout", "greater than 0"),
+        ({"max_cost_usd": -0.5}, "max_cost_usd", "greater than or equal to 0"),
+        ({"max_cost_usd": float("nan")}, "max_cost_usd", "finite"),
+        ({"resources": {"claude": -1}}, "resources.claude", "greater than or equal to 0"),
+        ({"prompt": "singular"}, "prompt", "not permitted"),
+        ({"env": {"API_KEY": SECRET}}, "env", "not permitted"),
+        ({"options": {"env": {"API_KEY": SECRET}, "cwd": 5}}, "options", "cwd"),
+        ({"options": {"env": {"API_KEY": SECRET + "\0"}}}, "options", "API_KEY"),
+    ],
+)
+def test_bad_tasks_are_configuration_errors_naming_the_field_never_a_secret(
+    kwargs: dict[str, object], option: str, said: str
+) -> None:
+    arguments: dict[str, object] = {
+        "engine": "claude",
+        "prompts": ("hi",),
+        "options": SessionOptions(env={"API_KEY": SECRET}),
+        **kwargs,
+    }
+    with pytest.raises(ConfigurationError) as caught:
+        FleetTask(**arguments)  # type: ignore[arg-type]
+    error = caught.value
+    assert error.option == option and option in str(error), str(error)
+    assert said in str(error), str(error)
+    assert SECRET not in str(error) and SECRET not in repr(error)
+    assert error.__cause__ is None and error.__suppress_context__  # no ValidationError shown
 
 
 def test_bad_tasks_are_refused_before_anything_runs() -> None:

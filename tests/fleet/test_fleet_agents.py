@@ -6,9 +6,11 @@ with a limit of 8).
 
 from __future__ import annotations
 
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import anyio
 import pytest
 from agents_support import descendants, require_engine
 
@@ -24,6 +26,7 @@ async def _run_fleet(tmp_path: Path, sessions: int, limit: int) -> None:
     require_engine("claude")
     require_engine("opencode")
     before = descendants()
+    fds = _open_fds()
     engines: dict[str, Engine] = {}
     tasks: list[FleetTask] = []
     async with AsyncExitStack() as stack:
@@ -58,7 +61,17 @@ async def _run_fleet(tmp_path: Path, sessions: int, limit: int) -> None:
         assert record.usage is not None and record.usage.output_tokens
         assert record.context_peak is not None and record.context_size_tokens
     assert {r.engine for r in result.turns} == set(ENGINES[: min(sessions, 3)])
-    assert descendants() <= before
+    deadline = anyio.current_time() + 10
+    while not descendants() <= before and anyio.current_time() < deadline:
+        await anyio.sleep(0.1)
+    assert descendants() <= before, "agent processes outlived the fleet"
+    assert _open_fds() - fds == set(), "file descriptors leaked"
+    # Nothing of the runs outside their own directories.
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"s{i}" for i in range(sessions))
+
+
+def _open_fds() -> set[int]:
+    return {int(n) for n in os.listdir("/proc/self/fd")}
 
 
 async def test_a_small_fleet_of_real_agents(tmp_path: Path) -> None:

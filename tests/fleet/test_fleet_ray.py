@@ -120,3 +120,30 @@ async def test_a_dead_actor_is_a_typed_error_and_the_turn_is_not_repeated(
                     await run_turn(session, "again", timeout=10)
         await anyio.sleep(2)
         assert len(server.model_requests) == 1  # nothing was retried
+
+
+async def test_a_session_no_node_can_hold_fails_fast_and_cancels_fast(ray_instance: None) -> None:
+    """Resources no node has (the documented example on a cluster without such nodes): Ray
+    reports the request infeasible and the session fails with a typed error within seconds; a
+    start that is cancelled while Ray still places the actor ends at once."""
+    task = FleetTask(engine="scripted", prompts=("hi",), resources={"agentrun-no-such-node": 1})
+    started = anyio.current_time()
+    with anyio.fail_after(30):
+        result = await Fleet(backend="ray", engine_factory=lambda t: ScriptedEngine()).run([task])
+    (session,) = result.sessions
+    assert session.error is not None and session.error.code == "engine_unavailable"
+    assert "agentrun-no-such-node=1" in session.error.message
+    assert "infeasible" in session.error.message
+    assert anyio.current_time() - started < 20
+
+    waiting = RayEngine(
+        ScriptedEngine,
+        actor_options={"resources": {"agentrun-no-such-node": 1}},
+        infeasible_timeout=None,
+    )
+    started = anyio.current_time()
+    with anyio.move_on_after(2) as scope:
+        async with waiting.start():
+            pytest.fail("the actor cannot have started")
+    assert scope.cancelled_caught
+    assert anyio.current_time() - started < 8
