@@ -27,16 +27,11 @@ from ._configs import (
     qwen_offline,
     write_opencode_plugin_stub,
 )
+from ._dialects import map_tool_call
 from ._embedded import EMBEDDED_ENGINES, embedded_engine
-from ._modelserver import (
-    DEFAULT_SIDE_REQUESTS,
-    ApiKind,
-    ModelServer,
-    RecordedRequest,
-    SideRequest,
-    map_tool_call,
-)
+from ._modelserver import ModelServer
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
+from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, RecordedRequest, SideRequest
 from ._script import (
     DEFAULT_SHELL_COMMAND,
     EXHAUSTED_TEXT,

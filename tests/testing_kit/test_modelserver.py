@@ -28,8 +28,8 @@ from pydantic import ValidationError
 
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun._wire.programs import resolve_binary
+from agentrun.offline import ModelServer, map_tool_call
 from agentrun.offline._configs import claude_offline, codex_offline, opencode_offline
-from agentrun.offline._modelserver import ModelServer, map_tool_call
 from agentrun.offline._netns import can_isolate_network, network_is_loopback_only
 from agentrun.offline._script import (
     DEFAULT_SHELL_COMMAND,
