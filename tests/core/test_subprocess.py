@@ -17,7 +17,6 @@ import anyio
 import pytest
 from repo_paths import FAKES, REPO
 
-from agentrun._wire import process as _subprocess
 from agentrun._vocabulary.errors import (
     ConfigurationError,
     EngineUnavailableError,
@@ -25,6 +24,7 @@ from agentrun._vocabulary.errors import (
     SendNotSupportedError,
     SessionTerminatedError,
 )
+from agentrun._wire import process as _subprocess
 from agentrun._wire.framing import LineTooLong, decode_json_line
 from agentrun._wire.process import (
     AgentProcess,
