@@ -13,22 +13,17 @@ May import: the vocabulary, the wire, the turn model, the engine bases and the e
 (their offline configurations); never :mod:`agentrun.testing`, the fleets or the face.
 """
 
-from ._configs import (
+from .._bases.offline import OfflineAgentConfig, base_env
+from ..engines.acp._offline import gemini_offline, qwen_offline
+from ..engines.claude._offline import claude_acp_offline, claude_offline
+from ..engines.codex._offline import codex_acp_offline, codex_offline
+from ..engines.opencode._offline import (
     OPENCODE_PLUGIN_VERSION,
-    OfflineAgentConfig,
-    base_env,
-    claude_acp_offline,
-    claude_offline,
-    codex_acp_offline,
-    codex_offline,
-    gemini_offline,
-    offline_config,
     opencode_offline,
-    qwen_offline,
     write_opencode_plugin_stub,
 )
 from ._dialects import map_tool_call
-from ._embedded import EMBEDDED_ENGINES, embedded_engine
+from ._embedded import EMBEDDED_ENGINES, embedded_engine, offline_config
 from ._modelserver import ModelServer
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
 from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, RecordedRequest, SideRequest

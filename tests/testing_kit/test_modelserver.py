@@ -28,8 +28,13 @@ from pydantic import ValidationError
 
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun._wire.programs import resolve_binary
-from agentrun.offline import ModelServer, map_tool_call
-from agentrun.offline._configs import claude_offline, codex_offline, opencode_offline
+from agentrun.offline import (
+    ModelServer,
+    claude_offline,
+    codex_offline,
+    map_tool_call,
+    opencode_offline,
+)
 from agentrun.offline._netns import can_isolate_network, network_is_loopback_only
 from agentrun.offline._script import (
     DEFAULT_SHELL_COMMAND,
