@@ -2,9 +2,10 @@
 
 What ``agentrun run``, ``agentrun compare --script`` and the offline quick start use, and what
 users testing their own orchestrators import: the :class:`ModelServer` (Anthropic Messages,
-OpenAI Responses, Chat Completions and the Gemini API, streamed from a :class:`Script`),
-:func:`embedded_engine` (an engine and its session options pointed at it), each agent's offline
-configuration, the loopback-only network namespace, and the recorder behind ``agentrun record``.
+OpenAI Responses, Chat Completions and the Gemini API, streamed from a :class:`Script`) with
+its usage :class:`Ledger`, :func:`embedded_engine` (an engine and its session options pointed at
+it), each agent's offline configuration, the loopback-only network namespace, and the recorder
+behind ``agentrun record``.
 
 Script building blocks are exported under unambiguous names (``ModelTurn``, ``TextBlock``,
 ``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
@@ -24,6 +25,7 @@ from ..engines.opencode._offline import (
 )
 from ._dialects import map_tool_call
 from ._embedded import EMBEDDED_ENGINES, embedded_engine, offline_config
+from ._ledger import Ledger, LedgerEntry, LedgerSlice
 from ._modelserver import ModelServer
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
 from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, RecordedRequest, SideRequest
@@ -49,6 +51,9 @@ __all__ = [
     "OPENCODE_PLUGIN_VERSION",
     "ApiKind",
     "HttpError",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerSlice",
     "ModelServer",
     "ModelTurn",
     "OfflineAgentConfig",

@@ -17,7 +17,9 @@ is given (:data:`DEFAULT_SIDE_REQUESTS`: OpenCode's, claude-agent-acp's and code
 requests) and answered aside, in the API's own shape. When the turns run out the server
 answers with :data:`~agentrun.offline.EXHAUSTED_TEXT` instead of hanging.
 
-Every request is recorded in :attr:`ModelServer.requests` (:class:`RecordedRequest`).
+Every request is recorded in :attr:`ModelServer.requests` (:class:`RecordedRequest`), and every
+model request answered in :attr:`ModelServer.ledger` with the tokens it reported
+(:class:`~agentrun.offline.LedgerEntry`).
 
 This module holds the server itself: its life cycle, the script it consumes, and the routing of
 each request to an API dialect (``_dialects/``: how a turn looks in each API). The HTTP/1.1
@@ -30,6 +32,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 from types import TracebackType
 from typing import Any, cast
 
@@ -37,8 +40,9 @@ import anyio
 import anyio.abc
 
 from .._turns.session import single_error
-from ._dialects import DIALECTS, Served
+from ._dialects import DIALECTS, Dialect, Served
 from ._http import HttpRequest, Limits, Responder, dumps, serve_connection
+from ._ledger import ZERO_USAGE, Ledger, LedgerEntry
 from ._requests import (
     DEFAULT_SIDE_REQUESTS,
     ApiKind,
@@ -113,6 +117,8 @@ class ModelServer:
         self._model_calls = 0
         #: Every request received, in order of arrival.
         self.requests: list[RecordedRequest] = []
+        #: The tokens of every model request answered (see :class:`~agentrun.offline.Ledger`).
+        self.ledger = Ledger()
         #: Unexpected exceptions raised while handling a connection (should stay empty).
         self.errors: list[Exception] = []
 
@@ -229,6 +235,60 @@ class ModelServer:
         if self._on_request is not None:
             self._on_request(rec)
 
+    def _account(
+        self,
+        rec: RecordedRequest,
+        received_at: datetime,
+        *,
+        model: str | None,
+        dialect: Dialect | None = None,
+        reported: dict[str, Any] | None = None,
+        complete: bool = True,
+    ) -> None:
+        """The ledger entry of a model request whose answer has been written (or abandoned)."""
+        usage = ZERO_USAGE if dialect is None or reported is None else dialect.normalized(reported)
+        entry = LedgerEntry(
+            seq=rec.seq,
+            api=rec.api,
+            model=model,
+            status=rec.status,
+            side_request=rec.side_request,
+            turn_index=rec.turn_index,
+            exhausted=rec.exhausted,
+            reported=reported,
+            usage=usage,
+            received_at=received_at,
+            answered_at=datetime.now(timezone.utc),
+            complete=complete,
+        )
+        self.ledger.append(entry)
+
+    async def _answer(
+        self,
+        out: Responder,
+        rec: RecordedRequest,
+        received_at: datetime,
+        dialect: Dialect,
+        served: Served,
+        keep: bool,
+    ) -> bool:
+        """Serve ``served`` and enter it in the ledger, complete or not."""
+        reported = dialect.reported_usage(served)
+        complete = False
+        try:
+            keep = await dialect.serve(out, served, keep)
+            complete = True
+        finally:
+            self._account(
+                rec,
+                received_at,
+                model=served.model,
+                dialect=dialect,
+                reported=reported,
+                complete=complete,
+            )
+        return keep
+
     def _take_turn(self, body_len: int) -> tuple[int | None, Turn, Usage]:
         """The next scripted turn (its index, ``None`` once exhausted) and the usage it reports."""
         first = self._model_calls == 0
@@ -242,6 +302,7 @@ class ModelServer:
         return index, turn, usage
 
     async def _handle(self, req: HttpRequest, out: Responder) -> bool:
+        received_at = datetime.now(timezone.utc)
         path, keep = req.path, req.keep_alive
         api = classify(req.method, path)
         parsed: Any = None
@@ -268,6 +329,8 @@ class ModelServer:
             body = {"error": {"message": message, "type": "invalid_request_error"}}
             await out.send_json(400, body, keep)
             self._finish(rec)
+            if api in DIALECTS:
+                self._account(rec, received_at, model=None)
             return keep
         payload = cast(dict[str, Any], parsed)
 
@@ -294,7 +357,7 @@ class ModelServer:
                 stream=stream,
                 usage=Usage(input_tokens=max(1, len(req.body) // 4), output_tokens=6),
             )
-            keep = await dialect.serve(out, served, keep)
+            keep = await self._answer(out, rec, received_at, dialect, served, keep)
             self._finish(rec)
             return keep
 
@@ -311,16 +374,23 @@ class ModelServer:
         self._finish(rec)
         if turn.delay_before:
             await anyio.sleep(turn.delay_before)
+        if turn.model is not None:
+            model = turn.model
         if err is not None:
             body, headers = dialect.error_answer(err, f"req_offline_{rec.seq:06d}")
-            await out.send_json(err.status, body, keep, headers=list(headers.items()))
+            complete = False
+            try:
+                await out.send_json(err.status, body, keep, headers=list(headers.items()))
+                complete = True
+            finally:
+                self._account(rec, received_at, model=model, complete=complete)
             return keep
         served = Served(
             turn=turn,
             seq=rec.seq,
-            model=turn.model if turn.model is not None else model,
+            model=model,
             stream=stream,
             usage=usage,
             offered=offered_tools(payload),
         )
-        return await dialect.serve(out, served, keep)
+        return await self._answer(out, rec, received_at, dialect, served, keep)

@@ -8,11 +8,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
+from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder
 from .._requests import ApiKind
 from .._script import HttpError, ToolCall, Turn, Usage
 
-__all__ = ["Dialect", "Served", "json_pieces", "openai_error", "pieces"]
+__all__ = ["Dialect", "Served", "count", "json_pieces", "openai_error", "pieces", "tokens"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,29 @@ def json_pieces(text: str) -> list[str]:
         return [text]
     step = math.ceil(len(text) / 3)
     return pieces(text, step)
+
+
+def count(fields: Mapping[str, Any], *path: str) -> int:
+    """The token count at ``path`` in a usage object (0 when absent)."""
+    value: Any = fields
+    for key in path:
+        if not isinstance(value, dict):
+            return 0
+        value = cast(dict[str, Any], value).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def tokens(
+    *, input: int, output: int, cache_read: int = 0, cache_write: int = 0, thinking: int = 0
+) -> TokenUsage:
+    """Token figures in the library's convention (:class:`agentrun.Usage`)."""
+    return TokenUsage(
+        input_tokens=input,
+        output_tokens=output,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        thinking_tokens=thinking,
+    )
 
 
 def _shell_command(call: ToolCall) -> str:
@@ -80,7 +104,8 @@ class Dialect(ABC):
 
     A dialect is stateless; the server keeps one instance per API. It reads the model name and
     the stream flag from the request (:meth:`model_of`, :meth:`streams`), states the usage in
-    the API's own terms (:meth:`usage_fields`), maps the generic ``shell`` tool
+    the API's own terms (:meth:`usage_fields`, :meth:`reported_usage`) and reads it back in the
+    library's (:meth:`normalized`), maps the generic ``shell`` tool
     (:meth:`shell_tool`), answers an HTTP error (:meth:`error_answer`) and serves a turn
     (:meth:`serve`).
     """
@@ -101,6 +126,16 @@ class Dialect(ABC):
     @abstractmethod
     def usage_fields(self, usage: Usage) -> dict[str, Any]:
         """``usage`` (the script's convention) as this API reports it: its usage object."""
+
+    def reported_usage(self, served: Served) -> dict[str, Any] | None:
+        """The usage object the answer to ``served`` carries, or ``None`` when it carries none
+        (a stream cut by an error before its usage)."""
+        return self.usage_fields(served.usage)
+
+    @abstractmethod
+    def normalized(self, fields: Mapping[str, Any]) -> TokenUsage:
+        """A usage object of this API in the library's convention: ``input_tokens`` without the
+        cache, ``output_tokens`` with the thinking (see :class:`agentrun.Usage`)."""
 
     @abstractmethod
     def shell_tool(

@@ -8,12 +8,13 @@ Streamed: ``message_start`` (with the input and cache figures), ``ping``, one
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, Usage
-from ._base import Dialect, Served, json_pieces, pieces
+from ._base import Dialect, Served, count, json_pieces, pieces, tokens
 
 __all__ = ["Anthropic"]
 
@@ -35,6 +36,18 @@ def _cache_creation(usage: Usage) -> dict[str, int]:
     }
 
 
+def _start_usage(usage: Usage) -> dict[str, Any]:
+    """The usage of ``message_start``: the input figures, one output token so far."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "cache_creation": _cache_creation(usage),
+        "output_tokens": 1,
+        "service_tier": "standard",
+    }
+
+
 class Anthropic(Dialect):
     api = "anthropic"
     tool_id_prefix = "toolu"
@@ -48,6 +61,27 @@ class Anthropic(Dialect):
             "output_tokens": usage.output_tokens,
             "output_tokens_details": {"thinking_tokens": usage.reasoning_tokens},
         }
+
+    def reported_usage(self, served: Served) -> dict[str, Any] | None:
+        """The message's usage; for a stream cut by an error, ``message_start``'s."""
+        if not served.stream:
+            return {
+                **self.usage_fields(served.usage),
+                "cache_creation": _cache_creation(served.usage),
+            }
+        if served.turn.stream_error is not None:
+            return _start_usage(served.usage)
+        return self.usage_fields(served.usage)
+
+    def normalized(self, fields: Mapping[str, Any]) -> TokenUsage:
+        """Already the library's convention: ``input_tokens`` leaves the cache out."""
+        return tokens(
+            input=count(fields, "input_tokens"),
+            output=count(fields, "output_tokens"),
+            cache_read=count(fields, "cache_read_input_tokens"),
+            cache_write=count(fields, "cache_creation_input_tokens"),
+            thinking=count(fields, "output_tokens_details", "thinking_tokens"),
+        )
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]
@@ -92,7 +126,7 @@ class Anthropic(Dialect):
                 "content": content,
                 "stop_reason": stop,
                 "stop_sequence": None,
-                "usage": {**final_usage, "cache_creation": _cache_creation(usage)},
+                "usage": self.reported_usage(served),
             }
             await out.send_json(200, message, keep_alive, headers=[("request-id", request_id)])
             return keep_alive
@@ -103,14 +137,6 @@ class Anthropic(Dialect):
             delay=turn.chunk_delay,
             headers=[("request-id", request_id)],
         )
-        start_usage = {
-            "input_tokens": usage.input_tokens,
-            "cache_creation_input_tokens": usage.cache_write_tokens,
-            "cache_read_input_tokens": usage.cache_read_tokens,
-            "cache_creation": _cache_creation(usage),
-            "output_tokens": 1,
-            "service_tier": "standard",
-        }
         message_start: dict[str, Any] = {
             "type": "message_start",
             "message": {
@@ -121,7 +147,7 @@ class Anthropic(Dialect):
                 "content": [],
                 "stop_reason": None,
                 "stop_sequence": None,
-                "usage": start_usage,
+                "usage": _start_usage(usage),
             },
         }
         await out.event(dumps(message_start), "message_start")

@@ -9,12 +9,13 @@ streamed: one ``chat.completion`` object.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, ToolCall, Usage
-from ._base import Dialect, Served, json_pieces, openai_error, pieces
+from ._base import Dialect, Served, count, json_pieces, openai_error, pieces, tokens
 
 __all__ = ["ChatCompletions"]
 
@@ -32,6 +33,23 @@ class ChatCompletions(Dialect):
             "prompt_tokens_details": {"cached_tokens": usage.cache_read_tokens},
             "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         }
+
+    def reported_usage(self, served: Served) -> dict[str, Any] | None:
+        """A stream cut by an error ends before its usage chunk."""
+        if served.stream and served.turn.stream_error is not None:
+            return None
+        return self.usage_fields(served.usage)
+
+    def normalized(self, fields: Mapping[str, Any]) -> TokenUsage:
+        """The cached tokens out of ``prompt_tokens``. The API has no cache-write figure: the
+        tokens written to the cache stay in the input."""
+        cached = count(fields, "prompt_tokens_details", "cached_tokens")
+        return tokens(
+            input=count(fields, "prompt_tokens") - cached,
+            output=count(fields, "completion_tokens"),
+            cache_read=cached,
+            thinking=count(fields, "completion_tokens_details", "reasoning_tokens"),
+        )
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]

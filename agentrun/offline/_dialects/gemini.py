@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, ToolCall, Usage
-from ._base import Dialect, Served, pieces
+from ._base import Dialect, Served, count, pieces, tokens
 
 __all__ = ["Gemini"]
 
@@ -49,6 +50,24 @@ class Gemini(Dialect):
             "cachedContentTokenCount": usage.cache_read_tokens,
             "thoughtsTokenCount": usage.reasoning_tokens,
         }
+
+    def reported_usage(self, served: Served) -> dict[str, Any] | None:
+        """A stream cut by an error ends before the response that carries ``usageMetadata``."""
+        if served.stream and served.turn.stream_error is not None:
+            return None
+        return self.usage_fields(served.usage)
+
+    def normalized(self, fields: Mapping[str, Any]) -> TokenUsage:
+        """The cached tokens out of ``promptTokenCount``, the thoughts into the output. The API
+        has no cache-write figure: the tokens written to the cache stay in the input."""
+        cached = count(fields, "cachedContentTokenCount")
+        thoughts = count(fields, "thoughtsTokenCount")
+        return tokens(
+            input=count(fields, "promptTokenCount") - cached,
+            output=count(fields, "candidatesTokenCount") + thoughts,
+            cache_read=cached,
+            thinking=thoughts,
+        )
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]

@@ -8,12 +8,13 @@ object.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
+from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, ToolCall, Usage
-from ._base import Dialect, Served, json_pieces, openai_error, pieces
+from ._base import Dialect, Served, count, json_pieces, openai_error, pieces, tokens
 
 __all__ = ["Responses"]
 
@@ -33,6 +34,19 @@ class Responses(Dialect):
             "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
             "total_tokens": usage.prompt_tokens + usage.output_tokens,
         }
+
+    def normalized(self, fields: Mapping[str, Any]) -> TokenUsage:
+        """The cached and cache-written tokens out of ``input_tokens``. (``cache_write_tokens``
+        is this server's; an agent that does not read it counts those tokens as input.)"""
+        cached = count(fields, "input_tokens_details", "cached_tokens")
+        written = count(fields, "input_tokens_details", "cache_write_tokens")
+        return tokens(
+            input=count(fields, "input_tokens") - cached - written,
+            output=count(fields, "output_tokens"),
+            cache_read=cached,
+            cache_write=written,
+            thinking=count(fields, "output_tokens_details", "reasoning_tokens"),
+        )
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]
