@@ -86,9 +86,11 @@ def _chunked_length(data: bytes) -> int:
         pos += size + 2
 
 
-async def exchange(server: ModelServer, raw_requests: list[bytes]) -> list[Reply]:
-    """Send raw requests on one connection (the last should say Connection: close)."""
-    async with await anyio.connect_tcp("127.0.0.1", server.port) as conn:
+async def exchange(server: ModelServer | int, raw_requests: list[bytes]) -> list[Reply]:
+    """Send raw requests on one connection to a server (or a port on 127.0.0.1); the last
+    should say Connection: close."""
+    port = server if isinstance(server, int) else server.port
+    async with await anyio.connect_tcp("127.0.0.1", port) as conn:
         for req in raw_requests:
             await conn.send(req)
         data = b""

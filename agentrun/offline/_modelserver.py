@@ -118,7 +118,7 @@ class ModelServer:
         #: Every request received, in order of arrival.
         self.requests: list[RecordedRequest] = []
         #: The tokens of every model request answered (see :class:`~agentrun.offline.Ledger`).
-        self.ledger = Ledger()
+        self.ledger: Ledger = Ledger()
         #: Unexpected exceptions raised while handling a connection (should stay empty).
         self.errors: list[Exception] = []
 

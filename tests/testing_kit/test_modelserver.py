@@ -24,7 +24,7 @@ from agents_support import (
     require_engine,
     run_agent,
 )
-from model_client import exchange, parse_reply, post, raw_request
+from model_client import exchange, post, raw_request
 from pydantic import ValidationError
 
 from agentrun._vocabulary.errors import EngineUnavailableError
@@ -513,20 +513,9 @@ def test_cli_serve_prints_url_and_serves(tmp_path: Path) -> None:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
 
-        async def call() -> list[dict[str, Any]]:
-            host_port = url.removeprefix("http://")
-            host, port = host_port.split(":")
-            async with await anyio.connect_tcp(host, int(port)) as conn:
-                await conn.send(raw_request("/v1/messages", ANTHROPIC))
-                data = b""
-                while True:
-                    try:
-                        data += await conn.receive()
-                    except anyio.EndOfStream:
-                        break
-            return parse_reply(data)[0].sse_json()
-
-        data = anyio.run(call)
+        port = int(url.rsplit(":", 1)[1])
+        (reply,) = anyio.run(exchange, port, [raw_request("/v1/messages", ANTHROPIC)])
+        data = reply.sse_json()
         text = "".join(d["delta"]["text"] for d in data if d["type"] == "content_block_delta")
         assert text == "from file"
     finally:
