@@ -27,8 +27,7 @@ import pytest
 
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun._wire.programs import INSTALL_HINT, resolve_binary
-from agentrun.offline._configs import OfflineAgentConfig
-from agentrun.offline._modelserver import ModelServer
+from agentrun.offline import ModelServer, OfflineAgentConfig
 
 __all__ = [
     "AgentRun",

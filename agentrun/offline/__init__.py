@@ -2,9 +2,10 @@
 
 What ``agentrun run``, ``agentrun compare --script`` and the offline quick start use, and what
 users testing their own orchestrators import: the :class:`ModelServer` (Anthropic Messages,
-OpenAI Responses, Chat Completions and the Gemini API, streamed from a :class:`Script`),
-:func:`embedded_engine` (an engine and its session options pointed at it), each agent's offline
-configuration, the loopback-only network namespace, and the recorder behind ``agentrun record``.
+OpenAI Responses, Chat Completions and the Gemini API, streamed from a :class:`Script`) with
+its usage :class:`Ledger`, :func:`embedded_engine` (an engine and its session options pointed at
+it), each agent's offline configuration, the loopback-only network namespace, and the recorder
+behind ``agentrun record``.
 
 Script building blocks are exported under unambiguous names (``ModelTurn``, ``TextBlock``,
 ``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
@@ -13,30 +14,21 @@ May import: the vocabulary, the wire, the turn model, the engine bases and the e
 (their offline configurations); never :mod:`agentrun.testing`, the fleets or the face.
 """
 
-from ._configs import (
+from .._bases.offline import OfflineAgentConfig, base_env
+from ..engines.acp._offline import gemini_offline, qwen_offline
+from ..engines.claude._offline import claude_acp_offline, claude_offline
+from ..engines.codex._offline import codex_acp_offline, codex_offline
+from ..engines.opencode._offline import (
     OPENCODE_PLUGIN_VERSION,
-    OfflineAgentConfig,
-    base_env,
-    claude_acp_offline,
-    claude_offline,
-    codex_acp_offline,
-    codex_offline,
-    gemini_offline,
-    offline_config,
     opencode_offline,
-    qwen_offline,
     write_opencode_plugin_stub,
 )
-from ._embedded import EMBEDDED_ENGINES, embedded_engine
-from ._modelserver import (
-    DEFAULT_SIDE_REQUESTS,
-    ApiKind,
-    ModelServer,
-    RecordedRequest,
-    SideRequest,
-    map_tool_call,
-)
+from ._dialects import map_tool_call
+from ._embedded import EMBEDDED_ENGINES, embedded_engine, offline_config
+from ._ledger import Ledger, LedgerEntry, LedgerSlice
+from ._modelserver import ModelServer
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
+from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, RecordedRequest, SideRequest
 from ._script import (
     DEFAULT_SHELL_COMMAND,
     EXHAUSTED_TEXT,
@@ -59,6 +51,9 @@ __all__ = [
     "OPENCODE_PLUGIN_VERSION",
     "ApiKind",
     "HttpError",
+    "Ledger",
+    "LedgerEntry",
+    "LedgerSlice",
     "ModelServer",
     "ModelTurn",
     "OfflineAgentConfig",

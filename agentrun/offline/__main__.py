@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import anyio
 
-from ._modelserver import ModelServer, RecordedRequest
+from ._modelserver import ModelServer
 from ._netns import run_isolated
+from ._requests import RecordedRequest
 from ._script import Script, default_script
 
 

@@ -8,21 +8,23 @@ offline configuration each engine takes.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .._bases.offline import OfflineAgentConfig
 from .._turns.engine import Engine
+from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.options import SessionOptions
 from ..engines._registry import get_engine
-from ._configs import (
-    OfflineAgentConfig,
-    claude_offline,
-    codex_offline,
-    offline_config,
-    opencode_offline,
-)
+from ..engines.acp._offline import gemini_offline, qwen_offline
+from ..engines.claude._offline import claude_acp_offline, claude_offline
+from ..engines.codex._offline import codex_acp_offline, codex_offline
+from ..engines.opencode._offline import opencode_offline
 
-__all__ = ["EMBEDDED_ENGINES", "embedded_engine"]
+__all__ = ["EMBEDDED_ENGINES", "embedded_engine", "offline_config"]
 
 #: Engines that run on the embedded model server, and the agent each configures.
 EMBEDDED_ENGINES: dict[str, str] = {
@@ -38,14 +40,38 @@ EMBEDDED_ENGINES: dict[str, str] = {
 }
 
 
-def _config(agent: str, url: str, directory: Path) -> OfflineAgentConfig:
-    if agent in ("claude-acp", "codex-acp", "qwen", "gemini"):
-        return offline_config(agent, url, directory)
-    if agent == "claude":
-        return claude_offline(url, directory)
-    if agent == "codex":
-        return codex_offline(url, directory)
-    return opencode_offline(url, directory)
+def _codex_app_server_offline(
+    server_url: str, directory: str | os.PathLike[str]
+) -> OfflineAgentConfig:
+    # Same configuration; app-server takes no exec flags (no git check applies).
+    return replace(codex_offline(server_url, directory), args=())
+
+
+#: Each agent's offline configuration with its defaults, by agent (or engine) name.
+_CONFIGS: dict[str, Callable[[str, str | os.PathLike[str]], OfflineAgentConfig]] = {
+    "claude": claude_offline,
+    "claude-code": claude_offline,
+    "opencode": opencode_offline,
+    "opencode-acp": opencode_offline,
+    "opencode-run": opencode_offline,
+    "codex": codex_offline,
+    "codex-app-server": _codex_app_server_offline,
+    "claude-acp": claude_acp_offline,
+    "codex-acp": codex_acp_offline,
+    "qwen": qwen_offline,
+    "gemini": gemini_offline,
+}
+
+
+def offline_config(
+    agent: str, server_url: str, directory: str | os.PathLike[str]
+) -> OfflineAgentConfig:
+    """Dispatch on the agent name: ``claude``, ``opencode`` (or ``opencode-acp``), ``codex``,
+    ``codex-app-server``, ``claude-acp``, ``codex-acp``, ``qwen``, ``gemini``."""
+    config = _CONFIGS.get(agent)
+    if config is None:
+        raise ConfigurationError(f"no offline configuration for agent {agent!r}", option="agent")
+    return config(server_url, directory)
 
 
 #: Engine options each agent needs offline (a scratch workspace is no git repository).
@@ -80,7 +106,7 @@ def embedded_engine(
             f"(supported: {', '.join(sorted(EMBEDDED_ENGINES))})",
             option="engine",
         )
-    config = _config(agent, server_url, Path(directory))
+    config = offline_config(agent, server_url, Path(directory))
     engine = get_engine(name, **({"binary": binary} if binary is not None else {}))
     engine.check()
     engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}

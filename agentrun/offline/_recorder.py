@@ -1,8 +1,8 @@
 """Record a real agent's wire traffic against the embedded model server (fixtures).
 
 :func:`record` starts the scripted :class:`~agentrun.offline.ModelServer`, points the agent at it
-with the offline configuration of :mod:`agentrun.offline._configs`, runs the prompts through
-:func:`~agentrun.run_turn` and writes two files:
+with its offline configuration (:func:`~agentrun.offline.offline_config`), runs the prompts
+through :func:`~agentrun.run_turn` and writes two files:
 
 ``<out>.jsonl``
     The raw wire. Engines whose ``wire_format`` is ``"stdout"`` (Claude Code, OpenCode run):
@@ -39,7 +39,7 @@ from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import approve_all, deny_all
 from ..engines._registry import get_engine
-from ._configs import offline_config
+from ._embedded import offline_config
 from ._modelserver import ModelServer
 from ._script import Script
 

@@ -24,12 +24,18 @@ from agents_support import (
     require_engine,
     run_agent,
 )
+from model_client import exchange, post, raw_request
 from pydantic import ValidationError
 
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun._wire.programs import resolve_binary
-from agentrun.offline._configs import claude_offline, codex_offline, opencode_offline
-from agentrun.offline._modelserver import ModelServer, map_tool_call
+from agentrun.offline import (
+    ModelServer,
+    claude_offline,
+    codex_offline,
+    map_tool_call,
+    opencode_offline,
+)
 from agentrun.offline._netns import can_isolate_network, network_is_loopback_only
 from agentrun.offline._script import (
     DEFAULT_SHELL_COMMAND,
@@ -46,117 +52,6 @@ from agentrun.offline._script import (
 )
 
 pytestmark = pytest.mark.anyio
-
-# --------------------------------------------------------------------------- raw HTTP client
-
-
-class Reply:
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-    def sse(self) -> list[tuple[str | None, str]]:
-        """(event, data) pairs."""
-        out: list[tuple[str | None, str]] = []
-        for block in self.body.decode().split("\n\n"):
-            if not block.strip():
-                continue
-            event: str | None = None
-            data: list[str] = []
-            for line in block.split("\n"):
-                if line.startswith("event: "):
-                    event = line[7:]
-                elif line.startswith("data: "):
-                    data.append(line[6:])
-            out.append((event, "\n".join(data)))
-        return out
-
-    def sse_json(self) -> list[dict[str, Any]]:
-        return [json.loads(d) for _, d in self.sse() if d != "[DONE]"]
-
-
-def _dechunk(data: bytes) -> bytes:
-    out = bytearray()
-    while True:
-        line, _, rest = data.partition(b"\r\n")
-        size = int(line.split(b";")[0], 16)
-        if size == 0:
-            return bytes(out)
-        out += rest[:size]
-        data = rest[size + 2 :]
-
-
-def _parse_reply(raw: bytes) -> tuple[Reply, bytes]:
-    """Parse one response from ``raw``; return it and the bytes after it (keep-alive)."""
-    head, _, rest = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ")[1])
-    headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
-    if 100 <= status < 200:
-        return Reply(status, headers, b""), rest
-    if headers.get("transfer-encoding") == "chunked":
-        return Reply(status, headers, _dechunk(rest)), rest[_chunked_length(rest) :]
-    if "content-length" in headers:
-        n = int(headers["content-length"])
-        return Reply(status, headers, rest[:n]), rest[n:]
-    return Reply(status, headers, rest), b""
-
-
-def _chunked_length(data: bytes) -> int:
-    pos = 0
-    while True:
-        end = data.index(b"\r\n", pos)
-        size = int(data[pos:end].split(b";")[0], 16)
-        pos = end + 2
-        if size == 0:
-            return pos + 2
-        pos += size + 2
-
-
-async def _exchange(server: ModelServer, raw_requests: list[bytes]) -> list[Reply]:
-    """Send raw requests on one connection (the last should say Connection: close)."""
-    async with await anyio.connect_tcp("127.0.0.1", server.port) as conn:
-        for req in raw_requests:
-            await conn.send(req)
-        data = b""
-        while True:
-            try:
-                data += await conn.receive()
-            except anyio.EndOfStream:
-                break
-    replies: list[Reply] = []
-    while data:
-        reply, data = _parse_reply(data)
-        if reply.status == 100:
-            continue
-        replies.append(reply)
-    return replies
-
-
-def _request(
-    path: str, body: Any, *, close: bool = True, headers: dict[str, str] | None = None
-) -> bytes:
-    payload = json.dumps(body).encode()
-    lines = [
-        f"POST {path} HTTP/1.1",
-        "Host: 127.0.0.1",
-        "Content-Type: application/json",
-        f"Content-Length: {len(payload)}",
-    ]
-    if close:
-        lines.append("Connection: close")
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
-
-
-async def post(server: ModelServer, path: str, body: Any) -> Reply:
-    (reply,) = await _exchange(server, [_request(path, body)])
-    return reply
-
 
 ANTHROPIC = {"model": "claude-opus-5-5", "stream": True, "messages": [], "max_tokens": 100}
 CHAT = {
@@ -564,8 +459,8 @@ async def test_keep_alive_chunked_request_and_expect_continue() -> None:
         + b"\r\n0\r\n\r\n"
     )
     async with ModelServer(Script.of("a", "b")) as server:
-        replies = await _exchange(
-            server, [_request("/v1/messages", ANTHROPIC, close=False), chunked]
+        replies = await exchange(
+            server, [raw_request("/v1/messages", ANTHROPIC, close=False), chunked]
         )
     assert [r.status for r in replies] == [200, 200]
     assert replies[0].headers["connection"] == "keep-alive"
@@ -575,13 +470,13 @@ async def test_keep_alive_chunked_request_and_expect_continue() -> None:
 
 async def test_limits_unknown_routes_and_bad_bodies() -> None:
     async with ModelServer(max_header_bytes=1024, max_body_bytes=100) as server:
-        big_header = await _exchange(
-            server, [_request("/v1/messages", {}, headers={"X-Big": "a" * 4000})]
+        big_header = await exchange(
+            server, [raw_request("/v1/messages", {}, headers={"X-Big": "a" * 4000})]
         )
-        big_body = await _exchange(server, [_request("/v1/messages", {"x": "a" * 200})])
-        missing = await _exchange(server, [b"GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n"])
-        health = await _exchange(server, [b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"])
-        not_json = await _exchange(
+        big_body = await exchange(server, [raw_request("/v1/messages", {"x": "a" * 200})])
+        missing = await exchange(server, [b"GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n"])
+        health = await exchange(server, [b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"])
+        not_json = await exchange(
             server,
             [b"POST /v1/messages HTTP/1.1\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"],
         )
@@ -618,20 +513,9 @@ def test_cli_serve_prints_url_and_serves(tmp_path: Path) -> None:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
 
-        async def call() -> list[dict[str, Any]]:
-            host_port = url.removeprefix("http://")
-            host, port = host_port.split(":")
-            async with await anyio.connect_tcp(host, int(port)) as conn:
-                await conn.send(_request("/v1/messages", ANTHROPIC))
-                data = b""
-                while True:
-                    try:
-                        data += await conn.receive()
-                    except anyio.EndOfStream:
-                        break
-            return _parse_reply(data)[0].sse_json()
-
-        data = anyio.run(call)
+        port = int(url.rsplit(":", 1)[1])
+        (reply,) = anyio.run(exchange, port, [raw_request("/v1/messages", ANTHROPIC)])
+        data = reply.sse_json()
         text = "".join(d["delta"]["text"] for d in data if d["type"] == "content_block_delta")
         assert text == "from file"
     finally:

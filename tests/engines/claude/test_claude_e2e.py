@@ -25,8 +25,7 @@ from agentrun._vocabulary.permissions import (
     deny_all,
 )
 from agentrun.engines.claude import ClaudeEngine, ClaudeSession
-from agentrun.offline._configs import claude_offline
-from agentrun.offline._modelserver import ModelServer
+from agentrun.offline import ModelServer, claude_offline
 from agentrun.offline._script import Script, Text, Turn, Usage
 
 pytestmark = [pytest.mark.agent, pytest.mark.anyio]

@@ -20,8 +20,7 @@ import pytest
 
 from agentrun import MessageType, SessionOptions, run_turn
 from agentrun.engines.opencode import OpenCodeEngine, OpenCodeSession
-from agentrun.offline._configs import opencode_offline
-from agentrun.offline._modelserver import ModelServer, RecordedRequest
+from agentrun.offline import ModelServer, RecordedRequest, opencode_offline
 from agentrun.offline._script import Script, Text, ToolCall, Turn, Usage
 
 pytestmark = [pytest.mark.agent, pytest.mark.anyio]

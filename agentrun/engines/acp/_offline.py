@@ -1,0 +1,107 @@
+"""Offline configurations of the ACP presets that are not another engine's agent: Qwen Code and
+Gemini CLI (``claude-acp`` runs Claude Code and ``codex-acp`` runs Codex: their configurations
+are in those engines' folders).
+
+Both read a ``settings.json`` of the same shape (Qwen Code is a fork of Gemini CLI), where the
+auth type is chosen and telemetry, usage statistics and update checks are switched off.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..._bases.offline import OfflineAgentConfig, fresh_home, server_root, write_json
+
+__all__ = ["gemini_offline", "qwen_offline"]
+
+
+def _write_settings(folder: Path, *, auth: str, **sections: Any) -> Path:
+    """``settings.json`` of Gemini CLI and Qwen Code: the auth type, no telemetry, usage
+    statistics or update checks, plus ``sections``."""
+    settings: dict[str, Any] = {
+        "security": {"auth": {"selectedType": auth}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        **sections,
+    }
+    return write_json(folder / "settings.json", settings)
+
+
+def qwen_offline(
+    server_url: str,
+    directory: str | os.PathLike[str],
+    *,
+    model: str = "fake-model",
+    context_window: int = 131_072,
+    extra_env: Mapping[str, str] | None = None,
+) -> OfflineAgentConfig:
+    """Qwen Code: its OpenAI-compatible provider (Chat Completions) on the model server, from
+    ``~/.qwen/settings.json``; the model's context window set there (Qwen Code reports
+    ``usage_update`` only for a window it knows); no telemetry, usage statistics, update checks
+    or automatic memory (a model call after every turn)."""
+    home = fresh_home(directory)
+    path = _write_settings(
+        home / ".qwen",
+        auth="openai",
+        model={"name": model, "generationConfig": {"contextWindowSize": context_window}},
+        memory={"enableManagedAutoMemory": False},
+    )
+    variables = {
+        "OPENAI_BASE_URL": server_root(server_url) + "/v1",
+        "OPENAI_API_KEY": "sk-offline-not-a-real-key",
+        "OPENAI_MODEL": model,
+    }
+    return OfflineAgentConfig.build(
+        "qwen",
+        home,
+        variables,
+        extra_env=extra_env,
+        model=None,
+        context_window=context_window,
+        files=(path,),
+        notes=(
+            "auth type openai: Chat Completions at OPENAI_BASE_URL (the model server)",
+            "model.generationConfig.contextWindowSize: the size usage_update reports",
+            "memory.enableManagedAutoMemory=false: no memory-extraction call after each turn",
+        ),
+    )
+
+
+def gemini_offline(
+    server_url: str,
+    directory: str | os.PathLike[str],
+    *,
+    model: str = "fake-model",
+    extra_env: Mapping[str, str] | None = None,
+) -> OfflineAgentConfig:
+    """Gemini CLI: the Gemini API on the model server (``GOOGLE_GEMINI_BASE_URL``, a dummy
+    ``GEMINI_API_KEY``), API-key auth chosen in ``~/.gemini/settings.json``, a fixed model (no
+    model router), no telemetry, usage statistics, update checks or IDE connection."""
+    home = fresh_home(directory)
+    path = _write_settings(
+        home / ".gemini", auth="gemini-api-key", model={"name": model}, ide={"enabled": False}
+    )
+    variables = {
+        "GOOGLE_GEMINI_BASE_URL": server_root(server_url),
+        "GEMINI_API_KEY": "offline-not-a-real-key",
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+        "NO_BROWSER": "1",
+    }
+    return OfflineAgentConfig.build(
+        "gemini",
+        home,
+        variables,
+        extra_env=extra_env,
+        model=None,
+        context_window=None,
+        files=(path,),
+        notes=(
+            "GOOGLE_GEMINI_BASE_URL: the Gemini API on the model server (http on loopback)",
+            "model.name fixed: no model-router classifier call",
+            "GEMINI_CLI_NO_RELAUNCH: one process (no relaunch with a larger heap)",
+        ),
+    )
