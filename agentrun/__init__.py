@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ._bases.translator import Translator
 from ._turns.session import Engine, MessageCallback, Session, Turn, TurnContext, WireTap, run_turn
 from ._version import VERSION as __version__
+from ._vocabulary.atif import Trajectory
 from ._vocabulary.context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._vocabulary.errors import (
     ERROR_CODES,
@@ -64,7 +65,9 @@ from ._vocabulary.questions import (
     QuestionRequest,
 )
 from ._vocabulary.summary import ContextSummary, ToolCallSummary, TurnSummary
+from ._vocabulary.trajectory import ReplayedTurn, from_atif, to_atif
 from .engines._registry import engine_names, get_engine, get_translator
+from .engines._replay import replay
 
 if TYPE_CHECKING:
     from ._fleets.compare import CompareRun, FilesChanged, compare
@@ -171,6 +174,7 @@ __all__ = [
     "QuestionRequest",
     "RayEngine",
     "RaySession",
+    "ReplayedTurn",
     "SendNotSupportedError",
     "Session",
     "SessionClosedError",
@@ -180,6 +184,7 @@ __all__ = [
     "SessionTerminatedError",
     "ToolCall",
     "ToolCallSummary",
+    "Trajectory",
     "Translator",
     "Turn",
     "TurnContext",
@@ -197,7 +202,10 @@ __all__ = [
     "default_prices",
     "deny_all",
     "engine_names",
+    "from_atif",
     "get_engine",
     "get_translator",
+    "replay",
     "run_turn",
+    "to_atif",
 ]

@@ -1,13 +1,13 @@
 """The ``agentrun`` command.
 
-``agentrun run [--engine E] [--model M] [--cwd DIR] [--json] [--live] [PROMPT]``
+``agentrun run [--engine E] [--model M] [--cwd DIR] [--json] [--live] [--atif PATH] [PROMPT]``
     One real agent turn (and ``--then`` follow-ups) through ``run_turn``. By default the pinned
     agent talks to the embedded scripted model server on 127.0.0.1: no account, no tokens.
     ``--live`` uses your own agent configuration and credentials, untouched.
 ``agentrun compare --engines E1,E2[,...] [--models M1,M2] [--cwd DIR] [--json] [PROMPT]``
     The same prompt on several engines (or models), each in its own copy of the workspace,
     side by side: ok, tool calls, files changed, tokens, cost, wall time, context peak.
-``agentrun replay --engine E FILE [--json | --summary]``
+``agentrun replay --engine E FILE [--json | --summary | --atif]``
     A recorded transcript through the engine's translator (no subprocess).
 ``agentrun record --engine E --out PATH [--script FILE] [--prompt P ...]``
     Record a real agent's raw output against the model server (fixtures).
@@ -32,12 +32,11 @@ from typing import Any
 import anyio
 
 from ._render import Renderer
-from ._turns.session import Engine, run_turn
+from ._turns.session import Engine, Session, run_turn
 from ._vocabulary.context import default_catalog
 from ._vocabulary.errors import AgentrunError, ConfigurationError, EngineUnavailableError
-from ._vocabulary.messages import Message, MessageType
+from ._vocabulary.messages import Message
 from ._vocabulary.options import SessionOptions
-from ._vocabulary.summary import TurnSummary
 from .engines._registry import engine_names, get_engine, translator_names
 
 __all__ = ["main"]
@@ -71,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         "--stall-after", type=float, help="report a stall after this many quiet seconds"
     )
     run.add_argument("--binary", help="path of the agent program")
+    run.add_argument("--atif", metavar="PATH", help="write the session's ATIF trajectory here")
 
     compare = sub.add_parser("compare", help="run one prompt on several engines side by side")
     compare.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     form = replay.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="one normalized message per line")
     form.add_argument("--summary", action="store_true", help="one TurnSummary JSON per turn")
+    form.add_argument("--atif", action="store_true", help="one ATIF trajectory (JSON)")
 
     record = sub.add_parser("record", help="record a real agent against the model server")
     record.add_argument("--engine", required=True)
@@ -225,35 +226,66 @@ async def _turns(
 ) -> int:
     renderer = None if args.json else Renderer()
     failed = False
-    async with engine.start(session) as process:
-        for prompt in prompts:
-            if renderer is not None:
-                renderer.out.write(renderer.style("bold", f"▶ {prompt}") + "\n")
-
-            def show(message: Message) -> None:
-                if renderer is None:
-                    print(json.dumps(message.model_dump(mode="json")), flush=True)
-                else:
-                    renderer.message(message)
-
-            try:
-                summary = await run_turn(
-                    process,
-                    prompt,
-                    on_message=show,
-                    timeout=args.timeout,
-                    idle_timeout=args.idle_timeout,
-                    tool_timeout=args.tool_timeout,
-                    stall_after=args.stall_after,
-                )
-            except AgentrunError as exc:
-                if exc.summary is not None and renderer is not None:
-                    renderer.summary(exc.summary)
-                raise
-            if renderer is not None:
-                renderer.summary(summary)
-            failed = failed or not summary.ok
+    recorded: list[tuple[str, list[Message]]] = []
+    try:
+        async with engine.start(session) as process:
+            for prompt in prompts:
+                failed = await _one_turn(process, prompt, renderer, args, recorded) or failed
+    finally:
+        if args.atif and recorded:
+            _write_atif(args.atif, recorded)
     return 1 if failed else 0
+
+
+def _write_atif(path: str, recorded: list[tuple[str, list[Message]]]) -> None:
+    from ._vocabulary.trajectory import to_atif
+
+    trajectory = to_atif([m for _, m in recorded], prompts=[p for p, _ in recorded])
+    try:
+        Path(path).write_text(trajectory.model_dump_json(exclude_none=True, indent=2) + "\n")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write {path}: {exc.strerror or exc}", option="atif"
+        ) from None
+
+
+async def _one_turn(
+    process: Session,
+    prompt: str,
+    renderer: Renderer | None,
+    args: argparse.Namespace,
+    recorded: list[tuple[str, list[Message]]],
+) -> bool:
+    """One turn of ``agentrun run``; True when it failed."""
+    if renderer is not None:
+        renderer.out.write(renderer.style("bold", f"▶ {prompt}") + "\n")
+    seen: list[Message] = []
+    recorded.append((prompt, seen))
+
+    def show(message: Message) -> None:
+        seen.append(message)
+        if renderer is None:
+            print(json.dumps(message.model_dump(mode="json")), flush=True)
+        else:
+            renderer.message(message)
+
+    try:
+        summary = await run_turn(
+            process,
+            prompt,
+            on_message=show,
+            timeout=args.timeout,
+            idle_timeout=args.idle_timeout,
+            tool_timeout=args.tool_timeout,
+            stall_after=args.stall_after,
+        )
+    except AgentrunError as exc:
+        if exc.summary is not None and renderer is not None:
+            renderer.summary(exc.summary)
+        raise
+    if renderer is not None:
+        renderer.summary(summary)
+    return not summary.ok
 
 
 # -- compare -------------------------------------------------------------------------------------
@@ -311,52 +343,27 @@ async def _compare(args: argparse.Namespace) -> int:
 # -- replay / record / catalog -------------------------------------------------------------------
 
 
-#: The largest transcript ``agentrun replay`` reads (a bound, so a device or a runaway file
-#: cannot be read forever).
-REPLAY_MAX_BYTES = 4 * 1024**3
-
-
 def _replay(args: argparse.Namespace) -> int:
-    from .engines._replay import replay_turns
+    from .engines._replay import replay
 
-    path = Path(args.file)
-    if not path.exists():
-        raise ConfigurationError(f"no such transcript: {args.file}", option="file")
-    if path.is_dir():
-        raise ConfigurationError(f"{args.file} is a directory, not a transcript", option="file")
-    if not path.is_file():
-        raise ConfigurationError(
-            f"{args.file} is not a regular file (a device or a pipe cannot be replayed)",
-            option="file",
-        )
-    if path.stat().st_size > REPLAY_MAX_BYTES:
-        raise ConfigurationError(
-            f"{args.file} is larger than {REPLAY_MAX_BYTES // 1024**3} GiB", option="file"
-        )
-    try:
-        turns = replay_turns(path, engine=args.engine)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot read {args.file}: {exc.strerror}", option="file"
-        ) from None
-    if not any(m.type is not MessageType.ERROR for turn in turns for m in turn):
-        raise ConfigurationError(
-            f"{args.file} holds no {args.engine} events (empty, or not a transcript of it)",
-            option="file",
-        )
+    turns = replay(Path(args.file), engine=args.engine)
+    if args.atif:
+        from ._vocabulary.trajectory import to_atif
+
+        print(to_atif(turns).model_dump_json(exclude_none=True, indent=2))
+        return 0
     renderer = None if (args.json or args.summary) else Renderer()
-    for messages in turns:
-        summary = TurnSummary.from_messages(messages)
+    for turn in turns:
         if args.summary:
-            print(json.dumps(summary.model_dump(mode="json")))
+            print(json.dumps(turn.summary.model_dump(mode="json")))
             continue
-        for message in messages:
+        for message in turn.messages:
             if renderer is None:
                 print(json.dumps(message.model_dump(mode="json")))
             else:
                 renderer.message(message)
         if renderer is not None:
-            renderer.summary(summary)
+            renderer.summary(turn.summary)
     return 0
 
 

@@ -423,17 +423,26 @@ class CodexExecTranslator(AgentTranslator):
         """``turn.completed`` or ``turn.failed`` arrived."""
         return self.completed is not None or self.failure is not None
 
-    def load_sidecars(self, transcript: str | Path) -> None:
-        """Replay: use ``<name>.rollout.jsonl`` beside ``<name>.jsonl`` when it exists. The
-        transcript's turns are the rollout's last ones (a resumed thread's rollout also holds
-        the turns earlier processes ran)."""
-        path = Path(transcript)
-        sidecar = path.with_name(path.name.removesuffix(".jsonl") + ".rollout.jsonl")
-        if not sidecar.is_file():
+    def load_sidecars(
+        self, transcript: str | Path | bytes, *, sidecar: str | Path | None = None
+    ) -> None:
+        """Replay: use the rollout ``sidecar``, by default ``<name>.rollout.jsonl`` beside the
+        transcript ``<name>.jsonl`` when it exists (``transcript``: its path, or its bytes).
+        The transcript's turns are the rollout's last ones (a resumed thread's rollout also
+        holds the turns earlier processes ran)."""
+        if sidecar is None:
+            if isinstance(transcript, bytes):
+                return
+            path = Path(transcript)
+            sidecar = path.with_name(path.name.removesuffix(".jsonl") + ".rollout.jsonl")
+        if not Path(sidecar).is_file():
             return
         try:
-            with open(path, "rb") as fh:
-                processes = sum(b'"thread.started"' in line for line in fh)
+            if isinstance(transcript, bytes):
+                processes = sum(b'"thread.started"' in line for line in transcript.splitlines())
+            else:
+                with open(transcript, "rb") as fh:
+                    processes = sum(b'"thread.started"' in line for line in fh)
         except OSError:
             return
         turns = read_rollout_turns(sidecar)
