@@ -683,7 +683,7 @@ def from_atif(
             if not groups or groups[-1][0] != own_turn:
                 groups.append((own_turn, []))
         elif not numbered and step.source == "user":
-            if not groups or any(s.source != "user" for s in groups[-1][1]):
+            if not groups or any(s.source == "agent" for s in groups[-1][1]):
                 groups.append((len(groups) + 1, []))
         elif not groups:
             groups.append((1, []))

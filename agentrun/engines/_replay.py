@@ -162,7 +162,8 @@ def replay(
     lines (``str`` or ``bytes``). Files an engine reads beside a transcript (Codex's
     ``<name>.rollout.jsonl``) are found beside a path, or given as ``sidecar``. No subprocess
     runs. Raises :class:`ConfigurationError` for an unknown engine, a missing or unreadable
-    file, and a source that holds no events of ``engine`` (empty, or not its transcript)."""
+    file, and a source that holds no events of ``engine`` (empty, or not its transcript: one
+    where events of kinds the engine does not know are as many as those it does)."""
     translator = get_translator(engine)
     path: Path | None = None
     data: bytes | None = None
@@ -196,7 +197,16 @@ def replay(
         raise ConfigurationError(
             f"cannot read {path}: {exc.strerror or exc}", option="file"
         ) from None
-    if not any(_is_event(m) for turn in turns for m in turn):
+    known = unknown = 0
+    for turn in turns:
+        for message in turn:
+            if not isinstance(message.type, MessageType):
+                unknown += 1
+            elif message.type is not MessageType.ERROR:
+                known += 1
+    # Events of kinds the translator does not know pass through; a transcript where they are
+    # as many as the rest is another agent's.
+    if known == 0 or unknown >= known:
         shown = path if path is not None else "the transcript"
         raise ConfigurationError(
             f"{shown} holds no {engine} events (empty, or not a transcript of it)", option="file"
@@ -205,11 +215,6 @@ def replay(
         ReplayedTurn(number=i, messages=tuple(t), summary=TurnSummary.from_messages(t))
         for i, t in enumerate(turns, start=1)
     ]
-
-
-def _is_event(message: Message) -> bool:
-    """A message the engine made of one of its own events (not a line it could not read)."""
-    return message.type is not MessageType.ERROR
 
 
 class ReplayEngine(Engine):
