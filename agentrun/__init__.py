@@ -12,6 +12,7 @@ from ._turns.run import run_turn
 from ._turns.session import Session, WireTap
 from ._turns.turn import MessageCallback, Turn, TurnContext
 from ._version import VERSION as __version__
+from ._vocabulary.atif import Trajectory
 from ._vocabulary.context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._vocabulary.errors import (
     ERROR_CODES,
@@ -68,7 +69,9 @@ from ._vocabulary.questions import (
     QuestionRequest,
 )
 from ._vocabulary.summary import ContextSummary, ToolCallSummary, TurnSummary
+from ._vocabulary.trajectory import ReplayedTurn, from_atif, to_atif
 from .engines._registry import engine_names, get_engine, get_translator
+from .engines._replay import replay
 
 if TYPE_CHECKING:
     from ._fleets.compare import CompareRun, FilesChanged, compare
@@ -175,6 +178,7 @@ __all__ = [
     "QuestionRequest",
     "RayEngine",
     "RaySession",
+    "ReplayedTurn",
     "SendNotSupportedError",
     "Session",
     "SessionClosedError",
@@ -184,6 +188,7 @@ __all__ = [
     "SessionTerminatedError",
     "ToolCall",
     "ToolCallSummary",
+    "Trajectory",
     "Translator",
     "Turn",
     "TurnContext",
@@ -202,7 +207,10 @@ __all__ = [
     "default_prices",
     "deny_all",
     "engine_names",
+    "from_atif",
     "get_engine",
     "get_translator",
+    "replay",
     "run_turn",
+    "to_atif",
 ]

@@ -63,6 +63,7 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
             "agentrun.abc",
             "agentrun.mcp_server",
             "agentrun.otel",
+            "agentrun.trajectory",
         ),
     ),
     ("test kit", "fault shim, scripted engine", ("agentrun.testing",)),

@@ -6,7 +6,7 @@
     agent configuration and credentials, untouched.
 ``agentrun compare --engines E1,E2[,...] [--models M1,M2] [--cwd DIR] [--json] [PROMPT]``
     The same prompt on several engines (or models), each in its own copy of the workspace.
-``agentrun replay --engine E FILE [--json | --summary]``
+``agentrun replay --engine E FILE [--json | --summary | --atif]``
     A recorded transcript through the engine's translator (no subprocess).
 ``agentrun record --engine E --out PATH [--script FILE] [--prompt P ...]``
     Record a real agent's raw output against the model server (fixtures).
@@ -136,6 +136,7 @@ def parser() -> argparse.ArgumentParser:
     run_.add_argument("--stall-after", type=_seconds,
                       help="report a stall after this many quiet seconds")  # fmt: skip
     run_.add_argument("--binary", help="path of the agent program")
+    run_.add_argument("--atif", metavar="PATH", help="write the session's ATIF trajectory here")
 
     compare_ = sub.add_parser("compare", help="run one prompt on several engines side by side")
     _prompt_arguments(compare_)
@@ -157,6 +158,7 @@ def parser() -> argparse.ArgumentParser:
     form = replay_.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="one normalized message per line")
     form.add_argument("--summary", action="store_true", help="one TurnSummary JSON per turn")
+    form.add_argument("--atif", action="store_true", help="one ATIF trajectory (JSON)")
 
     record_ = sub.add_parser("record", help="record a real agent against the model server")
     record_.add_argument("--engine", required=True,

@@ -21,6 +21,7 @@ import anyio
 
 from .._turns.boundary import check_turn_arguments
 from .._turns.engine import Engine
+from .._turns.session import Session
 from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError
 from .._vocabulary.messages import Message, MessageType
@@ -265,60 +266,91 @@ async def _turns(
     interrupt: _Interrupt,
 ) -> int:
     renderer = None if args.json else Renderer()
-    failed = False
     if _interactive():
         # Some agents take seconds to start (ACP agents 3-6 s): say what is happening.
         print(f"starting {clean(engine.name)}…", file=sys.stderr, flush=True)
-    async with engine.start(session) as process:
-        for prompt in prompts:
-            if renderer is not None:
-                renderer.out.write(renderer.style("bold", f"▶ {clean(prompt)}") + "\n")
-            last: list[Message] = []
+    recorded: list[tuple[str, list[Message]]] = []
+    try:
+        async with engine.start(session) as process:
+            return await _session_turns(process, prompts, args, interrupt, renderer, recorded)
+    finally:
+        if getattr(args, "atif", None) and recorded:
+            _write_atif(args.atif, recorded)
 
-            def show(message: Message, last: list[Message] = last) -> None:
-                last[:] = [message]
-                if renderer is None:
-                    print(json_line(message), flush=True)
-                else:
-                    renderer.message(message)
 
-            turn = process.turn(
-                prompt,
-                timeout=args.timeout,
-                idle_timeout=args.idle_timeout,
-                tool_timeout=args.tool_timeout,
-                stall_after=args.stall_after,
-            )
-            try:
-                async with turn:
-                    interrupt.turn = turn
-                    async for message in turn:
-                        show(message)
-            except AgentrunError as exc:
-                if exc.summary is not None and renderer is not None:
-                    renderer.summary(exc.summary)
-                raise
-            finally:
-                interrupt.turn = None
-            summary = turn.summary
-            if interrupt.count:
-                ended = last[0] if last else None
-                if renderer is None and not (
-                    ended is not None
-                    and ended.type is MessageType.RESULT
-                    and ended.stop_reason == "cancelled"
-                ):
-                    # The stream of a cancelled turn ends with a result that says so.
-                    number = summary.turn if summary.turn is not None else 0
-                    print(json_line(_cancelled_result(number)), flush=True)
-                if renderer is not None:
-                    summary.stop_reason = summary.stop_reason or "cancelled"
-                    summary.ok = False
-                    renderer.summary(summary)
-                return EXIT_INTERRUPTED
+def _write_atif(path: str, recorded: list[tuple[str, list[Message]]]) -> None:
+    from .._vocabulary.trajectory import to_atif
+
+    trajectory = to_atif([m for _, m in recorded], prompts=[p for p, _ in recorded])
+    try:
+        Path(path).write_text(trajectory.model_dump_json(exclude_none=True, indent=2) + "\n")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write {path}: {exc.strerror or exc}", option="atif"
+        ) from None
+
+
+async def _session_turns(
+    process: Session,
+    prompts: list[str],
+    args: argparse.Namespace,
+    interrupt: _Interrupt,
+    renderer: Renderer | None,
+    recorded: list[tuple[str, list[Message]]],
+) -> int:
+    failed = False
+    for prompt in prompts:
+        if renderer is not None:
+            renderer.out.write(renderer.style("bold", f"▶ {clean(prompt)}") + "\n")
+        last: list[Message] = []
+        seen: list[Message] = []
+        recorded.append((prompt, seen))
+
+        def show(message: Message, last: list[Message] = last, seen: list[Message] = seen) -> None:
+            seen.append(message)
+            last[:] = [message]
+            if renderer is None:
+                print(json_line(message), flush=True)
+            else:
+                renderer.message(message)
+
+        turn = process.turn(
+            prompt,
+            timeout=args.timeout,
+            idle_timeout=args.idle_timeout,
+            tool_timeout=args.tool_timeout,
+            stall_after=args.stall_after,
+        )
+        try:
+            async with turn:
+                interrupt.turn = turn
+                async for message in turn:
+                    show(message)
+        except AgentrunError as exc:
+            if exc.summary is not None and renderer is not None:
+                renderer.summary(exc.summary)
+            raise
+        finally:
+            interrupt.turn = None
+        summary = turn.summary
+        if interrupt.count:
+            ended = last[0] if last else None
+            if renderer is None and not (
+                ended is not None
+                and ended.type is MessageType.RESULT
+                and ended.stop_reason == "cancelled"
+            ):
+                # The stream of a cancelled turn ends with a result that says so.
+                number = summary.turn if summary.turn is not None else 0
+                print(json_line(_cancelled_result(number)), flush=True)
             if renderer is not None:
+                summary.stop_reason = summary.stop_reason or "cancelled"
+                summary.ok = False
                 renderer.summary(summary)
-            failed = failed or not summary.ok
+            return EXIT_INTERRUPTED
+        if renderer is not None:
+            renderer.summary(summary)
+        failed = failed or not summary.ok
     return 1 if failed else 0
 
 

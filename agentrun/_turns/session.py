@@ -46,6 +46,7 @@ from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask_permission
 from .._vocabulary.questions import QuestionAnswer, QuestionRequest, ask_question
 from .._vocabulary.summary import TurnSummary
+from .._vocabulary.trajectory import TrajectorySource, load_trajectory, trajectory_digest
 from .._wire.framing import LineTooLong
 from . import handoff as _handoff
 from .boundary import single_error
@@ -342,6 +343,26 @@ class Session(ABC):
         return await _handoff.handoff(self, prompt=prompt, timeout=timeout, on_message=on_message)
 
     # -- the caller's answers ----------------------------------------------------------------
+
+    def continue_trajectory(
+        self, trajectory: TrajectorySource, *, digest: str | None = None
+    ) -> str:
+        """Continue work recorded as an ATIF trajectory (by this agent or any other): the next
+        turn's prompt begins with a digest of it (:func:`agentrun.trajectory.trajectory_digest`
+        unless ``digest`` is given) — the task, what was done, the files touched, what is open —
+        as after :meth:`handoff`, and that turn shows a ``compaction`` message with
+        ``trigger="handoff"`` whose ``previous_session_id`` is the trajectory's session. Returns
+        the digest. Raises :class:`ConfigurationError` when ``trajectory`` is not an ATIF
+        document, and :class:`TurnInProgressError` while a turn runs."""
+        if self._active is not None:
+            raise TurnInProgressError(
+                f"turn {self._active.number} of this {self.engine_name} session is still running",
+                engine=self.engine_name,
+            )
+        loaded = load_trajectory(trajectory)
+        text = digest if digest is not None else trajectory_digest(loaded)
+        self._handoff = HandoffSeed(text, loaded.session_id, None)
+        return text
 
     @contextmanager
     def _waiting_on_caller(self) -> Generator[None, None, None]:

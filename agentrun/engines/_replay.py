@@ -16,9 +16,11 @@ from .._bases.translator import Translator, frame_problem_message
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import TurnContext
-from .._vocabulary.errors import SendNotSupportedError
+from .._vocabulary.errors import ConfigurationError, SendNotSupportedError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
+from .._vocabulary.summary import TurnSummary
+from .._vocabulary.trajectory import ReplayedTurn
 from .._wire.framing import (
     DEFAULT_MAX_LINE_BYTES,
     JsonProblem,
@@ -29,13 +31,23 @@ from .._wire.framing import (
 from ._registry import get_translator
 
 __all__ = [
+    "REPLAY_MAX_BYTES",
     "ReplayEngine",
     "read_events",
     "read_sidecars",
+    "recognised",
+    "replay",
     "replay_turns",
     "sidecar_path",
     "translate_events",
 ]
+
+#: The largest transcript :func:`replay` reads (a bound, so a device or a runaway file cannot be
+#: read forever).
+REPLAY_MAX_BYTES = 4 * 1024**3
+
+#: What :func:`replay` reads: the path of a transcript, its bytes, or its lines.
+TranscriptSource = str | os.PathLike[str] | bytes | bytearray | Iterable[str | bytes]
 
 
 def read_events(
@@ -60,6 +72,33 @@ def read_events(
                 )
             if not chunk:
                 return
+
+
+def _events_of_chunks(
+    chunks: Iterable[bytes], *, engine: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[Any | Message]:
+    """:func:`read_events` for a transcript already in memory (its bytes, or its lines)."""
+    framer = LineFramer(max_line_bytes)
+
+    def framed() -> Iterator[Any]:
+        for chunk in chunks:
+            yield from framer.feed(chunk)
+        yield from framer.flush()
+
+    for item in framed():
+        if isinstance(item, LineTooLong):
+            yield frame_problem_message(item, engine=engine)
+            continue
+        event = decode_json_line(item)
+        yield (
+            frame_problem_message(event, engine=engine) if isinstance(event, JsonProblem) else event
+        )
+
+
+def _line_chunks(lines: Iterable[str | bytes]) -> Iterator[bytes]:
+    for line in lines:
+        chunk = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else bytes(line)
+        yield chunk if chunk.endswith(b"\n") else chunk + b"\n"
 
 
 def translate_events(events: Iterable[Any | Message], translator: Translator) -> Iterator[Message]:
@@ -102,11 +141,15 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
     if sidecars:
         events = list(events)
         translator.use_sidecars(sidecars, events)
+    return _split_turns(translate_events(events, translator))
+
+
+def _split_turns(messages: Iterable[Message]) -> list[list[Message]]:
     turns: list[list[Message]] = []
     current: list[Message] = []
     number = 1
     result = MessageType.RESULT
-    for message in translate_events(events, translator):
+    for message in messages:
         current.append(message.in_turn(number))
         if message.type is result:
             turns.append(current)
@@ -115,6 +158,146 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
     if current:
         turns.append(current)
     return turns
+
+
+def _check_path(path: Path, max_bytes: int) -> None:
+    shown = str(path)
+    if not path.exists():
+        raise ConfigurationError(f"no such transcript: {shown}", option="file")
+    if path.is_dir():
+        raise ConfigurationError(f"{shown} is a directory, not a transcript", option="file")
+    if not path.is_file():
+        raise ConfigurationError(
+            f"{shown} is not a regular file (a device or a pipe cannot be replayed)",
+            option="file",
+        )
+    if path.stat().st_size > max_bytes:
+        raise ConfigurationError(f"{shown} is larger than {max_bytes} bytes", option="file")
+
+
+#: How many events of a transcript are read to decide whether it is the engine's.
+RECOGNITION_SAMPLE = 256
+
+#: Fields a passed-through event sets: an event the translator did not know.
+_PASSTHROUGH_FIELDS = frozenset({"type", "subtype", "data", "raw", "turn"})
+#: Error codes of lines that could not be read as events at all.
+_UNREADABLE = frozenset({"protocol", "invalid_json", "invalid_utf8", "line_too_long"})
+
+
+def _known(message: Message) -> bool:
+    """Whether the translator made something of its own of an event: not a pass-through of an
+    unknown kind, not an unreadable line, not the ``init`` every translator opens with."""
+    if not isinstance(message.type, MessageType) or message.type is MessageType.INIT:
+        return False
+    if message.model_fields_set <= _PASSTHROUGH_FIELDS:
+        return False
+    if message.type is MessageType.ERROR:
+        return message.error is not None and message.error.code not in _UNREADABLE
+    return True
+
+
+def recognised(events: Iterable[Any | Message], engine: str) -> bool:
+    """Whether ``events`` are a transcript of ``engine``: of the first ones, at least one and at
+    least as many as fell to a fresh translator's pass-through (or were unreadable) were
+    recognised. A Claude transcript replayed as Codex is all pass-through; a Codex one replayed
+    as OpenCode has one event in five that both know (``error``)."""
+    translator = get_translator(engine)
+    known = foreign = 0
+    for seen, event in enumerate(events):
+        if seen >= RECOGNITION_SAMPLE:
+            break
+        if isinstance(event, Message):
+            foreign += 1
+            continue
+        try:
+            out = translator.feed(event)
+        except Exception:  # a translator that chokes on a foreign event does not know it
+            foreign += 1
+            continue
+        if any(_known(m) for m in out):
+            known += 1
+        elif out and not all(m.type is MessageType.INIT for m in out):
+            foreign += 1
+    return known > 0 and known >= foreign
+
+
+def _sidecars(
+    translator: Translator,
+    engine: str,
+    path: Path | None,
+    sidecar: str | os.PathLike[str] | None,
+) -> dict[str, list[bytes]]:
+    """The sidecar files the translator takes: ``sidecar`` when given (for a translator that
+    takes one kind), else those recorded beside ``path``."""
+    if sidecar is None:
+        return read_sidecars(path, translator.sidecars) if path is not None else {}
+    if len(translator.sidecars) != 1:
+        raise ConfigurationError(f"{engine} reads no sidecar file", option="sidecar")
+    try:
+        return {translator.sidecars[0]: Path(sidecar).read_bytes().splitlines()}
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the sidecar {sidecar}: {exc.strerror or exc}", option="sidecar"
+        ) from None
+
+
+def replay(
+    source: TranscriptSource,
+    *,
+    engine: str,
+    sidecar: str | os.PathLike[str] | None = None,
+    max_bytes: int = REPLAY_MAX_BYTES,
+) -> list[ReplayedTurn]:
+    """The turns of a recorded transcript, each with its messages and its :class:`TurnSummary`,
+    as ``agentrun replay`` shows them.
+
+    ``source`` is the transcript's path (a ``str`` is a path), its bytes, or an iterable of its
+    lines (``str`` or ``bytes``). Files an engine reads beside a transcript (Codex's
+    ``<name>.rollout.jsonl``) are found beside a path, or given as ``sidecar``. No subprocess
+    runs. Raises :class:`ConfigurationError` for an unknown engine, a missing or unreadable
+    file, and a source that holds no events of ``engine`` (empty, or not its transcript: see
+    :func:`recognised`)."""
+    translator = get_translator(engine)
+    path: Path | None = None
+    chunks: Iterable[bytes] | None = None
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        _check_path(path, max_bytes)
+    elif isinstance(source, (bytes, bytearray)):
+        chunks = (bytes(source),)
+    else:
+        chunks = list(_line_chunks(source))
+    sidecars = _sidecars(translator, engine, path, sidecar)
+    try:
+        events: Iterable[Any | Message] = (
+            read_events(path, engine=engine)
+            if path is not None
+            else _events_of_chunks(chunks or (), engine=engine)
+        )
+        if sidecars:
+            events = list(events)
+            translator.use_sidecars(sidecars, events)
+        turns = _split_turns(translate_events(events, translator))
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read {path}: {exc.strerror or exc}", option="file"
+        ) from None
+    sample = (
+        read_events(path, engine=engine)
+        if path is not None
+        else _events_of_chunks(chunks or (), engine=engine)
+    )
+    if not any(m.type is not MessageType.ERROR for t in turns for m in t) or not recognised(
+        sample, engine
+    ):
+        shown = path if path is not None else "the transcript"
+        raise ConfigurationError(
+            f"{shown} holds no {engine} events (empty, or not a transcript of it)", option="file"
+        )
+    return [
+        ReplayedTurn(number=i, messages=tuple(t), summary=TurnSummary.from_messages(t))
+        for i, t in enumerate(turns, start=1)
+    ]
 
 
 class ReplayEngine(Engine):

@@ -1,0 +1,58 @@
+"""Trajectories: sessions as ATIF documents (the Agent Trajectory Interchange Format, RFC 0001
+of the Harbor project, v1.7), out and in.
+
+* :func:`to_atif` — the :class:`Trajectory` of a session, live (its messages and prompts) or
+  replayed (:func:`agentrun.replay`'s turns);
+* :func:`from_atif` — a trajectory read back into turns of messages with their summaries;
+* :func:`trajectory_digest` — what another agent needs to continue the work, for
+  :meth:`agentrun.Session.continue_trajectory`;
+* the RFC's objects as strict pydantic models (``Atif*`` and :class:`Trajectory`).
+
+``docs/trajectories.md`` has the mapping and examples.
+"""
+
+from ._vocabulary.atif import (
+    ATIF_VERSION,
+    AtifAgent,
+    AtifContentPart,
+    AtifFinalMetrics,
+    AtifImageSource,
+    AtifMetrics,
+    AtifObservation,
+    AtifObservationResult,
+    AtifStep,
+    AtifSubagentRef,
+    AtifToolCall,
+    Trajectory,
+)
+from ._vocabulary.trajectory import (
+    ReplayedTurn,
+    TrajectorySource,
+    TrajectoryTurns,
+    from_atif,
+    load_trajectory,
+    to_atif,
+    trajectory_digest,
+)
+
+__all__ = [
+    "ATIF_VERSION",
+    "AtifAgent",
+    "AtifContentPart",
+    "AtifFinalMetrics",
+    "AtifImageSource",
+    "AtifMetrics",
+    "AtifObservation",
+    "AtifObservationResult",
+    "AtifStep",
+    "AtifSubagentRef",
+    "AtifToolCall",
+    "ReplayedTurn",
+    "Trajectory",
+    "TrajectorySource",
+    "TrajectoryTurns",
+    "from_atif",
+    "load_trajectory",
+    "to_atif",
+    "trajectory_digest",
+]
