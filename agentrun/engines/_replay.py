@@ -196,6 +196,17 @@ def _known(message: Message) -> bool:
     return True
 
 
+def _foreign(message: Message) -> bool:
+    """Whether a message is an event of a kind the translator does not know (passed through
+    under its own type), or a line that could not be read. A ``system`` message of an unknown
+    subtype is neither known nor foreign: agents add subtypes of events their engine knows."""
+    if not isinstance(message.type, MessageType):
+        return True
+    if message.type is MessageType.ERROR:
+        return message.error is None or message.error.code in _UNREADABLE
+    return False
+
+
 def recognised(events: Iterable[Any | Message], engine: str) -> bool:
     """Whether ``events`` are a transcript of ``engine``: of the first ones, at least one and at
     least as many as fell to a fresh translator's pass-through (or were unreadable) were
@@ -216,7 +227,7 @@ def recognised(events: Iterable[Any | Message], engine: str) -> bool:
             continue
         if any(_known(m) for m in out):
             known += 1
-        elif out and not all(m.type is MessageType.INIT for m in out):
+        elif any(_foreign(m) for m in out):
             foreign += 1
     return known > 0 and known >= foreign
 
@@ -231,6 +242,8 @@ def _sidecars(
     takes one kind), else those recorded beside ``path``."""
     if sidecar is None:
         return read_sidecars(path, translator.sidecars) if path is not None else {}
+    if not Path(sidecar).is_file():
+        raise ConfigurationError(f"no such sidecar file: {sidecar}", option="sidecar")
     if len(translator.sidecars) != 1:
         raise ConfigurationError(f"{engine} reads no sidecar file", option="sidecar")
     try:

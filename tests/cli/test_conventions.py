@@ -18,9 +18,9 @@ from repo_paths import FIXTURES, REPO
 
 from agentrun._cli.main import parser
 from agentrun._cli.render import Renderer
-from agentrun._cli.replay import recognised
 from agentrun._vocabulary.messages import Message, MessageType
 from agentrun.cli import main
+from agentrun.engines._replay import read_events, recognised
 
 
 def _cli(*args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
@@ -251,7 +251,9 @@ def _transcripts() -> list[tuple[str, Path]]:
 def test_every_recorded_transcript_is_recognised_as_its_own_engines() -> None:
     transcripts = _transcripts()
     assert len(transcripts) > 80
-    assert [str(p) for engine, p in transcripts if not recognised(p, engine)] == []
+    assert [
+        str(p) for engine, p in transcripts if not recognised(read_events(p, engine=engine), engine)
+    ] == []
 
 
 # -- rendering ---------------------------------------------------------------------------------
