@@ -111,18 +111,18 @@ class JsonRpcSession(LongLivedSession):
         await self._observe("recv", msg)
 
     async def _send_line(self, data: bytes) -> None:
-        proc = self._proc
-        if proc is None:
+        if self._proc is None:
             raise SessionTerminatedError(
                 f"{self.engine_name} is not running", engine=self.engine_name
             )
+        prompt = self._prompt_line()  # before anything sees it: a withdrawn prompt is not sent
         decoded = json.loads(data)
         if not self.jsonrpc_field:
             decoded.pop("jsonrpc", None)
             data = (json.dumps(decoded, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         self._tap("send", data.rstrip(b"\n"))
         await self._observe("send", decoded)
-        await proc.write(data)
+        await self._write_line(data, prompt=prompt)
 
     async def _on_request(self, method: str, params: Any) -> Any:
         handler = self.request_handlers.get(method)

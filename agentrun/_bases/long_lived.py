@@ -26,6 +26,7 @@ descendant can hold open).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import signal
 from abc import abstractmethod
@@ -51,6 +52,17 @@ _log = logging.getLogger("agentrun.session")
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 #: Seconds a turn whose result arrived waits for the answer to its prompt request.
 PROMPT_ANSWER_WAIT = 5.0
+#: Seconds the prompt's line may take to be written (the agent reads it) before the agent is
+#: considered stuck.
+PROMPT_WRITE_LIMIT = 60.0
+#: The session whose prompt the current task is sending (see ``LongLivedSession._prompt_line``).
+_SENDING_PROMPT: contextvars.ContextVar[tuple[LongLivedSession, anyio.CancelScope] | None] = (
+    contextvars.ContextVar("agentrun_sending_prompt", default=None)
+)
+
+
+class _PromptWithdrawn(Exception):
+    """The turn was cancelled before its prompt was written: it is not written at all."""
 
 
 class _Ended:
@@ -100,6 +112,12 @@ class LongLivedSession(Session):
         self._turn_started = False
         self._ended = False
         self._terminated: str | None = None
+        #: The running turn's prompt: ``"pending"`` until its line is written, then ``"sent"``;
+        #: ``"withdrawn"`` when the turn was cancelled before (nothing reached the agent).
+        self._prompt_state: str = "none"
+        self._prompt_scope: anyio.CancelScope | None = None
+        #: Set once the agent said something of the running turn.
+        self._turn_began = anyio.Event()
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -128,6 +146,10 @@ class LongLivedSession(Session):
     @abstractmethod
     async def _interrupt(self) -> None:
         """Ask the agent to stop the running turn (it still ends it with its usual message)."""
+
+    #: Whether an interrupt is heard only once the agent began the turn (said something of
+    #: it): a turn cancelled just after its prompt was sent is then interrupted once it began.
+    interrupt_needs_start: ClassVar[bool] = False
 
     def _extra_env(self) -> dict[str, str]:
         """Environment entries on top of the inherited one (default: ``SessionOptions.env``)."""
@@ -170,6 +192,47 @@ class LongLivedSession(Session):
         self._proc = await self._host.start(task_group)
         return self._proc
 
+    def _prompt_line(self) -> bool:
+        """Call before writing a line to the agent: True for the line that carries the running
+        turn's prompt (the first one written while :meth:`_send_prompt` runs), which must then
+        be written whole with :meth:`_write_line`. A turn cancelled before its prompt was
+        written has withdrawn it: nothing is written (the sending task ends)."""
+        sending = _SENDING_PROMPT.get()
+        if sending is None or sending[0] is not self:
+            return False
+        if sending[1] is not self._prompt_scope or self._prompt_state == "withdrawn":
+            raise _PromptWithdrawn  # this prompt's turn is over
+        if self._prompt_state != "pending":
+            return False
+        self._prompt_state = "sent"
+        return True
+
+    async def _write_line(self, data: bytes, *, prompt: bool = False) -> None:
+        """Write ``data`` (one line, with its newline) to the agent's stdin. The prompt's line
+        is written whole even when the turn is cancelled meanwhile: from the moment it was
+        claimed (:meth:`_prompt_line`) the agent may have the turn, and the cancel interrupts
+        it rather than cut the line."""
+        proc = self._proc
+        if proc is None:
+            raise SessionTerminatedError(
+                f"{self.engine_name} is not running", engine=self.engine_name
+            )
+        if not prompt:
+            await proc.write(data)
+            return
+        # Bounded: an agent that stops reading its stdin is stopped by the turn's cancel bound
+        # (the write then fails), or here when no cancel comes.
+        limit = anyio.move_on_after(PROMPT_WRITE_LIMIT, shield=True)
+        with limit:
+            await proc.write(data)
+        if limit.cancelled_caught:
+            self._terminated = (
+                f"{self.engine_name} did not read its prompt within {PROMPT_WRITE_LIMIT:g}s "
+                "and was killed"
+            )
+            proc.send_signal_group(_SIGKILL)
+            raise SessionTerminatedError(self._terminated, engine=self.engine_name)
+
     async def _output_ended(self) -> None:
         """The reader calls this when the agent's output ended."""
         self._ended = True
@@ -185,11 +248,14 @@ class LongLivedSession(Session):
 
     def _force_stop(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
-            self._terminated = (
-                f"{self.engine_name} did not end a cancelled turn within "
-                f"{self.cancel_grace:g}s and was killed"
-            )
+            self._terminated = self._terminated or self._overran()
             self._proc.send_signal_group(_SIGKILL)
+
+    def _overran(self) -> str:
+        return (
+            f"{self.engine_name} did not end an interrupted turn within "
+            f"{self.cancel_grace:g}s and was killed"
+        )
 
     async def _exit_error(self, doing: str) -> AgentrunError:
         """The error for an agent that went away while ``doing``."""
@@ -222,6 +288,7 @@ class LongLivedSession(Session):
         queue = self._queue
         for message in messages:
             if queue is not None:
+                self._turn_began.set()
                 ctx = self._ctx
                 if (
                     self._pump_idle
@@ -263,7 +330,12 @@ class LongLivedSession(Session):
         self._queue = send
         self._ctx = ctx
         prompt_done = anyio.Event()
+        self._prompt_state = "pending"
+        self._prompt_scope = anyio.CancelScope()
+        self._turn_began = anyio.Event()
         try:
+            # A turn cancelled before it could begin withdraws its prompt (see _cancel).
+            await anyio.lowlevel.checkpoint_if_cancelled()
             if self.prompt_waits:
                 assert self._task_group is not None
                 self._task_group.start_soon(self._prompt, ctx, prompt_done)
@@ -288,8 +360,14 @@ class LongLivedSession(Session):
             recv.close()
 
     async def _prompt(self, ctx: TurnContext, done: anyio.Event) -> None:
+        scope = self._prompt_scope
+        assert scope is not None
+        sending = _SENDING_PROMPT.set((self, scope))
         try:
-            await self._send_prompt(ctx)
+            with scope:
+                await self._send_prompt(ctx)
+        except _PromptWithdrawn:
+            pass  # the turn was cancelled first: the agent never saw it
         except Exception as exc:
             if not await self._prompt_error(ctx, exc):
                 # The session cannot go on: the turn ends with the reason.
@@ -307,6 +385,7 @@ class LongLivedSession(Session):
                     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                         await queue.send(_Ended(error))
         finally:
+            _SENDING_PROMPT.reset(sending)
             done.set()
 
     async def _pump(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
@@ -336,22 +415,28 @@ class LongLivedSession(Session):
                 return
 
     async def _cancel(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
-        """Interrupt the turn in the agent and consume its end, bounded; kill if it never ends."""
+        """Interrupt the turn in the agent and consume its end, bounded; kill if it never ends.
+        A turn whose prompt was not written yet is not interrupted: the prompt is withdrawn
+        and the turn ends at once (the agent never had it)."""
+        if self._prompt_state == "pending":
+            self._prompt_state = "withdrawn"
+            if self._prompt_scope is not None:
+                self._prompt_scope.cancel()
+            return
         if self._queue is None or self._ended:
             return
         finished = False
         with anyio.move_on_after(self.cancel_grace):
             try:
+                if self.interrupt_needs_start:
+                    await self._turn_began.wait()
                 await self._interrupt()
                 await self._pump(ctx, recv)
                 finished = True
             except AgentrunError:
                 finished = True
         if not finished:
-            self._terminated = (
-                f"{self.engine_name} did not end an interrupted turn within "
-                f"{self.cancel_grace:g}s and was killed"
-            )
+            self._terminated = self._terminated or self._overran()
             if self._proc is not None:
                 self._proc.send_signal_group(_SIGKILL)
                 with anyio.move_on_after(self.terminate_timeout):

@@ -225,15 +225,16 @@ class Turn:
         if self._recv is not None:
             self._recv.close()
         stack, self._stack = self._stack, None
-        self._task_group = None
         try:
             if stack is not None:
                 # The driver never raises (it stores its failure for the iterator), so the
                 # caller's own exception, if any, propagates as itself rather than wrapped in
-                # an exception group.
+                # an exception group. The task group stays open to the cancel bound's
+                # watchdog until the driver has ended.
                 await stack.aclose()
             return None
         finally:
+            self._task_group = None
             self.session._end_turn(self)  # pyright: ignore[reportPrivateUsage]
 
     def cancel(self) -> None:
@@ -412,9 +413,13 @@ class Turn:
     # -- the cancel bound --------------------------------------------------------------------
 
     def _start_watchdog(self) -> None:
-        """The engine's cancellation path began: start the watchdog that bounds it (once)."""
+        """The engine's cancellation path began: start the watchdog that bounds it (once).
+
+        Shielded: whatever cancels the turn — its timeout, the caller's cancel scope or task
+        group, the consumer leaving — the same bound holds (the caller's cancel also cancels
+        the turn's task group, which would otherwise end the watchdog before it acts)."""
         if self._watchdog is None and self._task_group is not None and not self._done:
-            self._watchdog = anyio.CancelScope()
+            self._watchdog = anyio.CancelScope(shield=True)
             self._task_group.start_soon(self._watch_cancel, self._watchdog)
 
     async def _watch_cancel(self, scope: anyio.CancelScope) -> None:
@@ -460,6 +465,11 @@ class Turn:
                 self.stopped_by_policy = policy.settle(
                     self.summary, engine=engine, number=self.number, ran_out_of_wall=ran_out
                 )
+            if not completed and (self.cancelling or self._scope.cancel_called):
+                # Cancelled, timed out, stopped by a policy or by closing the session: the
+                # same stop reason on every engine, whatever the agent's last word was.
+                self.summary.stop_reason = "cancelled"
+                self.summary.ok = False
             stop = self.stopped_by_policy
             if stop is not None and not self.closed_by_session:
                 self.summary.stop_reason = stop.stop_reason

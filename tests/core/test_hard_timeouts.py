@@ -81,3 +81,51 @@ async def test_a_slow_callback_cannot_stretch_the_timeout(tmp_path: Path) -> Non
         # The session is still usable: the agent itself did nothing wrong.
         summary = await run_turn(session, "again", timeout=10)
     assert summary.text == "echo: again"
+
+
+# -- the caller's own cancel is bounded the same way ---------------------------------------------
+
+#: grace 0.5 s + stopping the agent + generous slack; before, a caller's cancel waited for the
+#: engine's own interrupt timeout (10 s for Claude, 5 s for ACP) instead of the grace.
+CANCEL_BOUND = 4.0
+
+
+async def _cancelled_by_the_caller(session: Session, prompt: str, how: str) -> float:
+    """Cancel a turn from outside after 0.5 s (a cancel scope or a task group): the wall time
+    from the cancel to the caller getting control back."""
+    session.cancel_grace = GRACE
+    cancelled_at = 0.0
+    if how == "scope":
+        with anyio.move_on_after(0.5) as scope:
+            await run_turn(session, prompt)
+        assert scope.cancelled_caught
+        cancelled_at = scope.deadline
+    else:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_turn, session, prompt)
+            await anyio.sleep(0.5)
+            cancelled_at = anyio.current_time()
+            tg.cancel_scope.cancel()
+    return anyio.current_time() - cancelled_at
+
+
+@pytest.mark.parametrize("how", ["scope", "task_group"])
+async def test_a_caller_cancel_of_claude_ignoring_the_interrupt_is_bounded_by_the_grace(
+    how: str,
+) -> None:
+    engine = ClaudeEngine(argv_prefix=[sys.executable, str(FAKES / "claude_fake.py"), "hang"])
+    async with engine.start(SessionOptions(partial_messages=False)) as session:
+        assert await _cancelled_by_the_caller(session, "a", how) < CANCEL_BOUND
+        with pytest.raises(SessionTerminatedError):
+            await run_turn(session, "b", timeout=5)
+
+
+@pytest.mark.parametrize("how", ["scope", "task_group"])
+async def test_a_caller_cancel_of_an_acp_agent_ignoring_session_cancel_is_bounded_by_the_grace(
+    how: str, tmp_path: Path
+) -> None:
+    engine = AcpEngine([sys.executable, str(FAKES / "acp_agent.py")], terminate_timeout=1.0)
+    async with engine.start(SessionOptions(cwd=str(tmp_path))) as session:
+        assert await _cancelled_by_the_caller(session, "deaf", how) < CANCEL_BOUND
+        with pytest.raises(SessionTerminatedError):
+            await run_turn(session, "again", timeout=5)

@@ -112,6 +112,9 @@ class ClaudeSession(LongLivedSession):
     engine_name: str = _ENGINE
     #: The user line is only written; the CLI answers on stdout.
     prompt_waits = False
+    #: The CLI drops an interrupt that arrives before it began the queued user message, and
+    #: runs that turn to its end: the interrupt waits for the turn's first event.
+    interrupt_needs_start = True
 
     def __init__(self, engine: ClaudeEngine, options: SessionOptions | None) -> None:
         self.engine = engine
@@ -254,12 +257,12 @@ class ClaudeSession(LongLivedSession):
         return False
 
     async def _write_json(self, obj: dict[str, Any]) -> None:
-        proc = self._proc
-        if proc is None:
+        if self._proc is None:
             raise SessionTerminatedError("claude session is not started", engine=_ENGINE)
+        prompt = self._prompt_line()  # before anything sees it: a withdrawn prompt is not sent
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
         self._tap("send", line)
-        await proc.write(line + b"\n")
+        await self._write_line(line + b"\n", prompt=prompt)
 
     async def _respond(
         self, request_id: str, response: dict[str, Any] | None = None, *, error: str | None = None

@@ -668,6 +668,9 @@ class ClaudeTranslator(Translator):
         stop = _str(ev.get("stop_reason"))
         if stop is None and not is_error:
             stop = self._last_stop_reason
+        if _TERMINAL_CODES.get(terminal or "") == "cancelled":
+            # An interrupted turn says so like every engine's, whatever the last call said.
+            stop = "cancelled"
         out.append(
             Message(
                 type=MessageType.RESULT,

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar, Literal
 
+import anyio
+
 from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
@@ -37,6 +39,9 @@ from ..._wire.jsonrpc import JsonRpcConnection, JsonRpcError
 from ._app_translate import CodexAppServerTranslator
 
 __all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
+
+#: Notifications that say the turn runs (or already ended): it can be interrupted.
+_TURN_RUNS = ("turn/started", "turn/completed")
 
 _EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 
@@ -79,6 +84,8 @@ class CodexAppServerSession(JsonRpcSession):
 
     def __init__(self, engine: CodexAppServerEngine, options: SessionOptions | None) -> None:
         self.engine = engine
+        #: Set once the running turn runs in Codex (or ended, or was refused).
+        self._turn_running = anyio.Event()
         super().__init__(
             options,
             handshake_timeout=engine.handshake_timeout,
@@ -181,9 +188,26 @@ class CodexAppServerSession(JsonRpcSession):
             params["collaborationMode"] = {"mode": "plan", "settings": {"model": model}}
         await self.connection.request("turn/start", params)
 
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        self._turn_running = anyio.Event()
+        await super()._run_turn(ctx)
+
+    async def _observe(self, direction: str, msg: Any) -> None:
+        await super()._observe(direction, msg)
+        if direction == "recv" and self._prompt_state == "sent":
+            data = as_dict(msg) or {}
+            if data.get("method") in _TURN_RUNS or "error" in data:
+                self._turn_running.set()
+
     async def _interrupt(self) -> None:
         translator = self.app_translator
-        if translator.thread_id is None or translator.turn_id is None:
+        if translator.thread_id is None:
+            return
+        # Cancelled right after turn/start: Codex answers a turn/interrupt that comes before
+        # turn/started with "no active turn to interrupt" and runs the turn to its end, so the
+        # interrupt waits for the turn to run (the cancel path bounds the wait).
+        await self._turn_running.wait()
+        if translator.turn_id is None:
             return
         with contextlib.suppress(JsonRpcError):  # an error: the turn already ended
             await self.connection.request(

@@ -238,7 +238,8 @@ async def test_pending_permission_is_cancelled_with_the_turn(tmp_path: Path) -> 
         with pytest.raises(TurnTimeoutError) as caught:
             await run_turn(p, "permission", on_message=seen, timeout=1.5)
         assert caught.value.summary is not None
-        assert caught.value.summary.stop_reason == "end_turn"
+        # A timed-out turn says so on every engine, whatever the agent answered last.
+        assert caught.value.summary.stop_reason == "cancelled"
         again = await run_turn(p, "still there?", timeout=10)
     assert waiting.is_set()
     assert [m.text for m in seen.of("text")][-1] == "outcome=cancelled"
