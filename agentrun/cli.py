@@ -15,6 +15,8 @@
     Only the scripted model server.
 ``agentrun mcp [--transport stdio|http] [--root DIR ...] [--max-sessions N] [--port N]``
     agentrun as a Model Context Protocol server: other agents start sessions and run turns.
+``agentrun acp --engine E [--embedded [--script FILE]]``
+    The engine as an Agent Client Protocol agent on stdio (editors, ACP clients).
 ``agentrun catalog MODEL ...``
     What the model catalog knows (context window, max output).
 """
@@ -113,6 +115,10 @@ def _parser() -> argparse.ArgumentParser:
                           "current directory)")  # fmt: skip
     mcp.add_argument("--max-sessions", type=int, default=8, help="sessions open at once")
 
+    from ._acp_server import add_arguments as acp_arguments
+
+    acp_arguments(sub.add_parser("acp", help="serve an engine as an ACP agent on stdio"))
+
     catalog = sub.add_parser("catalog", help="look models up in the catalog")
     catalog.add_argument("models", nargs="+")
     return parser
@@ -138,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return testing_main(["serve", *extra])
         if args.command == "mcp":
             return _mcp(args)
+        if args.command == "acp":
+            from ._acp_server import main as acp_main
+
+            return acp_main(args)
         return _catalog(args)
     except AgentrunError as exc:
         print(f"agentrun: {exc}", file=sys.stderr)
