@@ -668,6 +668,9 @@ class AcpServer:
             await self._send_update(session, update)
         session.resume_id = hosted.resume_id or session.resume_id
         session.updated_at = _now()
+        info = {"sessionUpdate": "session_info_update", "title": session.title,
+                "updatedAt": session.updated_at}  # fmt: skip
+        await self._send_update(session, info)
         if isinstance(failure, SessionTerminatedError):
             session.dirty = True  # the agent is gone: the next prompt reopens the session
         if session.cancelled:

@@ -181,6 +181,7 @@ class UpdateMapper:
         self._forwarded: list[Any] = []
         self._last_usage: tuple[int, int, float | None] | None = None
         self._agent_cost: float | None = None
+        self._commands_sent: list[str] = []
         #: A turn's cost was added (or the session's was given): the total means something.
         self._costed = cost_usd is not None and cost_usd > 0
 
@@ -309,11 +310,23 @@ class UpdateMapper:
                 return []  # the same reading again (an engine may repeat it before a result)
             self._last_usage = key
             return [self._usage_update(reading.used_tokens, reading.size_tokens)]
+        if kind is MessageType.INIT:
+            return self._commands(message)
         if kind is MessageType.SYSTEM and message.subtype == "plan":
             return self._plan((message.data or {}).get("entries"), "content", "status")
         if str(kind) == "codex.turn/plan/updated":
             return self._plan((message.data or {}).get("plan"), "step", "status")
         return []
+
+    def _commands(self, message: Message) -> list[dict[str, Any]]:
+        """The agent's slash commands (Claude Code's ``init`` lists them), once per change."""
+        raw = as_dict(message.raw) or {}
+        names = [n for n in as_list(raw.get("slash_commands")) if isinstance(n, str) and n]
+        if not names or names == self._commands_sent:
+            return []
+        self._commands_sent = names
+        commands = [{"name": name, "description": f"/{name}"} for name in names]
+        return [{"sessionUpdate": "available_commands_update", "availableCommands": commands}]
 
     # -- pieces -----------------------------------------------------------------------------
 
