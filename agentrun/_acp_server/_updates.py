@@ -190,6 +190,7 @@ class UpdateMapper:
     def begin_turn(self) -> None:
         self._streamed = {"text": False, "thinking": False}
         self._forwarded = []
+        self._last_usage = None  # every turn reports its own readings
 
     def end_turn(self, summary: TurnSummary | None) -> list[dict[str, Any]]:
         """The updates that close a turn: a ``usage_update`` with the session's cost once the

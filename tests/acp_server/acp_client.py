@@ -71,7 +71,9 @@ class AcpClient:
             raise AcpError(response["error"])
         return response["result"]
 
-    async def call(self, method: str, params: Any = None, *, timeout: float = 120) -> dict[str, Any]:
+    async def call(
+        self, method: str, params: Any = None, *, timeout: float = 120
+    ) -> dict[str, Any]:
         """The whole response message."""
         request_id = self._next
         self._next += 1
@@ -99,7 +101,9 @@ class AcpClient:
     async def notify(self, method: str, params: Any) -> None:
         await self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
-    async def wait_update(self, match: Callable[[dict[str, Any]], bool], timeout: float = 60) -> dict[str, Any]:
+    async def wait_update(
+        self, match: Callable[[dict[str, Any]], bool], timeout: float = 60
+    ) -> dict[str, Any]:
         with anyio.fail_after(timeout):
             while True:
                 for update in self.updates:
@@ -165,13 +169,20 @@ class AcpError(Exception):
 
 
 async def open_server(
-    tg: anyio.abc.TaskGroup, argv: list[str], *, stderr_path: Path
+    tg: anyio.abc.TaskGroup,
+    argv: list[str],
+    *,
+    stderr_path: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path = REPO,
 ) -> AcpClient:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    """Start an ACP agent (by default ``agentrun acp`` of this checkout) and its client."""
+    if env is None:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
     stderr = stderr_path.open("wb")
     process = await anyio.open_process(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
-        cwd=str(REPO),
+        cwd=str(cwd),
     )  # fmt: skip
     stderr.close()
     client = AcpClient(process)
