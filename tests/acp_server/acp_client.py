@@ -88,6 +88,8 @@ class AcpClient:
         event = self._waiters.setdefault(request_id, anyio.Event())
         with anyio.fail_after(timeout):
             await event.wait()
+        if request_id not in self.responses:
+            raise AssertionError(f"the server ended without answering request {request_id}")
         return self.responses.pop(request_id)
 
     async def start_call(self, method: str, params: Any = None) -> int:
@@ -125,6 +127,8 @@ class AcpClient:
                 line, buffer = buffer.split(b"\n", 1)
                 if line.strip():
                     await self._dispatch(json.loads(line))
+        for event in self._waiters.values():  # the server is gone: nobody waits forever
+            event.set()
 
     async def _dispatch(self, message: dict[str, Any]) -> None:
         if "method" in message and "id" in message:
