@@ -53,9 +53,10 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
     ("fleets", "fleets, compare, Ray", ("agentrun._fleets",)),
     (
         "face",
-        "the public names, the CLI, the MCP server, OpenTelemetry, engine-writer bases",
+        "the public names, the CLI, the MCP and ACP servers, OpenTelemetry, engine-writer bases",
         (
             "agentrun.__init__",
+            "agentrun._acp_server",
             "agentrun.__main__",
             "agentrun.cli",
             "agentrun._cli",

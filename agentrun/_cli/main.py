@@ -12,6 +12,8 @@
     Record a real agent's raw output against the model server (fixtures).
 ``agentrun engines [--json] [--engine NAME ...]``
     Every engine: its program, version, pinned version, Node.js, offline configuration.
+``agentrun acp --engine E [--embedded [--script FILE]]``
+    The engine as an Agent Client Protocol agent on stdio (editors, ACP clients).
 ``agentrun engines install [--dir DIR]``
     The pinned agent programs, with ``npm ci``, into the per-user engines directory.
 ``agentrun serve``, ``agentrun mcp``, ``agentrun catalog MODEL ...``
@@ -170,6 +172,10 @@ def parser() -> argparse.ArgumentParser:
 
     engines_command.add_parser(sub)
 
+    from .._acp_server import add_arguments as acp_arguments
+
+    acp_arguments(sub.add_parser("acp", help="serve an engine as an ACP agent on stdio"))
+
     serve_ = sub.add_parser("serve", help="run the scripted model server on 127.0.0.1")
     serve_.add_argument("--script", metavar="FILE", help="model server script (JSON)")
     serve_.add_argument("--port", type=_port, default=0, help="the port (default: any free one)")
@@ -221,6 +227,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return anyio.run(record, args)
     if args.command == "engines":
         return engines_command.engines(args)
+    if args.command == "acp":
+        from .._acp_server import main as acp_main
+
+        return acp_main(args)
     if args.command == "serve":
         return serve(args)
     if args.command == "mcp":
