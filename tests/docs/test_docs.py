@@ -6,7 +6,7 @@ Each block is one test, named ``page:line``. A page's Python blocks run in order
 on the embedded default: run the suite inside the loopback-only namespace
 (``python -m agentrun.offline netns -- pytest tests/docs``). Shell blocks run with ``bash -e`` in
 the same directory, with the virtualenv's ``bin`` first on ``PATH`` (``agentrun``, ``python``) and
-``fixtures/`` linked to the repository's, as if typed at the root of a clone. ``<!-- live -->``
+``fixtures/`` (its files linked to the repository's), as if typed at the root of a clone. ``<!-- live -->``
 blocks are compiled only, ``<!-- skip: reason -->`` blocks are skipped with their reason.
 """
 
@@ -17,6 +17,7 @@ import json
 import os
 import re
 import selectors
+import shutil
 import subprocess
 import sys
 import time
@@ -125,7 +126,9 @@ class Pages:
         if name not in self._pages:
             slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-")
             directory = self._factory.mktemp(slug)
-            (directory / "fixtures").symlink_to(REPO / "fixtures")
+            # Folders of their own, files linked: what a block writes under fixtures/ (a
+            # recording) stays in the scratch directory, never in the repository.
+            shutil.copytree(REPO / "fixtures", directory / "fixtures", copy_function=os.symlink)
             self._pages[name] = Page(directory)
         return self._pages[name]
 
