@@ -30,9 +30,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
 OLD_WORDS = ("walrus", "zeppelin", "marmalade")
 CLEAN = "a clean answer of its own"
-#: Generous: the bound is the session's cancel grace (3 s) plus stopping an agent, on a busy
-#: machine. A cancel that waited for a turn the agent never began took 10 s and more, then
-#: ended the session.
+#: The sessions' cancel grace here: an agent acknowledging an interrupt takes seconds on a busy
+#: machine, and this test is about the session surviving, not about the grace (which
+#: tests/core/test_hard_timeouts.py bounds).
+GRACE = 8.0
+#: The grace plus stopping an agent. A cancel that waited for a turn the agent never began took
+#: 10 s and more, then ended the session.
 CANCEL_BOUND = 15.0
 
 
@@ -64,6 +67,7 @@ async def test_a_cancel_at_any_moment_leaves_the_session_usable(
         engine, options = embedded_engine(name, server.url, tmp_path / "agent", cwd=str(workspace))
         assert isinstance(options, SessionOptions)
         async with engine.start(options) as session:
+            session.cancel_grace = GRACE
             for _ in range(2):  # a cancelled first turn, and a cancelled later one
                 started = anyio.current_time()
                 if isinstance(delay, float):
