@@ -23,12 +23,17 @@ import inspect
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.abc
 
-from .._vocabulary.errors import AgentrunError, NoResultError, SessionClosedError
+from .._vocabulary.errors import (
+    AgentrunError,
+    NoResultError,
+    OutputValidationError,
+    SessionClosedError,
+)
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
@@ -36,6 +41,7 @@ from .boundary import check_turn_arguments, failure_code
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
 from .observe import OBSERVERS
+from .output import OutputSpec
 from .policies import PolicyStop, TurnPolicy
 from .quiet import TurnClocks
 
@@ -67,6 +73,13 @@ class TurnContext:
     @property
     def options(self) -> SessionOptions:
         return self._turn.session.options
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema the turn's final answer must follow (``output=``), for engines that
+        give it to the agent their own way (``Session.native_output``); ``None``: no schema."""
+        spec = self._turn.output_spec
+        return None if spec is None else spec.schema
 
     @property
     def compacting(self) -> bool:
@@ -119,6 +132,7 @@ class Turn:
         idle_timeout: float | None = None,
         tool_timeout: float | None = None,
         stall_after: float | None = None,
+        output: OutputSpec | None = None,
     ) -> None:
         check_turn_arguments(
             prompt,
@@ -128,7 +142,16 @@ class Turn:
             stall_after=stall_after,
         )
         self.session: Session = session
+        #: The schema of the final answer (structured output), if any.
+        self.output_spec: OutputSpec | None = output
+        if output is not None and not session.native_output:
+            prompt = output.prompt(prompt)  # the agent has no mechanism: the prompt says it
         self.prompt: str = prompt
+        #: True when an answer that fails ``output_spec`` is left to the caller (``run_turn``
+        #: repairs it) instead of raised by the iterator; then :attr:`output_errors` says why.
+        self.output_repairable: bool = False
+        #: What was wrong with the final answer (empty when it validated or was not checked).
+        self.output_errors: list[str] = []
         self.timeout: float | None = timeout
         self.idle_timeout: float | None = idle_timeout
         self.tool_timeout: float | None = tool_timeout
@@ -263,8 +286,32 @@ class Turn:
                 failure, self._failure = self._failure, None
                 failure.__suppress_context__ = True  # keep __cause__, hide the EndOfStream
                 raise failure  # noqa: B904
+            self._check_output()
             raise StopAsyncIteration from None
         return message
+
+    def _check_output(self) -> None:
+        """At the end of a turn run with ``output=``: validate the final answer into
+        ``summary.output``, or raise :class:`OutputValidationError` (unless
+        :attr:`output_repairable`, which leaves it in :attr:`output_errors`)."""
+        spec = self.output_spec
+        if spec is None or self.summary.output is not None or self.output_errors:
+            return
+        value, errors = spec.check(self.summary.text)
+        if not errors:
+            self.summary.output = value
+            return
+        self.output_errors = errors
+        if not self.output_repairable:
+            engine = self.session.engine_name
+            raise OutputValidationError(
+                f"the {engine} answer of turn {self.number} does not match the output schema: "
+                + "; ".join(errors[:5]),
+                raw=self.summary.text,
+                errors=errors,
+                summary=self.summary,
+                engine=engine,
+            ) from None
 
     async def run_to_end(self, on_message: MessageCallback | None) -> TurnSummary:
         """Enter, iterate to the end feeding ``on_message``, and return the summary (or raise

@@ -137,6 +137,9 @@ class TurnSummary(BaseModel):
       ended (the turn is over; the agent is not idle).
     * ``retries`` counts the failed model calls the agent retried (``retry`` messages). What a
       retried call had streamed is not the turn's text: the agent streams it again.
+    * ``output``: for a turn run with ``output=`` (structured output), the validated answer (an
+      instance of the model class, or the decoded JSON for a schema ``dict``); ``None``
+      otherwise. ``output_repairs`` counts the repair turns it took (0 or 1).
     """
 
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
@@ -158,6 +161,8 @@ class TurnSummary(BaseModel):
     messages: int = 0
     retries: int = 0
     duration_s: float | None = None
+    output: Any = None
+    output_repairs: int = 0
 
     # The running state of the fold lives in one plain object: folding a message touches no
     # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a

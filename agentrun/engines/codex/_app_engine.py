@@ -15,7 +15,7 @@ sandbox: ``False`` -> never ask, full access; ``True`` -> ask before every untru
 workspace-write;
 ``mode="plan"`` -> read-only, and Codex's own plan collaboration mode, in which the model may
 ask the user questions), ``effort`` (per turn), ``codex.config.<key>`` (``-c`` overrides),
-``extra_args``.
+``extra_args``. A turn's output schema (``output=``) is ``turn/start``'s ``outputSchema``.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class CodexAppServerSession(JsonRpcSession):
     """One ``codex app-server`` process and one Codex thread."""
 
     engine_name: str = "codex-app-server"
+    native_output: ClassVar[bool] = True
     jsonrpc_field = False
 
     def __init__(self, engine: CodexAppServerEngine, options: SessionOptions | None) -> None:
@@ -176,6 +177,8 @@ class CodexAppServerSession(JsonRpcSession):
         }
         if self.options.effort is not None:
             params["effort"] = _EFFORT[self.options.effort]
+        if ctx.output_schema is not None:
+            params["outputSchema"] = ctx.output_schema
         model = self.options.model or translator.model
         if self.options.mode == "plan" and model is not None:
             params["collaborationMode"] = {"mode": "plan", "settings": {"model": model}}
