@@ -30,6 +30,7 @@ from ._vocabulary.errors import (
     SessionLostError,
     SessionNotFoundError,
     SessionTerminatedError,
+    SteeringNotSupportedError,
     TurnError,
     TurnInProgressError,
     TurnTimeoutError,
@@ -68,7 +69,7 @@ from ._vocabulary.questions import (
     QuestionRecord,
     QuestionRequest,
 )
-from ._vocabulary.summary import ContextSummary, ToolCallSummary, TurnSummary
+from ._vocabulary.summary import ContextSummary, SteeredInput, ToolCallSummary, TurnSummary
 from .engines._registry import engine_names, get_engine, get_translator
 
 if TYPE_CHECKING:
@@ -184,6 +185,8 @@ __all__ = [
     "SessionNotFoundError",
     "SessionOptions",
     "SessionTerminatedError",
+    "SteeredInput",
+    "SteeringNotSupportedError",
     "ToolCall",
     "ToolCallSummary",
     "Translator",

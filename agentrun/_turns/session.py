@@ -39,6 +39,7 @@ import anyio.abc
 from .._vocabulary.errors import (
     CompactionNotSupportedError,
     SessionTerminatedError,
+    SteeringNotSupportedError,
     TurnInProgressError,
 )
 from .._vocabulary.messages import Message
@@ -286,6 +287,20 @@ class Session(ABC):
     def _end_turn(self, turn: Turn) -> None:
         if self._active is turn:
             self._active = None
+
+    # -- steering ----------------------------------------------------------------------------
+
+    @property
+    def can_steer(self) -> bool:
+        """Whether a running turn takes more input from the user (:meth:`Turn.steer`)."""
+        return False
+
+    async def _steer(self, turn: Turn, text: str) -> None:
+        """Engine hook of :meth:`Turn.steer`: add ``text`` as a user message to the running
+        ``turn`` in the agent."""
+        raise SteeringNotSupportedError(
+            f"{self.engine_name} takes no input while a turn runs", engine=self.engine_name
+        )
 
     # -- compaction and hand-off -------------------------------------------------------------
 

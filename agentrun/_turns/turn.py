@@ -33,10 +33,11 @@ from .._vocabulary.errors import (
     NoResultError,
     OutputValidationError,
     SessionClosedError,
+    UsageError,
 )
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import TurnSummary
+from .._vocabulary.summary import SteeredInput, TurnSummary
 from .boundary import check_turn_arguments, failure_code
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
@@ -264,6 +265,29 @@ class Turn:
         self.cancelling = True
         if self._scope is not None:
             self._scope.cancel()
+
+    async def steer(self, text: str) -> None:
+        """Add ``text`` as a user message to this running turn: the agent sees it at its next
+        step (Codex app-server's ``turn/steer``; Claude Code reads it from its input while the
+        turn runs). Recorded in ``summary.steered`` with the time since the turn started.
+
+        Raises :class:`SteeringNotSupportedError` at once for engines whose agent takes no
+        input while a turn runs, :class:`UsageError` when the turn is not running, and
+        :class:`ConfigurationError` for text that is no prompt.
+        """
+        check_turn_arguments(text)
+        session = self.session
+        if not session.can_steer:
+            await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+        if self._task_group is None or self._done or self.cancelling:
+            raise UsageError(
+                "steer a turn while it runs (inside 'async with session.turn(...)', before its "
+                "result)",
+                engine=session.engine_name,
+            )
+        at = round(anyio.current_time() - self.clocks.started_at, 6)
+        await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+        self.summary.steered.append(SteeredInput(text=text, at_s=at))
 
     # -- iteration ---------------------------------------------------------------------------
 

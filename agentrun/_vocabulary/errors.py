@@ -10,6 +10,7 @@ column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``:
     ├── EngineUnavailableError           engine_unavailable     agent program missing (install hint)
     ├── SendNotSupportedError            send_not_supported     this process takes no more prompts
     ├── CompactionNotSupportedError      compaction_not_supported   the agent cannot compact
+    ├── SteeringNotSupportedError        steering_not_supported     no input to a running turn
     ├── TurnInProgressError              turn_in_progress       a second turn while one runs
     ├── SessionNotFoundError             session_not_found      a resume / load id the agent lacks
     ├── ProtocolError                    protocol               the wire broken beyond recovery
@@ -64,6 +65,7 @@ __all__ = [
     "SessionLostError",
     "SessionNotFoundError",
     "SessionTerminatedError",
+    "SteeringNotSupportedError",
     "TurnError",
     "TurnInProgressError",
     "TurnTimeoutError",
@@ -183,6 +185,10 @@ class SendNotSupportedError(AgentrunError):
 
 class CompactionNotSupportedError(AgentrunError):
     """The agent offers no way to compact its context (see ``Session.can_compact``)."""
+
+
+class SteeringNotSupportedError(AgentrunError):
+    """``Turn.steer``: this engine's agent takes no input while a turn runs."""
 
 
 class TurnInProgressError(AgentrunError):

@@ -26,6 +26,7 @@ PUBLIC = {
     "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
     "FleetTurnRecord", "InitMeta", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
+    "SteeredInput", "SteeringNotSupportedError",
     "OutputValidationError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
     "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",

@@ -23,12 +23,15 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar, Literal
 
+import anyio
+
 from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
-from ..._turns.turn import TurnContext
+from ..._turns.turn import Turn, TurnContext
 from ..._version import VERSION
 from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.errors import UsageError
 from ..._vocabulary.jsonvalues import as_dict, as_list, as_str
 from ..._vocabulary.options import SessionOptions
 from ..._vocabulary.permissions import PermissionRequest
@@ -38,6 +41,8 @@ from ._app_translate import CodexAppServerTranslator
 
 __all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
 
+#: Seconds a steer waits for the running turn's id (``turn/start``'s response).
+STEER_WAIT = 10.0
 _EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 
 
@@ -183,6 +188,32 @@ class CodexAppServerSession(JsonRpcSession):
         if self.options.mode == "plan" and model is not None:
             params["collaborationMode"] = {"mode": "plan", "settings": {"model": model}}
         await self.connection.request("turn/start", params)
+
+    @property
+    def can_steer(self) -> bool:
+        """Codex adds input to a running turn (``turn/steer``)."""
+        return True
+
+    async def _steer(self, turn: Turn, text: str) -> None:
+        translator = self.app_translator
+        # The turn's id arrives with turn/start's response; a steer right after the start
+        # waits for it (bounded).
+        with anyio.move_on_after(STEER_WAIT):
+            while translator.turn_id is None and not turn.done:  # noqa: ASYNC110 (set by the reader)
+                await anyio.sleep(0.02)
+        if translator.thread_id is None or translator.turn_id is None or turn.done:
+            raise UsageError(
+                f"{self.engine_name} turn {turn.number} is not running in the agent",
+                engine=self.engine_name,
+            )
+        await self.connection.request(
+            "turn/steer",
+            {
+                "threadId": translator.thread_id,
+                "expectedTurnId": translator.turn_id,
+                "input": [{"type": "text", "text": text}],
+            },
+        )
 
     async def _interrupt(self) -> None:
         translator = self.app_translator
