@@ -26,11 +26,11 @@ def _slow_tool_script() -> Script:
     )
 
 
-@pytest.mark.parametrize("name", ["codex-app-server"])
+@pytest.mark.parametrize("name", ["claude", "codex-app-server"])
 async def test_a_steer_while_a_tool_runs_reaches_the_next_model_request(
     name: str, tmp_path: Path
 ) -> None:
-    require_engine("codex")
+    require_engine({"codex-app-server": "codex"}.get(name, name))
     async with ModelServer(_slow_tool_script()) as server:
         engine, options = embedded_engine(name, server.url, tmp_path / "agent", hitl=False)
         async with engine.start(options) as session:
@@ -46,9 +46,11 @@ async def test_a_steer_while_a_tool_runs_reaches_the_next_model_request(
     assert summary.ok, summary.errors
     assert [s.text for s in summary.steered] == [STEERED]
     assert 0 < summary.steered[0].at_s < 60
+    # One turn, one result: the steered text went into the turn's next model request.
     assert len(requests) == 2
     assert STEERED.encode() not in requests[0].body
     assert STEERED.encode() in requests[1].body
+    assert summary.text == "Done, and purple."
 
 
 @pytest.mark.parametrize("name", ["codex", "opencode", "opencode-acp"])
