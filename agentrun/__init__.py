@@ -23,6 +23,7 @@ from ._vocabulary.errors import (
     EngineUnavailableError,
     LineTooLongError,
     NoResultError,
+    OutputValidationError,
     ProcessExitError,
     ProtocolError,
     SendNotSupportedError,
@@ -30,6 +31,7 @@ from ._vocabulary.errors import (
     SessionLostError,
     SessionNotFoundError,
     SessionTerminatedError,
+    SteeringNotSupportedError,
     TurnError,
     TurnInProgressError,
     TurnTimeoutError,
@@ -68,7 +70,7 @@ from ._vocabulary.questions import (
     QuestionRecord,
     QuestionRequest,
 )
-from ._vocabulary.summary import ContextSummary, ToolCallSummary, TurnSummary
+from ._vocabulary.summary import ContextSummary, SteeredInput, ToolCallSummary, TurnSummary
 from ._vocabulary.trajectory import ReplayedTurn, from_atif, to_atif
 from .engines._registry import engine_names, get_engine, get_translator
 from .engines._replay import replay
@@ -161,6 +163,7 @@ __all__ = [
     "ModelInfo",
     "ModelPrice",
     "NoResultError",
+    "OutputValidationError",
     "PermissionDecision",
     "PermissionDenial",
     "PermissionHandler",
@@ -186,6 +189,8 @@ __all__ = [
     "SessionNotFoundError",
     "SessionOptions",
     "SessionTerminatedError",
+    "SteeredInput",
+    "SteeringNotSupportedError",
     "ToolCall",
     "ToolCallSummary",
     "Trajectory",

@@ -128,6 +128,8 @@ def parser() -> argparse.ArgumentParser:
     run_.add_argument("--then", action="append", default=[], metavar="PROMPT",
                       help="a follow-up turn in the same session (repeatable)")  # fmt: skip
     run_.add_argument("--script", metavar="FILE", help="model server script (JSON)")
+    run_.add_argument("--output-schema", metavar="FILE",
+                      help="a JSON Schema each turn's final answer must match")  # fmt: skip
     run_.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="an engine option, e.g. claude.permission_mode=plan "
                            "(repeatable)")  # fmt: skip

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
@@ -52,6 +52,8 @@ class _Plan:
     prompts: list[str]
     script: Script | None
     options: dict[str, str]
+    #: ``--output-schema``: the JSON Schema of each turn's final answer.
+    output_schema: dict[str, Any] | None = None
 
 
 @dataclass
@@ -122,6 +124,34 @@ def load_script(path: str | None) -> Script | None:
         raise ConfigurationError(f"the script {path}: {exc}", option="script") from None
 
 
+def load_output_schema(path: str | None) -> dict[str, Any] | None:
+    """The JSON Schema at ``path`` (``--output-schema``); a missing file, bad JSON or anything
+    but a JSON object is a one-line :class:`ConfigurationError`."""
+    if path is None:
+        return None
+    try:
+        value: Any = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the output schema {path}: {exc.strerror or exc}", option="output_schema"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(
+            f"the output schema {path} is not UTF-8: {exc.reason}", option="output_schema"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(
+            f"the output schema {path} is not JSON: {exc.msg} "
+            f"(line {exc.lineno}, column {exc.colno})",
+            option="output_schema",
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(
+            f"the output schema {path} is not a JSON Schema object", option="output_schema"
+        )
+    return cast(dict[str, Any], value)
+
+
 def parse_options(pairs: list[str]) -> dict[str, str]:
     """``--option KEY=VALUE`` pairs, checked as :class:`SessionOptions` checks them."""
     options: dict[str, str] = {}
@@ -168,7 +198,10 @@ def _plan(args: argparse.Namespace) -> _Plan:
             stall_after=args.stall_after,
         )
     return _Plan(
-        prompts=prompts, script=load_script(args.script), options=parse_options(args.option)
+        prompts=prompts,
+        script=load_script(args.script),
+        options=parse_options(args.option),
+        output_schema=load_output_schema(args.output_schema),
     )
 
 
@@ -213,12 +246,12 @@ async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> 
             session = SessionOptions(
                 model=args.model, cwd=cwd, resume_id=args.resume, options=plan.options
             )
-            return await _turns(engine, session, plan.prompts, args, interrupt)
+            return await _turns(engine, session, plan, args, interrupt)
         from ..offline import ModelServer
 
         async with ModelServer(plan.script) as server:
             engine, session = _embedded(args, server.url, tmp, cwd, plan.options)
-            return await _turns(engine, session, plan.prompts, args, interrupt)
+            return await _turns(engine, session, plan, args, interrupt)
 
 
 def _workspace(tmp: str) -> str:
@@ -261,7 +294,7 @@ def _interactive() -> bool:
 async def _turns(
     engine: Engine,
     session: SessionOptions,
-    prompts: list[str],
+    plan: _Plan,
     args: argparse.Namespace,
     interrupt: _Interrupt,
 ) -> int:
@@ -272,7 +305,7 @@ async def _turns(
     recorded: list[tuple[str, list[Message]]] = []
     try:
         async with engine.start(session) as process:
-            return await _session_turns(process, prompts, args, interrupt, renderer, recorded)
+            return await _session_turns(process, plan, args, interrupt, renderer, recorded)
     finally:
         if getattr(args, "atif", None) and recorded:
             _write_atif(args.atif, recorded)
@@ -292,14 +325,14 @@ def _write_atif(path: str, recorded: list[tuple[str, list[Message]]]) -> None:
 
 async def _session_turns(
     process: Session,
-    prompts: list[str],
+    plan: _Plan,
     args: argparse.Namespace,
     interrupt: _Interrupt,
     renderer: Renderer | None,
     recorded: list[tuple[str, list[Message]]],
 ) -> int:
     failed = False
-    for prompt in prompts:
+    for prompt in plan.prompts:
         if renderer is not None:
             renderer.out.write(renderer.style("bold", f"▶ {clean(prompt)}") + "\n")
         last: list[Message] = []
@@ -320,6 +353,7 @@ async def _session_turns(
             idle_timeout=args.idle_timeout,
             tool_timeout=args.tool_timeout,
             stall_after=args.stall_after,
+            output=plan.output_schema,
         )
         try:
             async with turn:
@@ -350,8 +384,20 @@ async def _session_turns(
             return EXIT_INTERRUPTED
         if renderer is not None:
             renderer.summary(summary)
+        if plan.output_schema is not None:
+            _show_output(summary.turn, summary.output, as_json=renderer is None)
         failed = failed or not summary.ok
     return 1 if failed else 0
+
+
+def _show_output(turn: int | None, output: Any, *, as_json: bool) -> None:
+    """The validated answer of a turn run with ``--output-schema``: with ``--json`` one line
+    ``{"type": "output", "turn": N, "output": ...}`` after the turn's messages, else the JSON
+    itself."""
+    if as_json:
+        print(json.dumps({"type": "output", "turn": turn, "output": output}), flush=True)
+    else:
+        print(json.dumps(output, indent=2), flush=True)
 
 
 def _cancelled_result(turn: int) -> Message:

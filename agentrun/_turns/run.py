@@ -11,6 +11,7 @@ from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.summary import TurnSummary
 from .boundary import check_turn_arguments
 from .handoff import follow_context_policy
+from .output import OutputType, output_spec
 from .session import Session
 from .turn import MessageCallback
 
@@ -26,6 +27,7 @@ async def run_turn(
     idle_timeout: float | None = None,
     tool_timeout: float | None = None,
     stall_after: float | None = None,
+    output: OutputType | None = None,
 ) -> TurnSummary:
     """Run one turn to its end and return its :class:`TurnSummary`.
 
@@ -40,6 +42,12 @@ async def run_turn(
     (sync or async) sees every message as it arrives; if it raises, the turn is cancelled in the
     agent and the exception propagates. Failures that end the turn raise (see
     :class:`TurnError`, :class:`ProcessExitError`) with the partial summary attached.
+
+    ``output`` (a pydantic model class or a JSON Schema ``dict``) asks for structured output:
+    the agent is given the schema (its own way where it has one, else with the prompt) and
+    ``summary.output`` is the validated final answer. An answer that does not validate gets
+    one repair turn in the same session (the returned summary is then the repair turn's, with
+    ``output_repairs == 1``); still invalid raises :class:`OutputValidationError`.
     """
     if not isinstance(session, Session):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError(
@@ -54,12 +62,29 @@ async def run_turn(
         stall_after=stall_after,
         on_message=on_message,
     )
+    spec = output_spec(output)
     turn = session.turn(
         prompt,
         timeout=timeout,
         idle_timeout=idle_timeout,
         tool_timeout=tool_timeout,
         stall_after=stall_after,
+        output=spec,
     )
+    turn.output_repairable = True
     summary = await turn.run_to_end(on_message)
-    return await follow_context_policy(session, turn, summary, on_message)
+    summary = await follow_context_policy(session, turn, summary, on_message)
+    if spec is None or not turn.output_errors:
+        return summary
+    # The answer did not validate: ask once more, in the same session.
+    repair = session.turn(
+        spec.repair_prompt(turn.output_errors),
+        timeout=timeout,
+        idle_timeout=idle_timeout,
+        tool_timeout=tool_timeout,
+        stall_after=stall_after,
+        output=spec,
+    )
+    repair.summary.output_repairs = 1
+    summary = await repair.run_to_end(on_message)
+    return await follow_context_policy(session, repair, summary, on_message)

@@ -39,6 +39,7 @@ import anyio.abc
 from .._vocabulary.errors import (
     CompactionNotSupportedError,
     SessionTerminatedError,
+    SteeringNotSupportedError,
     TurnInProgressError,
 )
 from .._vocabulary.messages import Message
@@ -52,6 +53,7 @@ from . import handoff as _handoff
 from .boundary import single_error
 from .handoff import HANDOFF_PROMPT, HandoffSeed
 from .observe import OBSERVERS
+from .output import OutputSpec, OutputType, output_spec
 from .policies import TurnPolicy, session_policy
 from .turn import MessageCallback, Turn, TurnContext
 
@@ -76,6 +78,9 @@ class Session(ABC):
     #: its cancellation path began; then the agent is stopped by force and the session may be
     #: over. ``run_turn``'s wall time is at most about ``timeout + cancel_grace``.
     cancel_grace: float = CANCEL_GRACE
+    #: True when the engine gives a turn's output schema (``output=``) to the agent its own way
+    #: (``TurnContext.output_schema``); otherwise the schema goes with the prompt.
+    native_output: ClassVar[bool] = False
 
     def __init__(self, options: SessionOptions | None = None) -> None:
         #: What this session runs with (model, cwd, permissions, ...), validated and immutable.
@@ -239,9 +244,12 @@ class Session(ABC):
         idle_timeout: float | None = None,
         tool_timeout: float | None = None,
         stall_after: float | None = None,
+        output: OutputType | OutputSpec | None = None,
     ) -> Turn:
         """A turn for ``prompt``: ``async with session.turn(p) as t: async for m in t: ...``.
-        See :func:`run_turn` for the arguments."""
+        See :func:`run_turn` for the arguments. With ``output=``, ``turn.summary.output`` holds
+        the validated answer once the iteration ended, or the iteration's end raises
+        :class:`OutputValidationError` (the streaming form makes no repair turn)."""
         return Turn(
             self,
             prompt,
@@ -249,6 +257,7 @@ class Session(ABC):
             idle_timeout=idle_timeout,
             tool_timeout=tool_timeout,
             stall_after=stall_after,
+            output=output_spec(output),
         )
 
     def _housekeeping_turn(self, prompt: str, *, timeout: float | None, compacting: bool) -> Turn:
@@ -279,6 +288,20 @@ class Session(ABC):
     def _end_turn(self, turn: Turn) -> None:
         if self._active is turn:
             self._active = None
+
+    # -- steering ----------------------------------------------------------------------------
+
+    @property
+    def can_steer(self) -> bool:
+        """Whether a running turn takes more input from the user (:meth:`Turn.steer`)."""
+        return False
+
+    async def _steer(self, turn: Turn, text: str) -> None:
+        """Engine hook of :meth:`Turn.steer`: add ``text`` as a user message to the running
+        ``turn`` in the agent."""
+        raise SteeringNotSupportedError(
+            f"{self.engine_name} takes no input while a turn runs", engine=self.engine_name
+        )
 
     # -- compaction and hand-off -------------------------------------------------------------
 

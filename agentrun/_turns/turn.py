@@ -23,19 +23,26 @@ import inspect
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 import anyio.abc
 
-from .._vocabulary.errors import AgentrunError, NoResultError, SessionClosedError
+from .._vocabulary.errors import (
+    AgentrunError,
+    NoResultError,
+    OutputValidationError,
+    SessionClosedError,
+    UsageError,
+)
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import TurnSummary
+from .._vocabulary.summary import SteeredInput, TurnSummary
 from .boundary import check_turn_arguments, failure_code
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
 from .observe import OBSERVERS
+from .output import OutputSpec
 from .policies import PolicyStop, TurnPolicy
 from .quiet import TurnClocks
 
@@ -67,6 +74,13 @@ class TurnContext:
     @property
     def options(self) -> SessionOptions:
         return self._turn.session.options
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema the turn's final answer must follow (``output=``), for engines that
+        give it to the agent their own way (``Session.native_output``); ``None``: no schema."""
+        spec = self._turn.output_spec
+        return None if spec is None else spec.schema
 
     @property
     def compacting(self) -> bool:
@@ -119,6 +133,7 @@ class Turn:
         idle_timeout: float | None = None,
         tool_timeout: float | None = None,
         stall_after: float | None = None,
+        output: OutputSpec | None = None,
     ) -> None:
         check_turn_arguments(
             prompt,
@@ -128,7 +143,16 @@ class Turn:
             stall_after=stall_after,
         )
         self.session: Session = session
+        #: The schema of the final answer (structured output), if any.
+        self.output_spec: OutputSpec | None = output
+        if output is not None and not session.native_output:
+            prompt = output.prompt(prompt)  # the agent has no mechanism: the prompt says it
         self.prompt: str = prompt
+        #: True when an answer that fails ``output_spec`` is left to the caller (``run_turn``
+        #: repairs it) instead of raised by the iterator; then :attr:`output_errors` says why.
+        self.output_repairable: bool = False
+        #: What was wrong with the final answer (empty when it validated or was not checked).
+        self.output_errors: list[str] = []
         self.timeout: float | None = timeout
         self.idle_timeout: float | None = idle_timeout
         self.tool_timeout: float | None = tool_timeout
@@ -243,6 +267,29 @@ class Turn:
         if self._scope is not None:
             self._scope.cancel()
 
+    async def steer(self, text: str) -> None:
+        """Add ``text`` as a user message to this running turn: the agent sees it at its next
+        step (Codex app-server's ``turn/steer``; Claude Code reads it from its input while the
+        turn runs). Recorded in ``summary.steered`` with the time since the turn started.
+
+        Raises :class:`SteeringNotSupportedError` at once for engines whose agent takes no
+        input while a turn runs, :class:`UsageError` when the turn is not running, and
+        :class:`ConfigurationError` for text that is no prompt.
+        """
+        check_turn_arguments(text)
+        session = self.session
+        if not session.can_steer:
+            await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+        if self._task_group is None or self._done or self.cancelling:
+            raise UsageError(
+                "steer a turn while it runs (inside 'async with session.turn(...)', before its "
+                "result)",
+                engine=session.engine_name,
+            )
+        at = round(anyio.current_time() - self.clocks.started_at, 6)
+        await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+        self.summary.steered.append(SteeredInput(text=text, at_s=at))
+
     # -- iteration ---------------------------------------------------------------------------
 
     def __aiter__(self) -> Turn:
@@ -264,8 +311,32 @@ class Turn:
                 failure, self._failure = self._failure, None
                 failure.__suppress_context__ = True  # keep __cause__, hide the EndOfStream
                 raise failure  # noqa: B904
+            self._check_output()
             raise StopAsyncIteration from None
         return message
+
+    def _check_output(self) -> None:
+        """At the end of a turn run with ``output=``: validate the final answer into
+        ``summary.output``, or raise :class:`OutputValidationError` (unless
+        :attr:`output_repairable`, which leaves it in :attr:`output_errors`)."""
+        spec = self.output_spec
+        if spec is None or self.summary.output is not None or self.output_errors:
+            return
+        value, errors = spec.check(self.summary.text)
+        if not errors:
+            self.summary.output = value
+            return
+        self.output_errors = errors
+        if not self.output_repairable:
+            engine = self.session.engine_name
+            raise OutputValidationError(
+                f"the {engine} answer of turn {self.number} does not match the output schema: "
+                + "; ".join(errors[:5]),
+                raw=self.summary.text,
+                errors=errors,
+                summary=self.summary,
+                engine=engine,
+            ) from None
 
     async def run_to_end(self, on_message: MessageCallback | None) -> TurnSummary:
         """Enter, iterate to the end feeding ``on_message``, and return the summary (or raise

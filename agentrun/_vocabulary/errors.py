@@ -10,6 +10,7 @@ column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``:
     ├── EngineUnavailableError           engine_unavailable     agent program missing (install hint)
     ├── SendNotSupportedError            send_not_supported     this process takes no more prompts
     ├── CompactionNotSupportedError      compaction_not_supported   the agent cannot compact
+    ├── SteeringNotSupportedError        steering_not_supported     no input to a running turn
     ├── TurnInProgressError              turn_in_progress       a second turn while one runs
     ├── SessionNotFoundError             session_not_found      a resume / load id the agent lacks
     ├── ProtocolError                    protocol               the wire broken beyond recovery
@@ -25,6 +26,7 @@ column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``:
     └── TurnError                        turn                   partial summary attached
         ├── BudgetExceededError          budget                 a Budget limit was reached
         ├── NoResultError                no_result              the stream ended without a result
+        ├── OutputValidationError        output_validation      the answer failed the output schema
         └── TurnTimeoutError             turn_timeout           kind "total" or "idle"
 
 Errors carry the context a caller needs to act: the engine name, the exit code and the tail
@@ -55,6 +57,7 @@ __all__ = [
     "EngineUnavailableError",
     "LineTooLongError",
     "NoResultError",
+    "OutputValidationError",
     "ProcessExitError",
     "ProtocolError",
     "SendNotSupportedError",
@@ -62,6 +65,7 @@ __all__ = [
     "SessionLostError",
     "SessionNotFoundError",
     "SessionTerminatedError",
+    "SteeringNotSupportedError",
     "TurnError",
     "TurnInProgressError",
     "TurnTimeoutError",
@@ -86,6 +90,7 @@ ERROR_CODES: dict[str, str] = {
     "session_lost": "the worker running the session (a Ray actor or its node) died",
     "session_closed": "the session was closed while the turn was running",
     "budget": "a fleet or session budget was spent; the turn was stopped or not started",
+    "output_validation": "the final answer did not validate against the turn's output schema",
 }
 
 
@@ -180,6 +185,10 @@ class SendNotSupportedError(AgentrunError):
 
 class CompactionNotSupportedError(AgentrunError):
     """The agent offers no way to compact its context (see ``Session.can_compact``)."""
+
+
+class SteeringNotSupportedError(AgentrunError):
+    """``Turn.steer``: this engine's agent takes no input while a turn runs."""
 
 
 class TurnInProgressError(AgentrunError):
@@ -285,6 +294,25 @@ class BudgetExceededError(TurnError):
 
 class NoResultError(TurnError):
     """The agent's stream ended (or the program exited cleanly) without the turn's result."""
+
+
+class OutputValidationError(TurnError):
+    """A turn's final answer did not validate against its ``output=`` schema, also after the one
+    repair turn. ``raw`` is the answer's text, ``errors`` what was wrong with it; ``summary`` is
+    the last turn's."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        raw: str | None,
+        errors: list[str],
+        summary: TurnSummary | None = None,
+        engine: str | None = None,
+    ) -> None:
+        super().__init__(message, summary=summary, engine=engine)
+        self.raw = raw
+        self.errors = errors
 
 
 class TurnTimeoutError(TurnError):

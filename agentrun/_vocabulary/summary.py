@@ -122,6 +122,16 @@ class _Fold:
     __hash__ = None  # type: ignore[assignment]
 
 
+class SteeredInput(BaseModel):
+    """A user message added to a running turn (``Turn.steer``)."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
+    text: str
+    #: Seconds since the turn started.
+    at_s: float
+
+
 class TurnSummary(BaseModel):
     """What one turn produced. See the module docstring for the field contract.
 
@@ -137,6 +147,10 @@ class TurnSummary(BaseModel):
       ended (the turn is over; the agent is not idle).
     * ``retries`` counts the failed model calls the agent retried (``retry`` messages). What a
       retried call had streamed is not the turn's text: the agent streams it again.
+    * ``output``: for a turn run with ``output=`` (structured output), the validated answer (an
+      instance of the model class, or the decoded JSON for a schema ``dict``); ``None``
+      otherwise. ``output_repairs`` counts the repair turns it took (0 or 1).
+    * ``steered``: what was added to the running turn with ``Turn.steer``, and when.
     """
 
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
@@ -158,6 +172,9 @@ class TurnSummary(BaseModel):
     messages: int = 0
     retries: int = 0
     duration_s: float | None = None
+    output: Any = None
+    output_repairs: int = 0
+    steered: list[SteeredInput] = Field(default_factory=list[SteeredInput])
 
     # The running state of the fold lives in one plain object: folding a message touches no
     # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a

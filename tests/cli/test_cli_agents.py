@@ -48,6 +48,25 @@ def test_the_prompt_comes_from_stdin_or_a_file(source: str, tmp_path: Path) -> N
     assert "turn 1 ok" in done.stdout
 
 
+def test_output_schema_prints_the_validated_answer_after_the_turn(tmp_path: Path) -> None:
+    require_engine("claude")
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"type": "object", "required": ["count"],
+                                  "properties": {"count": {"type": "integer"}}}))  # fmt: skip
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"blocks": [{"type": "text", "text": '{"count": 3}'}]},
+                                  {"blocks": [{"type": "text", "text": "three"}]}]))  # fmt: skip
+    args = ("run", "--json", "--engine", "claude", "--script", str(script))
+    done = _cli(*args, "--output-schema", str(schema), "count them")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines[-1] == {"type": "output", "turn": 1, "output": {"count": 3}}
+    # An answer that does not match is one line on stderr and exit 1.
+    done = _cli(*args, "--output-schema", str(schema), "--then", "again", "count them")
+    assert done.returncode == 1
+    assert "does not match the output schema" in done.stderr, done.stderr
+
+
 def test_a_failed_turn_prints_its_reason() -> None:
     require_engine("claude")
     done = _cli("run", "--resume", "BADID", "hi")

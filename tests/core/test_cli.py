@@ -66,6 +66,22 @@ def test_run_refuses_unknown_engine(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown engine" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(None, "cannot read the output schema"), ("{not json", "is not JSON"),
+     ("[1, 2]", "is not a JSON Schema object")],
+)  # fmt: skip
+def test_run_refuses_a_bad_output_schema_in_one_line(
+    content: str | None, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "schema.json"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+    assert main(["run", "--output-schema", str(path), "hi"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.agent
 def test_main_job_runs_a_real_claude_turn_on_the_embedded_server() -> None:
     require_engine("claude")

@@ -26,6 +26,8 @@ PUBLIC = {
     "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
     "FleetTurnRecord", "InitMeta", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
+    "SteeredInput", "SteeringNotSupportedError",
+    "OutputValidationError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
     "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
     "SendNotSupportedError", "SessionOptions", "SessionNotFoundError", "SessionTerminatedError",
@@ -52,6 +54,8 @@ def test_error_tree() -> None:
     assert issubclass(agentrun.ProcessExitError, agentrun.SessionTerminatedError)
     assert issubclass(agentrun.TurnTimeoutError, agentrun.TurnError)
     assert issubclass(agentrun.NoResultError, agentrun.TurnError)
+    assert issubclass(agentrun.OutputValidationError, agentrun.TurnError)
+    assert agentrun.OutputValidationError.error_code == "output_validation"
     assert issubclass(agentrun.LineTooLongError, agentrun.ProtocolError)
     assert issubclass(agentrun.ConfigurationError, ValueError)
     for name in agentrun.__all__:

@@ -30,7 +30,7 @@ from ..._bases.long_lived import LongLivedSession
 from ..._bases.translator import decode_line
 from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
-from ..._turns.turn import TurnContext
+from ..._turns.turn import Turn, TurnContext
 from ..._vocabulary.errors import (
     AgentrunError,
     ProcessExitError,
@@ -176,6 +176,20 @@ class ClaudeSession(LongLivedSession):
             # If it already exited, what it printed before is read and its exit reported.
             with contextlib.suppress(ProcessExitError, SessionTerminatedError):
                 await self._write_json(user)
+
+    @property
+    def can_steer(self) -> bool:
+        """Claude Code reads user messages from its input while a turn runs."""
+        return True
+
+    async def _steer(self, turn: Turn, text: str) -> None:
+        user = {
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+            "parent_tool_use_id": None,
+            "session_id": self.claude_translator.session_id or "",
+        }
+        await self._write_json(user)
 
     async def _turn_ended(self, ctx: TurnContext) -> None:
         self._raise_session_not_found()

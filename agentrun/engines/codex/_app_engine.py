@@ -15,7 +15,7 @@ sandbox: ``False`` -> never ask, full access; ``True`` -> ask before every untru
 workspace-write;
 ``mode="plan"`` -> read-only, and Codex's own plan collaboration mode, in which the model may
 ask the user questions), ``effort`` (per turn), ``codex.config.<key>`` (``-c`` overrides),
-``extra_args``.
+``extra_args``. A turn's output schema (``output=``) is ``turn/start``'s ``outputSchema``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import anyio
 from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
 from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
-from ..._turns.turn import TurnContext
+from ..._turns.turn import Turn, TurnContext
 from ..._version import VERSION
 from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.errors import UsageError
 from ..._vocabulary.jsonvalues import as_dict, as_list, as_str
 from ..._vocabulary.options import SessionOptions
 from ..._vocabulary.permissions import PermissionRequest
@@ -43,6 +44,8 @@ __all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
 #: Notifications that say the turn runs (or already ended): it can be interrupted.
 _TURN_RUNS = ("turn/started", "turn/completed")
 
+#: Seconds a steer waits for the running turn's id (``turn/start``'s response).
+STEER_WAIT = 10.0
 _EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
 
 
@@ -80,6 +83,7 @@ class CodexAppServerSession(JsonRpcSession):
     """One ``codex app-server`` process and one Codex thread."""
 
     engine_name: str = "codex-app-server"
+    native_output: ClassVar[bool] = True
     jsonrpc_field = False
 
     def __init__(self, engine: CodexAppServerEngine, options: SessionOptions | None) -> None:
@@ -183,6 +187,8 @@ class CodexAppServerSession(JsonRpcSession):
         }
         if self.options.effort is not None:
             params["effort"] = _EFFORT[self.options.effort]
+        if ctx.output_schema is not None:
+            params["outputSchema"] = ctx.output_schema
         model = self.options.model or translator.model
         if self.options.mode == "plan" and model is not None:
             params["collaborationMode"] = {"mode": "plan", "settings": {"model": model}}
@@ -198,6 +204,32 @@ class CodexAppServerSession(JsonRpcSession):
             data = as_dict(msg) or {}
             if data.get("method") in _TURN_RUNS or "error" in data:
                 self._turn_running.set()
+
+    @property
+    def can_steer(self) -> bool:
+        """Codex adds input to a running turn (``turn/steer``)."""
+        return True
+
+    async def _steer(self, turn: Turn, text: str) -> None:
+        translator = self.app_translator
+        # The turn's id arrives with turn/start's response; a steer right after the start
+        # waits for it (bounded).
+        with anyio.move_on_after(STEER_WAIT):
+            while translator.turn_id is None and not turn.done:  # noqa: ASYNC110 (set by the reader)
+                await anyio.sleep(0.02)
+        if translator.thread_id is None or translator.turn_id is None or turn.done:
+            raise UsageError(
+                f"{self.engine_name} turn {turn.number} is not running in the agent",
+                engine=self.engine_name,
+            )
+        await self.connection.request(
+            "turn/steer",
+            {
+                "threadId": translator.thread_id,
+                "expectedTurnId": translator.turn_id,
+                "input": [{"type": "text", "text": text}],
+            },
+        )
 
     async def _interrupt(self) -> None:
         translator = self.app_translator

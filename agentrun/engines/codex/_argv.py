@@ -21,6 +21,7 @@ Session options:
 * engine options: ``codex.profile`` (``-p``, first turn), ``codex.ephemeral`` (``--ephemeral``),
   ``codex.skip_git_repo_check`` (``--skip-git-repo-check``), ``codex.config.<key>`` (``-c
   <key>=<value>``, the value parsed as TOML by Codex);
+* a turn's output schema (``output=``) -> ``--output-schema FILE``;
 * ``extra_args`` go before ``--``. Not supported by ``codex exec``: ``system_prompt``,
   ``append_system_prompt``, ``max_turns``, ``thinking_budget``, ``allowed_tools``, ``agent_id``
   (each reported once per turn).
@@ -90,9 +91,11 @@ def build_exec_argv(
     prompt: str,
     *,
     thread_id: str | None,
+    output_schema: str | None = None,
 ) -> ExecArgs:
     """The argv of one turn. ``thread_id`` is the thread to continue (``None``: the first turn
-    of a session that resumes nothing captured yet)."""
+    of a session that resumes nothing captured yet); ``output_schema`` the path of a JSON Schema
+    file for the final answer (``--output-schema``)."""
     head = [binary] if isinstance(binary, str) else list(binary)
     first = thread_id is None
     resume_target = thread_id if thread_id is not None else options.resume_id
@@ -142,6 +145,8 @@ def build_exec_argv(
         argv.append("--ephemeral")
     if _flag(options, "skip_git_repo_check"):
         argv.append("--skip-git-repo-check")
+    if output_schema is not None:
+        argv += ["--output-schema", output_schema]
     argv += list(options.extra_args)
 
     stdin: bytes | None = None

@@ -15,9 +15,12 @@ stderr tail, or :class:`SessionNotFoundError` when Codex does not know the resum
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import anyio.abc
 import anyio.to_thread
@@ -74,6 +77,7 @@ class CodexSession(SpawnPerTurnSession):
     """A Codex thread run as one ``codex exec`` process per turn."""
 
     engine_name: str = "codex"
+    native_output: ClassVar[bool] = True
     not_found_markers: ClassVar[tuple[str, ...]] = _NOT_FOUND
     agent_name = f"{AGENT_NAME} exec"
 
@@ -92,6 +96,7 @@ class CodexSession(SpawnPerTurnSession):
         self.binary: str | None = None
         self.version = engine.version
         self._model: str | None = self.options.model
+        self._schema_dir: str | None = None
 
     @property
     def codex_home(self) -> Path:
@@ -112,8 +117,34 @@ class CodexSession(SpawnPerTurnSession):
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
         assert self.binary is not None
-        args = build_exec_argv(self.binary, self.options, ctx.prompt, thread_id=self.session_id)
+        schema_file = self._schema_file(ctx.output_schema)
+        args = build_exec_argv(
+            self.binary,
+            self.options,
+            ctx.prompt,
+            thread_id=self.session_id,
+            output_schema=schema_file,
+        )
         return TurnCommand(argv=args.argv, stdin=args.stdin, unsupported=args.unsupported)
+
+    def _schema_file(self, schema: dict[str, Any] | None) -> str | None:
+        """The turn's output schema as a file for ``--output-schema`` (in a directory of the
+        session's own, removed when the session ends)."""
+        if schema is None:
+            return None
+        if self._schema_dir is None:
+            self._schema_dir = tempfile.mkdtemp(prefix="agentrun-schema-")
+        path = Path(self._schema_dir) / f"turn-{self.turns}.json"
+        path.write_text(json.dumps(schema), encoding="utf-8")
+        return str(path)
+
+    async def _shutdown(self) -> None:
+        try:
+            await super()._shutdown()
+        finally:
+            if self._schema_dir is not None:
+                shutil.rmtree(self._schema_dir, ignore_errors=True)
+                self._schema_dir = None
 
     def _new_translator(self) -> CodexExecTranslator:
         return CodexExecTranslator(

@@ -1,0 +1,216 @@
+"""Structured output: a turn whose final answer must be JSON of a given shape.
+
+``run_turn(session, prompt, output=Model)`` (or ``session.turn(prompt, output=...)``) takes a
+pydantic model class or a JSON Schema ``dict``. :func:`output_spec` turns it into an
+:class:`OutputSpec`: the JSON Schema the agent is given, and the check of its final answer.
+
+How the agent learns the schema: engines that have a mechanism of their own (Codex exec's
+``--output-schema``, Codex app-server's ``outputSchema``) get :attr:`OutputSpec.schema` through
+``TurnContext.output_schema``; every other engine gets the schema with the prompt
+(:meth:`OutputSpec.prompt`). Either way the final answer (``summary.text``) is checked here: JSON
+as the whole answer or inside a fenced block, validated by the model class (an instance) or by
+the schema (the decoded value). A pydantic model is the full check; a schema ``dict`` is checked
+for the keywords :func:`schema_errors` knows (``type``, ``enum``, ``const``, ``required``,
+``properties``, ``additionalProperties``, ``items``, ``minItems``/``maxItems``,
+``minLength``/``maxLength``, ``minimum``/``maximum``, ``anyOf``/``oneOf``/``allOf`` and
+``$ref`` into ``$defs``/``definitions``); others are not checked.
+
+Imports the vocabulary only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic import BaseModel, ValidationError
+
+from .._vocabulary.errors import ConfigurationError
+
+__all__ = ["OutputSpec", "OutputType", "output_spec", "schema_errors"]
+
+#: What ``output=`` takes: a pydantic model class or a JSON Schema.
+OutputType = type[BaseModel] | Mapping[str, Any]
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n(.*?)\n?```", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """The schema of a turn's answer and the check of it."""
+
+    #: The JSON Schema of the answer.
+    schema: dict[str, Any]
+    #: The model class the answer is validated into (``None``: a schema dict was given).
+    model: type[BaseModel] | None = None
+
+    def prompt(self, prompt: str) -> str:
+        """``prompt`` with the schema and how to answer (for engines without a mechanism)."""
+        return (
+            f"{prompt}\n\n"
+            "Give your final answer as one JSON value, and nothing else, that conforms to this "
+            "JSON Schema:\n"
+            f"```json\n{json.dumps(self.schema, indent=2, sort_keys=True)}\n```"
+        )
+
+    def repair_prompt(self, errors: list[str]) -> str:
+        """The prompt of the one repair turn after an answer that did not validate (the turn
+        adds the schema the way it adds it to every prompt)."""
+        listed = "\n".join(f"- {e}" for e in errors[:20])
+        return (
+            "Your previous final answer did not match the required JSON Schema:\n"
+            f"{listed}\n"
+            "Answer again with the corrected JSON value only."
+        )
+
+    def check(self, text: str | None) -> tuple[Any, list[str]]:
+        """The validated answer in ``text`` and ``[]``, or ``None`` and what is wrong."""
+        candidates = _candidates(text or "")
+        if not candidates:
+            return None, ["the final answer holds no JSON value"]
+        errors: list[str] = []
+        for candidate in candidates:
+            value, problems = self._check_one(candidate)
+            if not problems:
+                return value, []
+            errors = problems  # report the last (the fenced block, else the whole text)
+        return None, errors
+
+    def _check_one(self, candidate: str) -> tuple[Any, list[str]]:
+        try:
+            decoded = json.loads(candidate)
+        except ValueError as exc:
+            return None, [f"not JSON: {exc}"]
+        if self.model is not None:
+            try:
+                return self.model.model_validate(decoded), []
+            except ValidationError as exc:
+                return None, [
+                    f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                    for e in exc.errors()
+                ]
+        problems = schema_errors(decoded, self.schema)
+        return (None, problems) if problems else (decoded, [])
+
+
+def _candidates(text: str) -> list[str]:
+    """Where the JSON may be: the whole answer, then each fenced block, last one first."""
+    out: list[str] = []
+    stripped = text.strip()
+    if stripped:
+        out.append(stripped)
+    blocks = [m.group(1).strip() for m in _FENCE.finditer(text)]
+    out += [b for b in reversed(blocks) if b and b != stripped]
+    return out
+
+
+def output_spec(output: object) -> OutputSpec | None:
+    """The :class:`OutputSpec` of an ``output=`` argument (``None`` for ``None``); anything but
+    a pydantic model class or a JSON Schema mapping is a :class:`ConfigurationError`."""
+    if output is None:
+        return None
+    if isinstance(output, OutputSpec):
+        return output
+    if isinstance(output, type) and issubclass(output, BaseModel):
+        return OutputSpec(schema=output.model_json_schema(), model=output)
+    if isinstance(output, Mapping):
+        schema = cast(Mapping[str, Any], output)
+        try:
+            plain = json.loads(json.dumps(dict(schema)))
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"output schema is not JSON: {exc}", option="output") from None
+        return OutputSpec(schema=cast(dict[str, Any], plain))
+    kind: str = type(cast(object, output)).__name__
+    raise ConfigurationError(
+        f"output must be a pydantic model class or a JSON Schema dict, got {kind}",
+        option="output",
+    )
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "boolean": (bool,),
+    "null": (type(None),),
+    "number": (int, float),
+    "integer": (int,),
+}
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name in ("number", "integer") and isinstance(value, bool):
+        return False
+    if name == "integer" and isinstance(value, float):
+        return value.is_integer()
+    kinds = _TYPES.get(name)
+    return True if kinds is None else isinstance(value, kinds)
+
+
+def schema_errors(value: Any, schema: Any, root: Any = None, at: str = "(root)") -> list[str]:
+    """What makes ``value`` fail ``schema`` (see the module docstring for the keywords)."""
+    if not isinstance(schema, dict):
+        return []
+    rule = cast(dict[str, Any], schema)
+    root = rule if root is None else root
+    errors: list[str] = []
+    ref = rule.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = cast(dict[str, Any], target).get(part) if isinstance(target, dict) else None
+        errors += schema_errors(value, target, root, at)
+    kind = rule.get("type")
+    if isinstance(kind, str | list):
+        names = [kind] if isinstance(kind, str) else [str(k) for k in cast(list[Any], kind)]
+        if not any(_is_type(value, n) for n in names):
+            return [*errors, f"{at}: expected {' or '.join(names)}, got {json.dumps(value)[:80]}"]
+    if "enum" in rule and value not in rule["enum"]:
+        errors.append(f"{at}: {json.dumps(value)[:80]} is not one of {rule['enum']}")
+    if "const" in rule and value != rule["const"]:
+        errors.append(f"{at}: expected {json.dumps(rule['const'])}")
+    if isinstance(value, dict):
+        obj = cast(dict[str, Any], value)
+        for key in rule.get("required", []):
+            if key not in obj:
+                errors.append(f"{at}.{key}: field required")
+        properties = cast(dict[str, Any], rule.get("properties") or {})
+        for key, item in obj.items():
+            if key in properties:
+                errors += schema_errors(item, properties[key], root, f"{at}.{key}")
+            elif rule.get("additionalProperties") is False:
+                errors.append(f"{at}.{key}: extra field not permitted")
+            elif isinstance(rule.get("additionalProperties"), dict):
+                errors += schema_errors(item, rule["additionalProperties"], root, f"{at}.{key}")
+    if isinstance(value, list):
+        items = cast(list[Any], value)
+        if isinstance(rule.get("items"), dict):
+            for i, item in enumerate(items):
+                errors += schema_errors(item, rule["items"], root, f"{at}[{i}]")
+        if isinstance(rule.get("minItems"), int) and len(items) < rule["minItems"]:
+            errors.append(f"{at}: fewer than {rule['minItems']} items")
+        if isinstance(rule.get("maxItems"), int) and len(items) > rule["maxItems"]:
+            errors.append(f"{at}: more than {rule['maxItems']} items")
+    if isinstance(value, str):
+        if isinstance(rule.get("minLength"), int) and len(value) < rule["minLength"]:
+            errors.append(f"{at}: shorter than {rule['minLength']}")
+        if isinstance(rule.get("maxLength"), int) and len(value) > rule["maxLength"]:
+            errors.append(f"{at}: longer than {rule['maxLength']}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = rule.get("minimum"), rule.get("maximum")
+        if isinstance(low, int | float) and value < low:
+            errors.append(f"{at}: less than {low}")
+        if isinstance(high, int | float) and value > high:
+            errors.append(f"{at}: greater than {high}")
+    for key in ("anyOf", "oneOf"):
+        options = rule.get(key)
+        if isinstance(options, list):
+            passing = [o for o in cast(list[Any], options) if not schema_errors(value, o, root, at)]
+            if not passing or (key == "oneOf" and len(passing) > 1):
+                errors.append(f"{at}: does not match {'exactly one' if key == 'oneOf' else 'any'}")
+    for part in cast(list[Any], rule.get("allOf") or []):
+        errors += schema_errors(value, part, root, at)
+    return errors
