@@ -1,0 +1,115 @@
+"""Hosting the library session of each ACP session: the engine and options it opens with,
+the task that holds it open, and closing or reopening it (a new mode, model or effort is
+applied by reopening the same agent session).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .._turns.engine import Engine
+from .._turns.session import Session
+from .._vocabulary.errors import AgentrunError
+from .._vocabulary.options import SessionOptions
+from ..engines._registry import get_engine
+from ._asking import AskingServer
+from ._sessions import ASKING_ENGINES, OPENCODE_ASK, AcpSession
+
+_log = logging.getLogger("agentrun.acp_server")
+
+
+class HostingServer(AskingServer):
+    """Opens, holds, closes and reopens the library session behind each ACP session."""
+
+    def _engine_and_options(self, session: AcpSession) -> tuple[Engine, SessionOptions]:
+        engine_name = self.config.engine
+        asks = engine_name in ASKING_ENGINES
+        extra: dict[str, Any] = {
+            "question_handler": self._question_handler(session),
+            "mode": "plan" if session.mode == "plan" else None,
+            "effort": session.effort,
+        }
+        if session.mode == "bypass":
+            extra["hitl"] = False
+        elif asks:
+            extra["hitl"] = True
+            extra["permission_handler"] = self._permission_handler(session)
+        engine_options: dict[str, str] = {}
+        if engine_name == "opencode-acp" and session.mode != "bypass":
+            engine_options["opencode.permission"] = OPENCODE_ASK
+        if self.config.embedded:
+            from ..offline import embedded_engine
+
+            assert self._server_url is not None
+            assert self._scratch is not None
+            home = self._scratch / hashlib.sha256(session.sid.encode()).hexdigest()[:16]
+            engine, options = embedded_engine(
+                engine_name, self._server_url, home / "agent", cwd=session.cwd,
+                model=session.model, binary=self.config.binary, resume_id=session.resume_id,
+                options=engine_options, **extra,
+            )  # fmt: skip
+            return engine, options
+        engine = get_engine(
+            engine_name, **({"binary": self.config.binary} if self.config.binary else {})
+        )
+        engine.check()
+        options = SessionOptions(
+            cwd=session.cwd, model=session.model, resume_id=session.resume_id,
+            options=engine_options, **extra,
+        )  # fmt: skip
+        return engine, options
+
+    async def _open(self, session: AcpSession) -> None:
+        engine, options = self._engine_and_options(session)
+        session.shown_model = session.shown_model or options.model
+        assert self._task_group is not None
+        session.hosted = await self._task_group.start(self._host, session, engine, options)
+        session.dirty = False
+
+    async def _host(
+        self,
+        session: AcpSession,
+        engine: Engine,
+        options: SessionOptions,
+        *,
+        task_status: anyio.abc.TaskStatus[Session],
+    ) -> None:
+        started = False
+        try:
+            async with engine.start(options) as hosted:
+                started = True
+                task_status.started(hosted)
+                await session.closing.wait()
+        except AgentrunError as exc:
+            if not started:
+                raise
+            _log.warning("acp server: the %s session ended with an error: %s", engine.name, exc)
+        finally:
+            session.closed.set()
+
+    async def _shut(self, session: AcpSession) -> None:
+        hosted, session.hosted = session.hosted, None
+        if hosted is None:
+            return
+        session.closing.set()
+        with anyio.CancelScope(shield=True):
+            await hosted.aclose()
+            await session.closed.wait()
+
+    async def _reopen(self, session: AcpSession) -> None:
+        """Apply new options: the same agent session, opened again with them."""
+        if session.hosted is not None:
+            session.resume_id = session.hosted.resume_id or session.resume_id
+            await self._shut(session)
+        session.closing = anyio.Event()
+        session.closed = anyio.Event()
+        await self._open(session)
+
+    async def _close_all(self) -> None:
+        for session in list(self.sessions.values()):
+            await self._shut(session)

@@ -1,0 +1,178 @@
+"""The state every part of the ACP server shares: what it serves (:class:`ServerConfig`), one
+ACP session (:class:`AcpSession`), the engine facts the server acts on, and
+:class:`ServerState` — the session table, sending updates to the client, and the modes and
+config options the client sees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .._turns.session import Session
+from .._turns.turn import Turn
+from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError
+from ._updates import UpdateMapper
+
+#: ACP's "resource not found" (an unknown session).
+RESOURCE_NOT_FOUND = -32002
+#: Engines whose agent can ask before a tool runs (so the client can be asked).
+ASKING_ENGINES = frozenset(
+    {
+        "claude",
+        "codex-app-server",
+        "opencode-acp",
+        "claude-acp",
+        "codex-acp",
+        "qwen",
+        "gemini",
+        "acp",
+    }
+)
+#: Engines that take an effort level.
+EFFORT_ENGINES = frozenset({"claude", "codex", "codex-app-server"})
+#: Engines that are ACP agents themselves: their own updates are passed through.
+ACP_ENGINES = frozenset({"opencode-acp", "claude-acp", "codex-acp", "qwen", "gemini", "acp"})
+#: What OpenCode asks about in the modes that ask (its own default asks about nothing).
+OPENCODE_ASK = json.dumps({"bash": "ask", "edit": "ask"})
+
+MODES: dict[str, tuple[str, str]] = {
+    "default": ("Ask", "Tools that need permission are asked about (the agent's own rules)"),
+    "bypass": ("Approve all", "Every tool use is approved without asking"),
+    "plan": ("Plan", "The agent plans and changes nothing"),
+}
+EFFORTS = ("default", "low", "medium", "high", "max")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What the server runs: the engine, and where its agent's model comes from."""
+
+    engine: str
+    #: Run the agent against the embedded model server (``--embedded``).
+    embedded: bool = False
+    #: The model server's script file (``--script``; embedded only).
+    script: str | None = None
+    model: str | None = None
+    binary: str | None = None
+
+
+def now() -> str:
+    """The time now, as ACP's ``updatedAt`` gives it (UTC, ISO 8601, seconds)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class AcpSession:
+    """One ACP session: its options, its history, and the library session hosting it."""
+
+    sid: str
+    cwd: str
+    engine: str
+    mode: str = "default"
+    model: str | None = None
+    effort: str | None = None
+    resume_id: str | None = None
+    title: str | None = None
+    updated_at: str = field(default_factory=now)
+    #: Every update sent for it, for ``session/load`` (the prompts as user chunks).
+    history: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    mapper: UpdateMapper = field(default_factory=UpdateMapper)
+    hosted: Session | None = None
+    closing: anyio.Event = field(default_factory=anyio.Event)
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    turn: Turn | None = None
+    busy: bool = False
+    cancelled: bool = False
+    #: Options changed since the library session opened: reopen it before the next prompt.
+    dirty: bool = False
+    #: The model the session shows (the agent's, once known).
+    shown_model: str | None = None
+
+
+class ServerState:
+    """The session table and the connection to the client, which every part of the server uses."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.sessions: dict[str, AcpSession] = {}
+        self._conn: JsonRpcConnection | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._send_line: Callable[[bytes], Awaitable[None]] | None = None
+        self._elicitation = False
+        self._server_url: str | None = None
+        self._scratch: Path | None = None
+        self._permission_ids = itertools.count(1)
+
+    def _session(self, session_id: str) -> AcpSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise JsonRpcError(RESOURCE_NOT_FOUND, f"Resource not found: no session {session_id!r}")
+        return session
+
+    async def _send_update(self, session: AcpSession, update: dict[str, Any]) -> None:
+        session.history.append(update)
+        if self._conn is None:
+            return
+        # A client that is gone misses it; the session closes with the server.
+        with contextlib.suppress(ConnectionClosedError):
+            await self._conn.notify("session/update", {"sessionId": session.sid, "update": update})
+
+    def _mapper(self, cost_usd: float | None = 0.0) -> UpdateMapper:
+        return UpdateMapper(passthrough=self.config.engine in ACP_ENGINES, cost_usd=cost_usd)
+
+    # -- state the client sees --------------------------------------------------------------
+
+    def _state(self, session: AcpSession) -> dict[str, Any]:
+        return {
+            "modes": {
+                "currentModeId": session.mode,
+                "availableModes": [
+                    {"id": mode, "name": name, "description": text}
+                    for mode, (name, text) in MODES.items()
+                ],
+            },
+            "configOptions": self._config_options(session),
+        }
+
+    def _config_options(self, session: AcpSession) -> list[dict[str, Any]]:
+        model = session.shown_model or session.model or "default"
+        options: list[dict[str, Any]] = [
+            {
+                "id": "mode",
+                "name": "Mode",
+                "category": "mode",
+                "type": "select",
+                "currentValue": session.mode,
+                "options": [{"value": m, "name": n} for m, (n, _) in MODES.items()],
+            },
+            {
+                "id": "model",
+                "name": "Model",
+                "category": "model",
+                "type": "select",
+                "currentValue": model,
+                "options": [{"value": model, "name": model}],
+            },
+        ]
+        if self.config.engine in EFFORT_ENGINES:
+            options.append(
+                {
+                    "id": "effort",
+                    "name": "Effort",
+                    "category": "thought_level",
+                    "type": "select",
+                    "currentValue": session.effort or "default",
+                    "options": [{"value": e, "name": e} for e in EFFORTS],
+                }
+            )
+        return options
