@@ -15,6 +15,7 @@ from ._version import VERSION as __version__
 from ._vocabulary.context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._vocabulary.errors import (
     ERROR_CODES,
+    AgentAccountError,
     AgentrunError,
     BudgetExceededError,
     CompactionNotSupportedError,
@@ -22,8 +23,10 @@ from ._vocabulary.errors import (
     EngineUnavailableError,
     LineTooLongError,
     NoResultError,
+    NotAuthenticatedError,
     ProcessExitError,
     ProtocolError,
+    QuotaExceededError,
     SendNotSupportedError,
     SessionClosedError,
     SessionLostError,
@@ -121,6 +124,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ERROR_CODES",
+    "AgentAccountError",
     "AgentrunError",
     "BackgroundTask",
     "Budget",
@@ -158,6 +162,7 @@ __all__ = [
     "ModelInfo",
     "ModelPrice",
     "NoResultError",
+    "NotAuthenticatedError",
     "PermissionDecision",
     "PermissionDenial",
     "PermissionHandler",
@@ -173,6 +178,7 @@ __all__ = [
     "QuestionOption",
     "QuestionRecord",
     "QuestionRequest",
+    "QuotaExceededError",
     "RayEngine",
     "RaySession",
     "SendNotSupportedError",

@@ -20,13 +20,13 @@ from agentrun import (
 )
 
 PUBLIC = {
-    "ERROR_CODES", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
+    "ERROR_CODES", "AgentAccountError", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
     "ContextSummary", "ContextTracker", "ContextWindow", "Effort", "Engine",
     "EngineFactory", "EngineUnavailableError", "ErrorInfo", "Fleet", "FleetEvent",
     "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
     "FleetTurnRecord", "InitMeta", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
-    "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
+    "NotAuthenticatedError", "QuotaExceededError", "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
     "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
     "SendNotSupportedError", "SessionOptions", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
@@ -51,6 +51,9 @@ def test_error_tree() -> None:
     assert issubclass(agentrun.ProcessExitError, agentrun.SessionTerminatedError)
     assert issubclass(agentrun.TurnTimeoutError, agentrun.TurnError)
     assert issubclass(agentrun.NoResultError, agentrun.TurnError)
+    assert issubclass(agentrun.NotAuthenticatedError, agentrun.AgentAccountError)
+    assert issubclass(agentrun.QuotaExceededError, agentrun.AgentAccountError)
+    assert issubclass(agentrun.AgentAccountError, agentrun.TurnError)
     assert issubclass(agentrun.LineTooLongError, agentrun.ProtocolError)
     assert issubclass(agentrun.ConfigurationError, ValueError)
     for name in agentrun.__all__:
