@@ -16,6 +16,7 @@ from ._vocabulary.atif import Trajectory
 from ._vocabulary.context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._vocabulary.errors import (
     ERROR_CODES,
+    AgentAccountError,
     AgentrunError,
     BudgetExceededError,
     CompactionNotSupportedError,
@@ -23,9 +24,11 @@ from ._vocabulary.errors import (
     EngineUnavailableError,
     LineTooLongError,
     NoResultError,
+    NotAuthenticatedError,
     OutputValidationError,
     ProcessExitError,
     ProtocolError,
+    QuotaExceededError,
     SendNotSupportedError,
     SessionClosedError,
     SessionLostError,
@@ -126,6 +129,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ERROR_CODES",
+    "AgentAccountError",
     "AgentrunError",
     "BackgroundTask",
     "Budget",
@@ -163,6 +167,7 @@ __all__ = [
     "ModelInfo",
     "ModelPrice",
     "NoResultError",
+    "NotAuthenticatedError",
     "OutputValidationError",
     "PermissionDecision",
     "PermissionDenial",
@@ -179,6 +184,7 @@ __all__ = [
     "QuestionOption",
     "QuestionRecord",
     "QuestionRequest",
+    "QuotaExceededError",
     "RayEngine",
     "RaySession",
     "ReplayedTurn",

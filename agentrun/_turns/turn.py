@@ -32,8 +32,10 @@ from .._vocabulary.errors import (
     AgentrunError,
     NoResultError,
     OutputValidationError,
+    ProcessExitError,
     SessionClosedError,
     UsageError,
+    account_error,
 )
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
@@ -557,6 +559,17 @@ class Turn:
                 failure = NoResultError(
                     f"{engine} turn {self.number} ended without a result", engine=engine
                 )
+            if (
+                (failure is None or isinstance(failure, NoResultError | ProcessExitError))
+                and not self.summary.ok
+                and not self.cancelling
+            ):
+                # A turn the agent could not run at all (not logged in, no credit) raises
+                # rather than ending as an empty summary; checked once, at the end.
+                account = account_error(self.summary.errors, engine)
+                if account is not None:
+                    account.__cause__ = failure
+                    failure = account
             if failure is not None:
                 code = failure_code(failure)
                 with anyio.CancelScope(shield=True):

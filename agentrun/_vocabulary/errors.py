@@ -24,6 +24,9 @@ column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``:
     │   ├── SessionLostError             session_lost           its worker (a Ray actor) died
     │   └── ConnectionClosedError        connection_closed      abc: the JSON-RPC connection ended
     └── TurnError                        turn                   partial summary attached
+        ├── AgentAccountError            agent_account          the agent cannot run a turn at all
+        │   ├── NotAuthenticatedError    not_authenticated      not logged in, no or invalid key
+        │   └── QuotaExceededError       quota_exceeded         no quota, credit or billing
         ├── BudgetExceededError          budget                 a Budget limit was reached
         ├── NoResultError                no_result              the stream ended without a result
         ├── OutputValidationError        output_validation      the answer failed the output schema
@@ -46,10 +49,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from .messages import ErrorInfo
     from .summary import TurnSummary
 
 __all__ = [
     "ERROR_CODES",
+    "AgentAccountError",
     "AgentrunError",
     "BudgetExceededError",
     "CompactionNotSupportedError",
@@ -57,9 +62,11 @@ __all__ = [
     "EngineUnavailableError",
     "LineTooLongError",
     "NoResultError",
+    "NotAuthenticatedError",
     "OutputValidationError",
     "ProcessExitError",
     "ProtocolError",
+    "QuotaExceededError",
     "SendNotSupportedError",
     "SessionClosedError",
     "SessionLostError",
@@ -91,6 +98,8 @@ ERROR_CODES: dict[str, str] = {
     "session_closed": "the session was closed while the turn was running",
     "budget": "a fleet or session budget was spent; the turn was stopped or not started",
     "output_validation": "the final answer did not validate against the turn's output schema",
+    "not_authenticated": "the agent is not logged in, or its API key is missing or invalid",
+    "quota_exceeded": "the agent's account has no quota, credit or billing left",
 }
 
 
@@ -334,3 +343,96 @@ class TurnTimeoutError(TurnError):
         super().__init__(message, summary=summary, engine=engine)
         self.kind = kind
         self.seconds = seconds
+
+
+class AgentAccountError(TurnError):
+    """The agent could not run the turn at all because of its account: it is not logged in, its
+    API key is missing or rejected, or its quota or credit is spent. Raised at the end of the turn
+    (after the stream delivered the agent's own error) instead of returning an empty summary.
+
+    The message is the agent's own words; ``status`` is the HTTP status the model API answered,
+    when the agent reported one, and ``agent_code`` the agent's own error code."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        agent_code: str | None = None,
+        summary: TurnSummary | None = None,
+        engine: str | None = None,
+    ) -> None:
+        super().__init__(message, summary=summary, engine=engine)
+        self.status = status
+        self.agent_code = agent_code
+
+
+class NotAuthenticatedError(AgentAccountError):
+    """The agent is not logged in, has no API key, or its key was rejected (HTTP 401/403)."""
+
+    error_code: ClassVar[str] = "not_authenticated"
+
+
+class QuotaExceededError(AgentAccountError):
+    """The agent's account has no quota, credit or billing left (HTTP 402, or a 429 that says
+    so); a plain rate limit is not this error."""
+
+
+#: Agent error codes (as engines report them in ``ErrorInfo.code``) that say the account failed.
+_AUTH_CODES = frozenset(
+    {
+        "authentication_failed",
+        "authentication_error",
+        "auth_required",
+        "unauthorized",
+        "invalid_api_key",
+        "permission_error",
+        "not_authenticated",
+    }
+)
+_QUOTA_CODES = frozenset(
+    {"insufficient_quota", "billing_error", "billing_hard_limit_reached", "quota_exceeded"}
+)
+#: The agents' and the model APIs' wording, lower case.
+_AUTH_WORDS = re.compile(
+    r"not logged in|please run /login|invalid api key|invalid x-api-key|incorrect api key"
+    r"|api key not valid|authentication required|authentication_error|401 unauthorized"
+    r"|no api key|missing api key|api key is missing"
+    r"|missing environment variable: `?\w*(?:key|token)",
+)
+_QUOTA_WORDS = re.compile(
+    r"insufficient_quota|exceeded your current quota|credit balance is too low|out of credits"
+    r"|billing_hard_limit|payment required|usage limit|quota exceeded",
+)
+
+
+def account_failure(error: ErrorInfo) -> type[AgentAccountError] | None:
+    """The :class:`AgentAccountError` class an agent's reported error stands for, or ``None``
+    for any other failure (a 500, a rate limit, a tool error ...). The one place that reads the
+    engines' signals: the HTTP status, the agent's error code and its wording."""
+    status = error.status
+    code = (error.code or "").lower()
+    text = error.message.lower()
+    if error.data:
+        text = f"{text} {error.data}".lower()
+    if status == 402 or code in _QUOTA_CODES or _QUOTA_WORDS.search(text):
+        return QuotaExceededError
+    if status in (401, 403) or code in _AUTH_CODES or _AUTH_WORDS.search(text):
+        return NotAuthenticatedError
+    return None
+
+
+def account_error(errors: list[ErrorInfo], engine: str | None) -> AgentAccountError | None:
+    """The typed error for a failed turn whose fatal error was the agent's account, else
+    ``None``. Looks at the turn's fatal errors, the last first."""
+    for error in reversed(errors):
+        if not error.fatal:
+            continue
+        kind = account_failure(error)
+        if kind is not None:
+            message = error.message
+            details = (error.data or {}).get("details")
+            if isinstance(details, str) and details and details not in message:
+                message = f"{message}: {details}"  # a JSON-RPC error's own words
+            return kind(message, status=error.status, agent_code=error.code, engine=engine)
+    return None

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from repo_paths import REPO
 
-from agentrun.offline import Script
+from agentrun.offline import ModelTurn, Script
 from tests.agents_support import require_engine
 
 pytestmark = pytest.mark.agent
@@ -75,6 +75,19 @@ def test_a_failed_turn_prints_its_reason() -> None:
     failed = next(i for i, line in enumerate(lines) if "turn 1 failed" in line)
     reason = lines[failed + 1]
     assert reason.startswith("   reason: ") and "BADID" in reason
+
+
+def test_a_turn_the_agent_cannot_run_says_why_and_fails(tmp_path: Path) -> None:
+    require_engine("claude")
+    script = tmp_path / "script.json"
+    script.write_text(Script.of(ModelTurn.error(401, "invalid x-api-key")).model_dump_json())
+    done = _cli("run", "--script", str(script), "hi")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    failed = next(i for i, line in enumerate(lines) if "turn 1 failed" in line)
+    reason = lines[failed + 1]
+    assert reason.startswith("   reason: Invalid API key") and "[not_authenticated]" in reason
+    assert "agentrun: Invalid API key" in done.stderr
 
 
 def test_a_closed_stdout_ends_quietly() -> None:

@@ -14,8 +14,16 @@ import sys
 import pytest
 from repo_paths import FAKES, REPO
 
-from agentrun import ProcessExitError, SessionOptions, TurnTimeoutError, run_turn
+from agentrun import (
+    ErrorInfo,
+    NotAuthenticatedError,
+    ProcessExitError,
+    SessionOptions,
+    TurnTimeoutError,
+    run_turn,
+)
 from agentrun._turns.boundary import single_error
+from agentrun._vocabulary.errors import account_error, account_failure
 from agentrun.engines.claude import ClaudeEngine
 from agentrun.testing import Fail, Hang, ScriptedEngine
 from agentrun.testing._scripted_engine import text
@@ -173,3 +181,43 @@ def test_the_documented_error_tree_is_the_code_s() -> None:
     doc = (REPO / "docs" / "vocabulary.md").read_text(encoding="utf-8")
     assert _documented_tree(doc[doc.index("## Errors") :]) == code_tree
     assert _documented_tree(errors_module.__doc__ or "") == code_tree
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (ErrorInfo(message="Not logged in · Please run /login", fatal=True), "not_authenticated"),
+        (ErrorInfo(message="x", status=401, fatal=True), "not_authenticated"),
+        (ErrorInfo(message="Forbidden", status=403, fatal=True), "not_authenticated"),
+        (ErrorInfo(message="x", code="authentication_failed", fatal=True), "not_authenticated"),
+        (
+            ErrorInfo(message="Internal error", data={"details": "401 invalid x-api-key"}),
+            "not_authenticated",
+        ),
+        (ErrorInfo(message="Payment required", status=402, fatal=True), "quota_exceeded"),
+        (
+            ErrorInfo(message="You exceeded your current quota", status=429, fatal=True),
+            "quota_exceeded",
+        ),
+        (ErrorInfo(message="rate limited, slow down", status=429, fatal=True), None),
+        (ErrorInfo(message="API Error: 500 upstream error", status=500, fatal=True), None),
+        (ErrorInfo(message="Overloaded", code="overloaded_error", fatal=True), None),
+    ],
+)
+def test_account_failures_are_told_apart_from_other_failures(
+    error: ErrorInfo, expected: str | None
+) -> None:
+    kind = account_failure(error)
+    assert (kind.error_code if kind is not None else None) == expected
+
+
+def test_only_a_fatal_account_error_makes_the_typed_error() -> None:
+    words = "Internal error"
+    data = {"details": "401 invalid x-api-key"}
+    retried = ErrorInfo(message="invalid x-api-key", status=401)
+    assert account_error([retried], "claude") is None  # the agent went on after it
+    fatal = ErrorInfo(message=words, code="-32603", fatal=True, data=data)
+    error = account_error([retried, fatal], "qwen")
+    assert isinstance(error, NotAuthenticatedError) and error.engine == "qwen"
+    assert error.message == "Internal error: 401 invalid x-api-key"
+    assert error.agent_code == "-32603" and error.status is None

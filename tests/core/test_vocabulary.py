@@ -20,7 +20,7 @@ from agentrun import (
 )
 
 PUBLIC = {
-    "ERROR_CODES", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
+    "ERROR_CODES", "AgentAccountError", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
     "ContextSummary", "ContextTracker", "ContextWindow", "Effort", "Engine",
     "EngineFactory", "EngineUnavailableError", "ErrorInfo", "Fleet", "FleetEvent",
     "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
@@ -29,7 +29,7 @@ PUBLIC = {
     "SteeredInput", "SteeringNotSupportedError",
     "OutputValidationError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
-    "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
+    "NotAuthenticatedError", "QuotaExceededError", "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
     "SendNotSupportedError", "SessionOptions", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
     "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "UsageError", "WireTap",
@@ -56,6 +56,9 @@ def test_error_tree() -> None:
     assert issubclass(agentrun.NoResultError, agentrun.TurnError)
     assert issubclass(agentrun.OutputValidationError, agentrun.TurnError)
     assert agentrun.OutputValidationError.error_code == "output_validation"
+    assert issubclass(agentrun.NotAuthenticatedError, agentrun.AgentAccountError)
+    assert issubclass(agentrun.QuotaExceededError, agentrun.AgentAccountError)
+    assert issubclass(agentrun.AgentAccountError, agentrun.TurnError)
     assert issubclass(agentrun.LineTooLongError, agentrun.ProtocolError)
     assert issubclass(agentrun.ConfigurationError, ValueError)
     for name in agentrun.__all__:
