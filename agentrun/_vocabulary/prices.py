@@ -85,8 +85,9 @@ class ModelPrice:
 
 
 class PriceCatalog:
-    """Prices per model id, with aliases. Lookups ignore a ``provider/`` prefix, case and a
-    trailing release date (``gpt-5-2025-08-07`` is priced as ``gpt-5`` when only that is known).
+    """Prices per model id, with aliases. Lookups ignore a ``provider/`` prefix, case, an agent's
+    decoration of the name (Qwen Code's ``$runtime|openai|gpt-5(openai)``) and a trailing release
+    date (``gpt-5-2025-08-07`` is priced as ``gpt-5`` when only that is known).
     """
 
     def __init__(self, data: dict[str, Any] | None = None) -> None:

@@ -7,7 +7,8 @@
   (``toolName``, better than the human title).
 * codex-acp: a terminal's output streamed in ``_meta.terminal_output_delta`` and its exit code in
   ``_meta.terminal_exit``, while the tool call's content only points at the terminal.
-* Gemini CLI: the prompt's token totals in the prompt response's ``_meta.quota.token_count``.
+* Gemini CLI: the prompt's token totals in the prompt response's ``_meta.quota.token_count``
+  (the prompt with its cache reads, the output without its thoughts).
 """
 
 from __future__ import annotations
@@ -85,8 +86,10 @@ def summed_call_usage(calls: list[dict[str, Any]]) -> AcpUsage:
     )
 
 
-def quota_usage(meta: Any) -> AcpUsage | None:
-    """Gemini CLI's prompt totals in the response's ``_meta.quota.token_count``."""
+def quota_usage(meta: Any) -> dict[str, int] | None:
+    """Gemini CLI's prompt totals in the response's ``_meta.quota.token_count``: its
+    ``input_tokens`` is the whole prompt (cache reads inside), its ``output_tokens`` the answer
+    without the thoughts -- neither a figure of the library's convention."""
     quota = _dict((_dict(meta) or {}).get("quota"))
     count = _dict((quota or {}).get("token_count"))
     if count is None:
@@ -94,6 +97,4 @@ def quota_usage(meta: Any) -> AcpUsage | None:
     numbers = {k: v for k, v in count.items() if isinstance(v, int) and v >= 0}
     if "input_tokens" not in numbers and "output_tokens" not in numbers:
         return None
-    return AcpUsage(
-        input_tokens=numbers.get("input_tokens"), output_tokens=numbers.get("output_tokens")
-    )
+    return numbers

@@ -23,6 +23,7 @@ from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.jsonvalues import as_object
 from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from ..._vocabulary.prices import account_usage
+from ._meta import quota_usage
 from ._schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -149,11 +150,18 @@ class AcpState(ToolCalls):
             stop = fields.get("stopReason")
             stop_reason = stop if isinstance(stop, str) else None
             reported = None
-        reported = prompt_usage(reported, self.call_usage, fields.get("_meta"))
+        reported = prompt_usage(reported, self.call_usage)
         cost, data = self._turn_data()
+        quota = quota_usage(fields.get("_meta")) if reported is None else None
+        turn_usage = usage_of(reported, cost)
+        if quota is not None:
+            # Figures outside the convention: kept as they came, the tokens unavailable.
+            data["quota_token_count"] = quota
+            turn_usage = turn_usage or Usage()
         usage = account_usage(
-            usage_of(reported, cost),
+            turn_usage,
             model=self.model,
+            tokens=self._token_source,
             # A session's running cost differenced; with no cost, an estimate only from the
             # whole prompt's tokens (not from an agent's last call alone).
             cost="derived" if cost is not None else self._estimable,
