@@ -146,6 +146,9 @@ async def test_a_turns_usage_is_what_the_server_served(
         assert summary.usage.cost_source != "estimated", summary.usage
     ledger, reported = _figures(main), _figures(summary.usage)
     assert ledger["input"] and ledger["output"]
+    if source == "reported":
+        # The model has a price: the turn's cost is reported or estimated, never unknown.
+        assert summary.usage.cost_source != "unavailable", summary.usage
     if summary.usage.cost_source == "estimated":
         expected = PriceCatalog(PRICES).estimate(main, "fake-model")
         assert summary.usage.cost_usd == pytest.approx(expected), (summary.usage, main)
