@@ -152,6 +152,21 @@ async def test_a_turns_usage_is_what_the_server_served(
     if summary.usage.cost_source == "estimated":
         expected = PriceCatalog(PRICES).estimate(main, "fake-model")
         assert summary.usage.cost_usd == pytest.approx(expected), (summary.usage, main)
+    side = summary.side_usage
+    if side is not None:
+        # The side calls' own figure: the ledger's side requests, tokens and cost.
+        by_request = served.by_side_request()
+        assert by_request, (name, side)
+        side_ledger = sum(by_request.values(), Usage())
+        assert (side.input_tokens or 0, side.output_tokens or 0) == (
+            side_ledger.input_tokens,
+            side_ledger.output_tokens,
+        ), (side, by_request)
+        assert side.cost_usd == pytest.approx(served.side.cost()), (side, served.side)
+    if name == "claude-acp":
+        # The session's running cost counts the side calls too; the turn's cost is its own.
+        assert side is not None
+        assert summary.usage.cost_usd == pytest.approx(served.main.cost()), summary.usage
     known = {k: v for k, v in reported.items() if v is not None}
     if {"input", "output"} - known.keys() or known != {k: ledger[k] for k in known}:
         raise UsageMismatch(f"{name}: ledger {ledger}, summary.usage {reported}")
