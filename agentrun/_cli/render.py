@@ -272,6 +272,8 @@ class Renderer:
                 f"thinking {usage.thinking_tokens}" if usage.thinking_tokens else None,
                 f"cost ${usage.cost_usd:.6f}" if usage.cost_usd is not None else None,
             ]
+            if usage.usage_source == "last_call":
+                figures.append("tokens of the last model call only")
             if usage.cost_source not in (None, "reported"):
                 figures.append(f"cost {usage.cost_source}")
             lines.append("   usage: " + ", ".join(f for f in figures if f))

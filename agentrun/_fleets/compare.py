@@ -414,6 +414,16 @@ async def compare(
         return runs
 
 
+def _tokens(usage: Usage | None, figure: int | None) -> str:
+    """A token figure of the table: ``-`` when nobody knows the turn's tokens, marked ``(last
+    call)`` where the agent reported only the turn's last model call (not comparable with the
+    other rows' turn totals)."""
+    if usage is None or usage.usage_source == "unavailable":
+        return "-"
+    text = str(figure or 0)
+    return f"{text} (last call)" if usage.usage_source == "last_call" else text
+
+
 def compare_table(runs: Sequence[CompareRun], *, text_width: int = 48) -> str:
     """The side-by-side table ``agentrun compare`` prints."""
     header = ("engine", "model", "ok", "tools", "files", "in", "out", "cost", "wall", "context")
@@ -427,8 +437,8 @@ def compare_table(runs: Sequence[CompareRun], *, text_width: int = 48) -> str:
                 "yes" if run.ok else f"no ({run.error.code})" if run.error else "no",
                 str(run.tool_calls),
                 run.files_changed.stat(),
-                str(usage.prompt_tokens or 0) if usage else "-",
-                str(usage.output_tokens or 0) if usage else "-",
+                _tokens(usage, usage.prompt_tokens if usage else None),
+                _tokens(usage, usage.output_tokens if usage else None),
                 "-" if run.cost_usd is None else f"${run.cost_usd:.4f}",
                 "-" if run.duration_s is None else f"{run.duration_s:.1f}s",
                 "-" if run.context_peak is None else f"{run.context_peak:.1%}",

@@ -21,6 +21,7 @@ from .._vocabulary.errors import AgentrunError, BudgetExceededError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.policy import Budget, BudgetLimit, ContextGauge, ContextPolicy, tokens_of
+from .._vocabulary.prices import estimate_cost
 from .._vocabulary.summary import TurnSummary
 
 __all__ = ["BudgetGuard", "ContextThresholds", "PolicyStop", "TurnPolicy", "session_policy"]
@@ -98,12 +99,17 @@ class ContextThresholds:
 class BudgetGuard:
     """The session's budget: refuses turns past ``max_turns``, limits a turn's wall time to
     what is left, stops a turn whose reported usage crosses the cost or token limit, and
-    charges every turn (its result's usage, else what was reported on the way)."""
+    charges every turn (its result's usage, else what was reported on the way).
+
+    Usage reported on the way with tokens but no cost (Claude Code's per-call output) is priced
+    from the price catalog for the session's model (``SessionOptions.model``, else the model the
+    agent announces in its ``init``); a model the catalog does not know adds no cost."""
 
     max_notes = 0
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, model: str | None = None) -> None:
         self.budget = budget
+        self._model = model
         self._limit: BudgetLimit | None = None
         self._cost = 0.0
         self._tokens = 0
@@ -128,13 +134,20 @@ class BudgetGuard:
         return self.budget.remaining_wall_s()
 
     def on_delivery(self, message: Message) -> list[Message]:
+        if message.init is not None and message.init.model:
+            self._model = message.init.model
         usage = message.usage
         kind = message.type
         if usage is None or kind is MessageType.RESULT or kind is MessageType.CONTEXT_WINDOW:
             return []
-        # Per-call usage reported during the turn: the turn's spending so far.
-        self._cost += usage.cost_usd or 0.0
-        self._tokens += tokens_of(usage)
+        # Per-call usage reported during the turn: the turn's spending so far (its cost
+        # estimated where the agent gives tokens only).
+        tokens = tokens_of(usage)
+        cost = usage.cost_usd
+        if cost is None and tokens:
+            cost = estimate_cost(usage, self._model)
+        self._cost += cost or 0.0
+        self._tokens += tokens
         limit = self.budget.limit_reached(self._cost, self._tokens)
         if limit in ("cost", "tokens") and self._limit is None:
             self._limit = limit
@@ -205,7 +218,7 @@ def session_policy(options: SessionOptions) -> TurnPolicy | None:
     if options.context_policy is not None:
         policies.append(ContextThresholds(options.context_policy))
     if options.budget is not None:
-        policies.append(BudgetGuard(options.budget))
+        policies.append(BudgetGuard(options.budget, options.model))
     if not policies:
         return None
     return policies[0] if len(policies) == 1 else _Chain(policies)

@@ -119,9 +119,20 @@ class Catalog:
 
 def model_keys(model: str) -> list[str]:
     """The keys a model id is looked up by, best first: the id in lower case, then without its
-    ``provider/`` prefix."""
+    ``provider/`` prefix. A name an agent decorates is also looked up by the model id inside it:
+    Qwen Code's ``$runtime|openai|qwen3-coder(openai)`` by ``qwen3-coder``."""
     key = model.strip().lower()
-    return [key, key.rsplit("/", 1)[1]] if "/" in key else [key]
+    keys = [key]
+    if "|" in key:
+        inner = key.rsplit("|", 1)[1].strip()
+        if inner.endswith(")") and "(" in inner:
+            inner = inner[: inner.rindex("(")].strip()
+        if inner:
+            keys.append(inner)
+    for k in list(keys):
+        if "/" in k and (bare := k.rsplit("/", 1)[1]):
+            keys.append(bare)
+    return list(dict.fromkeys(keys))
 
 
 def _object(data: object) -> dict[str, Any]:

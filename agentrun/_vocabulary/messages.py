@@ -143,8 +143,10 @@ def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
 #: ``derived``: the library computed them from what the agent reported, e.g. the difference of
 #: two running totals of the session.
 #: ``estimated``: the agent reported none; computed from the tokens and the price catalog.
+#: ``last_call``: the agent reported only the turn's last model call; the token figures are that
+#: call's, not the turn's (OpenCode over ACP), and are never priced.
 #: ``unavailable``: nobody knows them (the figure is ``None``).
-UsageSource = Literal["reported", "derived", "estimated", "unavailable"]
+UsageSource = Literal["reported", "derived", "estimated", "last_call", "unavailable"]
 
 
 class Usage(_Model):
@@ -227,7 +229,13 @@ def _pick(a: int | None, b: int | None) -> int | None:
 
 #: Weakest first: a sum of known figures is only as good as its weakest part; a part nobody
 #: knows adds nothing and says nothing about the rest.
-_SOURCE_RANK: dict[str, int] = {"estimated": 0, "derived": 1, "reported": 2, "unavailable": 3}
+_SOURCE_RANK: dict[str, int] = {
+    "estimated": 0,
+    "derived": 1,
+    "reported": 2,
+    "last_call": 3,
+    "unavailable": 4,
+}
 
 
 def _pick_source(a: UsageSource | None, b: UsageSource | None) -> UsageSource | None:

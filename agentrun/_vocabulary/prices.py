@@ -31,7 +31,7 @@ from .context import (
 from .errors import ConfigurationError
 from .messages import Usage, UsageSource, copy_with
 
-__all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices"]
+__all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices", "estimate_cost"]
 
 #: Environment variable naming a JSON file (same shape as ``prices.json``) merged over the
 #: built-in prices.
@@ -85,8 +85,9 @@ class ModelPrice:
 
 
 class PriceCatalog:
-    """Prices per model id, with aliases. Lookups ignore a ``provider/`` prefix, case and a
-    trailing release date (``gpt-5-2025-08-07`` is priced as ``gpt-5`` when only that is known).
+    """Prices per model id, with aliases. Lookups ignore a ``provider/`` prefix, case, an agent's
+    decoration of the name (Qwen Code's ``$runtime|openai|gpt-5(openai)``) and a trailing release
+    date (``gpt-5-2025-08-07`` is priced as ``gpt-5`` when only that is known).
     """
 
     def __init__(self, data: dict[str, Any] | None = None) -> None:
@@ -182,6 +183,12 @@ def default_prices() -> PriceCatalog:
 
 
 _shared_prices = SharedDefault(PRICES_ENV, default_prices).get
+
+
+def estimate_cost(usage: Usage, model: str | None) -> float | None:
+    """``usage`` priced at the built-in prices with the user's additions, or ``None`` when the
+    model has no price or the usage no token figure (the estimate a budget counts mid-turn)."""
+    return _shared_prices().estimate(usage, model)
 
 
 @overload

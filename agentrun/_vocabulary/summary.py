@@ -87,6 +87,7 @@ class _Fold:
         "joined_text",
         "joined_thinking",
         "result_text",
+        "side_usage",
         "tail_text",
         "tail_thinking",
         "thinking",
@@ -104,6 +105,7 @@ class _Fold:
         self.joined_thinking: str | None = None
         self.tools: dict[str, ToolCallSummary] = {}
         self.result_text: str | None = None
+        self.side_usage: Usage | None = None
 
     def _key(self) -> tuple[object, ...]:
         # What the state holds (the joined strings are caches of it).
@@ -114,6 +116,7 @@ class _Fold:
             self.tail_thinking,
             self.tools,
             self.result_text,
+            self.side_usage,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -214,6 +217,15 @@ class TurnSummary(BaseModel):
         if state.joined_thinking is None:
             state.joined_thinking = "\n\n".join(state.thinking)
         return state.joined_thinking
+
+    @property
+    def side_usage(self) -> Usage | None:
+        """The tokens (and the estimated cost) of the model calls the agent made beside the
+        turn's main loop -- a session title, prompt suggestions, subagents, compaction -- where
+        the agent reports them (claude-agent-acp); ``None`` otherwise. ``usage`` never counts
+        them. A call made after a turn's result (a prompt suggestion) counts in the next turn's.
+        Not serialized: it is the result's ``data["side_usage"]``."""
+        return self._state().side_usage
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
@@ -400,6 +412,9 @@ class TurnSummary(BaseModel):
         own["ok"] = error is None and not fatal and not cancelled
         fields_set.add("ok")
         data = fields["data"]
+        side = data.get("side_usage") if data else None
+        if isinstance(side, dict):
+            self._state().side_usage = Usage.model_validate(side)
         model = data.get("model") if data else None
         if isinstance(model, str) and model:
             own["model"] = model

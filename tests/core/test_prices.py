@@ -37,9 +37,9 @@ def test_cost_prices_each_kind_of_token_and_falls_back_to_the_input_price() -> N
 @pytest.mark.parametrize(
     "name",
     ["model-a", "MODEL-A", "provider/model-a", "model-a-20250101", "model-a-2025-01-01",
-     "model-a-20991231"],
+     "model-a-20991231", "$runtime|openai|model-a(openai)", "$runtime|openai|provider/model-a"],
 )  # fmt: skip
-def test_lookup_ignores_case_provider_prefix_and_release_dates(name: str) -> None:
+def test_lookup_ignores_case_provider_prefix_release_dates_and_decorations(name: str) -> None:
     found = CATALOG.lookup(name)
     assert found is not None and found.id == "model-a"
 

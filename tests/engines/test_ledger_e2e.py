@@ -6,18 +6,22 @@ one-turn session makes two model calls (a shell call, then the answer); the turn
 be the sum of the main (non-side) entries served during the turn: every figure the summary
 reports equals the ledger's, and the input and output are reported (``None`` is "not reported":
 Chat Completions and Gemini carry no cache-write figure, and not every agent breaks its output
-into thinking). Where an engine reports otherwise today, the comparison is an expected failure
-that names the difference.
+into thinking). Two engines cannot know the turn's figures and say so: OpenCode over ACP reports
+only the turn's last model call (``usage_source == "last_call"``, the figures the last main
+entry's), Gemini CLI a prompt total and an output without thoughts (``usage_source ==
+"unavailable"``, no token figure). With a price for the scripted model, an estimated cost is the
+ledger's usage priced, whatever name the agent gives the model.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agentrun import EngineUnavailableError, Usage, run_turn
+from agentrun import EngineUnavailableError, PriceCatalog, Usage, run_turn
 from agentrun._vocabulary.permissions import approve_all
 from agentrun.offline import (
     ModelServer,
@@ -70,17 +74,14 @@ def _figures(usage: Usage | None) -> dict[str, int | None]:
     }
 
 
-#: Where the turn's usage differs from the ledger today (ledger: input 1,300 / 4,682 where the
-#: API has no cache-write figure, cache read 44,032, cache write 3,382 or 0, output 79 of which
-#: 12 thinking).
-MISMATCHES = {
-    "opencode-acp": "only the turn's last model call: input 406, cache read 23,552, output 27 "
-    "(OpenCode's ACP usage is the last call's)",
-    "codex-acp": "output 91: the 12 reasoning tokens added to an outputTokens that already "
-    "holds them",
-    "qwen": "output 91: the 12 reasoning tokens added to an outputTokens that already holds them",
-    "gemini": "input 48,714 (cached input not taken out), no cache read, output 67 (thoughts "
-    "not added), no thinking",
+#: Where the turn's usage differs from the ledger today.
+MISMATCHES: dict[str, str] = {}
+
+#: A price for the scripted model (US dollars per million tokens).
+PRICES = {
+    "models": {
+        "fake-model": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0}
+    }
 }
 
 PARAMS = [
@@ -96,7 +97,12 @@ PARAMS = [
 
 
 @pytest.mark.parametrize("name", PARAMS)
-async def test_a_turns_usage_is_what_the_server_served(name: str, tmp_path: Path) -> None:
+async def test_a_turns_usage_is_what_the_server_served(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
     script = Script(
         turns=[
             ModelTurn(
@@ -126,8 +132,41 @@ async def test_a_turns_usage_is_what_the_server_served(name: str, tmp_path: Path
     assert summary.ok, summary
     assert [e.turn_index for e in served.main.entries] == [0, 1], served
     assert all(e.status == 200 and e.complete for e in served.entries), served
-    ledger, reported = _figures(served.main.usage), _figures(summary.usage)
+    assert summary.usage is not None
+    source = summary.usage.usage_source
+    if source == "unavailable":
+        # Nothing of the convention reported, nothing priced.
+        if any(v is not None for v in _figures(summary.usage).values()):
+            raise UsageMismatch(f"{name}: unavailable usage with figures {summary.usage}")
+        assert summary.usage.cost_source == "unavailable", summary.usage
+        return
+    main = served.main.usage
+    if source == "last_call":
+        main = served.main.entries[-1].usage
+        assert summary.usage.cost_source != "estimated", summary.usage
+    ledger, reported = _figures(main), _figures(summary.usage)
     assert ledger["input"] and ledger["output"]
+    if source == "reported":
+        # The model has a price: the turn's cost is reported or estimated, never unknown.
+        assert summary.usage.cost_source != "unavailable", summary.usage
+    if summary.usage.cost_source == "estimated":
+        expected = PriceCatalog(PRICES).estimate(main, "fake-model")
+        assert summary.usage.cost_usd == pytest.approx(expected), (summary.usage, main)
+    side = summary.side_usage
+    if side is not None:
+        # The side calls' own figure: the ledger's side requests, tokens and cost.
+        by_request = served.by_side_request()
+        assert by_request, (name, side)
+        side_ledger = sum(by_request.values(), Usage())
+        assert (side.input_tokens or 0, side.output_tokens or 0) == (
+            side_ledger.input_tokens,
+            side_ledger.output_tokens,
+        ), (side, by_request)
+        assert side.cost_usd == pytest.approx(served.side.cost()), (side, served.side)
+    if name == "claude-acp":
+        # The session's running cost counts the side calls too; the turn's cost is its own.
+        assert side is not None
+        assert summary.usage.cost_usd == pytest.approx(served.main.cost()), summary.usage
     known = {k: v for k, v in reported.items() if v is not None}
     if {"input", "output"} - known.keys() or known != {k: ledger[k] for k in known}:
         raise UsageMismatch(f"{name}: ledger {ledger}, summary.usage {reported}")

@@ -100,3 +100,33 @@ async def test_claude_is_interrupted_when_a_call_spends_the_token_budget(tmp_pat
     summary = caught.value.summary
     assert summary is not None and summary.stop_reason == "budget"
     assert budget.spent_tokens >= 40_000
+
+
+async def test_claude_is_interrupted_when_a_calls_estimated_cost_spends_the_budget(
+    tmp_path: Path,
+) -> None:
+    # Claude Code's per-call usage carries tokens but no cost: the budget prices them from the
+    # catalog. 50,000 output tokens cost more than $0.10 on any Claude model.
+    require_engine("claude")
+    budget = Budget(max_cost_usd=0.10)
+    script = Script(
+        turns=[
+            ModelTurn.shell("sleep 20", say="Working.", usage=ScriptUsage(
+                input_tokens=10, cache_read_tokens=1_000, output_tokens=50_000)),
+            ModelTurn.text("Done."),
+        ]
+    )  # fmt: skip
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine("claude", server.url, tmp_path / "agent", hitl=False)
+        options = options.model_copy(update={"budget": budget})
+        assert isinstance(options, SessionOptions)
+        async with engine.start(options) as session:
+            t0 = time.monotonic()
+            with pytest.raises(BudgetExceededError) as caught:
+                await run_turn(session, "work", timeout=120)
+            assert time.monotonic() - t0 < 15  # interrupted, not after the 20 s tool
+    assert caught.value.limit == "cost"
+    summary = caught.value.summary
+    assert summary is not None and summary.stop_reason == "budget"
+    assert [e.turn_index for e in server.ledger.entries if not e.is_side] == [0]
+    assert budget.spent_cost_usd > 0.10

@@ -24,7 +24,8 @@ PRICES = {"input": 2.0, "cached_input": 0.5, "cache_write": 2.5, "output": 8.0}
 EXPECTED = {
     "claude": ("reported", "reported"),
     "opencode": ("reported", "reported"),
-    "opencode-acp": ("reported", "derived"),
+    # OpenCode over ACP reports only the last model call's tokens.
+    "opencode-acp": ("last_call", "derived"),
     "codex": ("reported", "estimated"),
     "codex-app-server": ("reported", "estimated"),
 }

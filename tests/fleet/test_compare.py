@@ -15,7 +15,15 @@ import anyio
 import pytest
 from agents_support import descendants, require_engine
 
-from agentrun import CompareRun, ConfigurationError, FleetEvent, TurnSummary, compare
+from agentrun import (
+    CompareRun,
+    ConfigurationError,
+    FleetEvent,
+    TurnSummary,
+    Usage,
+    UsageSource,
+    compare,
+)
 from agentrun._fleets.compare import (
     FilesChanged,
     _changes,
@@ -181,6 +189,22 @@ def test_the_table_shows_every_run() -> None:
     assert lines[1].split()[:4] == ["claude", "m", "yes", "2"]
     assert lines[2].split()[:3] == ["opencode", "-", "no"]
     assert lines[3].startswith("claude (m): all good") and lines[3].endswith("…")
+
+
+def test_the_table_marks_tokens_that_are_not_the_turns() -> None:
+    def run(engine: str, source: UsageSource) -> CompareRun:
+        usage = Usage(input_tokens=406, cache_read_tokens=100, output_tokens=27)
+        return CompareRun(
+            engine=engine, ok=True, usage=usage.model_copy(update={"usage_source": source})
+        )
+
+    lines = compare_table(
+        [run("claude", "reported"), run("opencode-acp", "last_call")]
+    ).splitlines()
+    assert lines[1].split()[5:7] == ["506", "27"]
+    assert "506 (last call)" in lines[2] and "27 (last call)" in lines[2]
+    gemini = CompareRun(engine="gemini", ok=True, usage=Usage(usage_source="unavailable"))
+    assert compare_table([gemini]).splitlines()[1].split()[5:7] == ["-", "-"]
 
 
 async def test_bad_arguments_are_refused_before_anything_starts(tmp_path: Path) -> None:

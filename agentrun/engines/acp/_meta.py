@@ -7,12 +7,16 @@
   (``toolName``, better than the human title).
 * codex-acp: a terminal's output streamed in ``_meta.terminal_output_delta`` and its exit code in
   ``_meta.terminal_exit``, while the tool call's content only points at the terminal.
-* Gemini CLI: the prompt's token totals in the prompt response's ``_meta.quota.token_count``.
+* claude-agent-acp: beside the main loop's tokens (``_meta.quota.token_count``), the prompt
+  response's ``_meta.quota.model_usage`` rows count every model call the turn's result covered
+  (session titles, prompt suggestions, subagents, compaction): the difference is the side calls'.
+* Gemini CLI: the prompt's token totals in the prompt response's ``_meta.quota.token_count``
+  (the prompt with its cache reads, the output without its thoughts).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ._schema import Usage as AcpUsage
@@ -21,6 +25,7 @@ __all__ = [
     "adapter_notice",
     "call_usage",
     "quota_usage",
+    "side_usage",
     "summed_call_usage",
     "terminal_exit_code",
     "terminal_output",
@@ -85,8 +90,10 @@ def summed_call_usage(calls: list[dict[str, Any]]) -> AcpUsage:
     )
 
 
-def quota_usage(meta: Any) -> AcpUsage | None:
-    """Gemini CLI's prompt totals in the response's ``_meta.quota.token_count``."""
+def quota_usage(meta: Any) -> dict[str, int] | None:
+    """Gemini CLI's prompt totals in the response's ``_meta.quota.token_count``: its
+    ``input_tokens`` is the whole prompt (cache reads inside), its ``output_tokens`` the answer
+    without the thoughts -- neither a figure of the library's convention."""
     quota = _dict((_dict(meta) or {}).get("quota"))
     count = _dict((quota or {}).get("token_count"))
     if count is None:
@@ -94,6 +101,58 @@ def quota_usage(meta: Any) -> AcpUsage | None:
     numbers = {k: v for k, v in count.items() if isinstance(v, int) and v >= 0}
     if "input_tokens" not in numbers and "output_tokens" not in numbers:
         return None
-    return AcpUsage(
-        input_tokens=numbers.get("input_tokens"), output_tokens=numbers.get("output_tokens")
-    )
+    return numbers
+
+
+#: The counters of a ``_meta.quota`` token count (claude-agent-acp's and codex-acp's spellings).
+_COUNTERS = {
+    "input_tokens": ("inputTokens",),
+    "cache_read_tokens": ("cachedInputTokens", "cachedReadTokens"),
+    "cache_write_tokens": ("cachedWriteTokens", "cacheWriteInputTokens"),
+    "output_tokens": ("outputTokens",),
+}
+
+
+def _counts(count: dict[str, Any] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for field, keys in _COUNTERS.items():
+        for key in keys:
+            value = (count or {}).get(key)
+            if isinstance(value, int) and value >= 0:
+                out[field] = value
+                break
+    return out
+
+
+def side_usage(meta: Any, main_model: str | None) -> list[tuple[str | None, dict[str, int]]]:
+    """The side calls' tokens per model: the ``model_usage`` rows less the main loop's
+    ``token_count`` (taken from the row of ``main_model``, else the first row that holds it).
+    Empty when the rows hold nothing beyond the main loop."""
+    quota = _dict((_dict(meta) or {}).get("quota")) or {}
+    main = _counts(_dict(quota.get("token_count")))
+    rows_raw = quota.get("model_usage")
+    if not main or not isinstance(rows_raw, list):
+        return []
+    rows: list[tuple[str | None, dict[str, int]]] = []
+    for row in cast("list[Any]", rows_raw):
+        entry = _dict(row) or {}
+        model = entry.get("model")
+        rows.append(
+            (model if isinstance(model, str) else None, _counts(_dict(entry.get("token_count"))))
+        )
+
+    def holds(counts: dict[str, int]) -> bool:
+        return all(counts.get(k, 0) >= v for k, v in main.items())
+
+    owner = next((i for i, (m, c) in enumerate(rows) if m == main_model and holds(c)), None)
+    if owner is None:
+        owner = next((i for i, (_, c) in enumerate(rows) if holds(c)), None)
+    if owner is None:
+        return []
+    side: list[tuple[str | None, dict[str, int]]] = []
+    for i, (model, counts) in enumerate(rows):
+        if i == owner:
+            counts = {k: v - main.get(k, 0) for k, v in counts.items()}
+        if any(counts.values()):
+            side.append((model, counts))
+    return side

@@ -22,7 +22,8 @@ from pydantic import ValidationError
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.jsonvalues import as_object
 from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
-from ..._vocabulary.prices import account_usage
+from ..._vocabulary.prices import account_usage, estimate_cost
+from ._meta import quota_usage, side_usage
 from ._schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -149,11 +150,20 @@ class AcpState(ToolCalls):
             stop = fields.get("stopReason")
             stop_reason = stop if isinstance(stop, str) else None
             reported = None
-        reported = prompt_usage(reported, self.call_usage, fields.get("_meta"))
+        reported = prompt_usage(reported, self.call_usage)
         cost, data = self._turn_data()
+        if reported is not None:
+            cost = self._side_calls_apart(fields.get("_meta"), cost, data)
+        quota = quota_usage(fields.get("_meta")) if reported is None else None
+        turn_usage = usage_of(reported, cost)
+        if quota is not None:
+            # Figures outside the convention: kept as they came, the tokens unavailable.
+            data["quota_token_count"] = quota
+            turn_usage = turn_usage or Usage()
         usage = account_usage(
-            usage_of(reported, cost),
+            turn_usage,
             model=self.model,
+            tokens=self._token_source,
             # A session's running cost differenced; with no cost, an estimate only from the
             # whole prompt's tokens (not from an agent's last call alone).
             cost="derived" if cost is not None else self._estimable,
@@ -174,6 +184,41 @@ class AcpState(ToolCalls):
             )
         )
         return out
+
+    def _side_calls_apart(
+        self, meta: Any, cost: float | None, data: dict[str, Any]
+    ) -> float | None:
+        """Put the side calls' tokens (and their cost at catalog prices) in
+        ``data["side_usage"]`` and return the turn's cost without them (the session's running
+        cost counts them; the turn's usage does not)."""
+        side = side_usage(meta, self.model)
+        if not side:
+            return cost
+        total = Usage()
+        side_cost: float | None = 0.0
+        for model, counts in side:
+            usage = Usage(
+                input_tokens=counts.get("input_tokens"),
+                cache_read_tokens=counts.get("cache_read_tokens"),
+                cache_write_tokens=counts.get("cache_write_tokens"),
+                output_tokens=counts.get("output_tokens"),
+            )
+            total = total + usage
+            priced = estimate_cost(usage, model or self.model)
+            side_cost = None if priced is None or side_cost is None else side_cost + priced
+        if side_cost is not None:
+            side_cost = round(side_cost, 9)
+            if cost is not None:
+                cost = round(max(0.0, cost - side_cost), 9)
+        total = total.model_copy(
+            update={
+                "cost_usd": side_cost,
+                "usage_source": "derived",
+                "cost_source": "unavailable" if side_cost is None else "estimated",
+            }
+        )
+        data["side_usage"] = total.model_dump(mode="json", exclude_none=True)
+        return cost
 
     def prompt_failed(self, code: int, message: str, data: Any) -> list[Message]:
         out = self._flush_all()

@@ -1,10 +1,14 @@
 """A prompt's usage in the library's conventions, from what the agent reported.
 
-ACP's ``inputTokens`` is non-cached input (as OpenCode reports it); ``outputTokens`` excludes
-thought tokens (``totalTokens`` = input + output + thought + cached), so ``output_tokens`` =
-``outputTokens + thoughtTokens``. Where the prompt result has no ``usage``, the calls' usage an
-agent sent in ``_meta`` (Qwen Code) or its quota totals (Gemini CLI) stand in (see
-:mod:`._meta`). OpenCode reports only the last model call of the prompt.
+ACP's ``inputTokens`` is non-cached input (as OpenCode reports it). Whether ``outputTokens``
+holds the thought tokens differs between agents: OpenCode's excludes them (its ``totalTokens`` =
+input + output + thought + cached), codex-acp's and Qwen Code's include them (``totalTokens`` =
+input + output + cached). ``totalTokens`` tells which; ``output_tokens`` gets the thoughts added
+only where ``outputTokens`` lacks them. Where the prompt result has no ``usage``, the calls' usage
+an agent sent in ``_meta`` (Qwen Code) stands in (see :mod:`._meta`). OpenCode reports only the
+last model call of the prompt (``usage_source`` ``last_call``). Gemini CLI's quota totals are a
+prompt total (cache reads inside) and an output without thoughts: no figure of the convention,
+so its tokens are ``unavailable`` (the quota figures are kept in the result's ``data``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._vocabulary.messages import Usage
-from ._meta import quota_usage, summed_call_usage
+from ._meta import summed_call_usage
 from ._schema import Usage as AcpUsage
 
 __all__ = ["LAST_CALL_USAGE", "prompt_usage", "usage_of"]
@@ -21,14 +25,10 @@ __all__ = ["LAST_CALL_USAGE", "prompt_usage", "usage_of"]
 LAST_CALL_USAGE = frozenset({"OpenCode"})
 
 
-def prompt_usage(
-    reported: AcpUsage | None, calls: list[dict[str, Any]], meta: Any
-) -> AcpUsage | None:
-    """The prompt's usage: the result's own, else its calls' summed, else the quota totals."""
+def prompt_usage(reported: AcpUsage | None, calls: list[dict[str, Any]]) -> AcpUsage | None:
+    """The prompt's usage: the result's own, else its calls' summed."""
     if reported is None and calls:
         reported = summed_call_usage(calls)
-    if reported is None:
-        reported = quota_usage(meta)
     return reported
 
 
@@ -37,14 +37,23 @@ def usage_of(reported: AcpUsage | None, cost: float | None) -> Usage | None:
     if reported is None:
         return None if cost is None else Usage(cost_usd=cost)
     thought = reported.thought_tokens
-    output = reported.output_tokens
-    if output is not None and thought is not None:
-        output += thought
     return Usage(
         input_tokens=reported.input_tokens,
-        output_tokens=output,
+        output_tokens=_output_with_thoughts(reported),
         cache_read_tokens=reported.cached_read_tokens,
         cache_write_tokens=reported.cached_write_tokens,
         thinking_tokens=thought,
         cost_usd=cost,
     )
+
+
+def _output_with_thoughts(reported: AcpUsage) -> int | None:
+    """``outputTokens`` with the thought tokens in it: added unless ``totalTokens`` shows they
+    are already there (it counts the output once, with no separate thoughts)."""
+    output, thought = reported.output_tokens, reported.thought_tokens
+    if output is None or not thought:
+        return output
+    prompt = (reported.input_tokens, reported.cached_read_tokens, reported.cached_write_tokens)
+    if reported.total_tokens == sum(p or 0 for p in prompt) + output:
+        return output
+    return output + thought

@@ -375,7 +375,9 @@ def test_per_call_usage_in_meta_is_the_prompts_usage_when_it_reports_none() -> N
     assert second.usage is None
 
 
-def test_gemini_cli_prompt_totals_in_the_responses_meta_are_its_usage() -> None:
+def test_gemini_cli_prompt_totals_are_kept_but_are_no_figures_of_the_convention() -> None:
+    # The prompt total holds the cache reads, the output lacks the thoughts: neither is
+    # ``input_tokens`` / ``output_tokens``, and nothing is priced from them.
     t = AcpTranslator()
     _session(t)
     quota = {"token_count": {"input_tokens": 24273, "output_tokens": 18}}
@@ -383,8 +385,34 @@ def test_gemini_cli_prompt_totals_in_the_responses_meta_are_its_usage() -> None:
         _recv({"id": 3, "result": {"stopReason": "end_turn", "_meta": {"quota": quota}}})
     )
     assert result.usage is not None
-    assert (result.usage.input_tokens, result.usage.output_tokens) == (24273, 18)
-    assert result.usage.usage_source == "reported"
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (None, None)
+    assert (result.usage.usage_source, result.usage.cost_source) == ("unavailable", "unavailable")
+    assert result.data is not None
+    assert result.data["quota_token_count"] == {"input_tokens": 24273, "output_tokens": 18}
+
+
+@pytest.mark.parametrize(
+    ("output", "total"),
+    [
+        # codex-acp, Qwen Code: the total counts the output once, thoughts inside.
+        pytest.param(79, 1_300 + 44_032 + 79, id="output-holds-the-thoughts"),
+        # OpenCode: the thoughts counted apart from the output.
+        pytest.param(67, 1_300 + 44_032 + 67 + 12, id="thoughts-apart"),
+    ],
+)
+def test_thoughts_are_added_only_where_the_output_lacks_them(output: int, total: int) -> None:
+    t = AcpTranslator()
+    _session(t)
+    usage = {
+        "inputTokens": 1_300,
+        "cachedReadTokens": 44_032,
+        "outputTokens": output,
+        "thoughtTokens": 12,
+        "totalTokens": total,
+    }
+    (result,) = t.feed(_recv({"id": 3, "result": {"stopReason": "end_turn", "usage": usage}}))
+    assert result.usage is not None
+    assert (result.usage.output_tokens, result.usage.thinking_tokens) == (79, 12)
 
 
 def test_cost_is_the_difference_from_before_the_prompt() -> None:

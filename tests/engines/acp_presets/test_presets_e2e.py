@@ -110,7 +110,13 @@ async def test_two_turns_with_usage_and_a_sized_gauge(preset: str, tmp_path: Pat
         else:
             assert summary.context is not None
             assert (summary.context.size, summary.context.used) == PRESETS[preset][2:]
-        assert summary.usage is not None and summary.usage.output_tokens == 7
+        assert summary.usage is not None
+        if preset == "gemini":
+            # Gemini CLI's quota totals are no figures of the convention: none is invented.
+            assert summary.usage.usage_source == "unavailable", summary.usage
+            assert summary.usage.output_tokens is None
+        else:
+            assert summary.usage.output_tokens == 7
 
 
 async def test_a_tool_allowed_and_one_rejected(preset: str, tmp_path: Path) -> None:
