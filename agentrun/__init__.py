@@ -20,6 +20,7 @@ from ._vocabulary.errors import (
     CompactionNotSupportedError,
     ConfigurationError,
     EngineUnavailableError,
+    ForkNotSupportedError,
     LineTooLongError,
     NoResultError,
     ProcessExitError,
@@ -34,6 +35,7 @@ from ._vocabulary.errors import (
     TurnTimeoutError,
     UsageError,
 )
+from ._vocabulary.journal import JsonlSessionStore, SessionStore
 from ._vocabulary.messages import (
     BackgroundTask,
     ContextSource,
@@ -149,7 +151,9 @@ __all__ = [
     "FleetSessionRecord",
     "FleetTask",
     "FleetTurnRecord",
+    "ForkNotSupportedError",
     "InitMeta",
+    "JsonlSessionStore",
     "LineTooLongError",
     "Message",
     "MessageCallback",
@@ -181,6 +185,7 @@ __all__ = [
     "SessionLostError",
     "SessionNotFoundError",
     "SessionOptions",
+    "SessionStore",
     "SessionTerminatedError",
     "ToolCall",
     "ToolCallSummary",

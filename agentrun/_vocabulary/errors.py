@@ -10,6 +10,7 @@ column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``:
     ├── EngineUnavailableError           engine_unavailable     agent program missing (install hint)
     ├── SendNotSupportedError            send_not_supported     this process takes no more prompts
     ├── CompactionNotSupportedError      compaction_not_supported   the agent cannot compact
+    ├── ForkNotSupportedError            fork_not_supported     the agent cannot fork a session
     ├── TurnInProgressError              turn_in_progress       a second turn while one runs
     ├── SessionNotFoundError             session_not_found      a resume / load id the agent lacks
     ├── ProtocolError                    protocol               the wire broken beyond recovery
@@ -53,6 +54,7 @@ __all__ = [
     "CompactionNotSupportedError",
     "ConfigurationError",
     "EngineUnavailableError",
+    "ForkNotSupportedError",
     "LineTooLongError",
     "NoResultError",
     "ProcessExitError",
@@ -180,6 +182,10 @@ class SendNotSupportedError(AgentrunError):
 
 class CompactionNotSupportedError(AgentrunError):
     """The agent offers no way to compact its context (see ``Session.can_compact``)."""
+
+
+class ForkNotSupportedError(AgentrunError):
+    """A fork of a session was asked of an engine whose agent cannot fork sessions."""
 
 
 class TurnInProgressError(AgentrunError):
