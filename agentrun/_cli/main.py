@@ -33,9 +33,15 @@ from typing import NoReturn
 import anyio
 
 from .._version import VERSION
-from .._vocabulary.errors import AgentrunError, ConfigurationError, EngineUnavailableError
+from .._vocabulary.errors import (
+    AgentrunError,
+    ConfigurationError,
+    EngineUnavailableError,
+    ForkNotSupportedError,
+)
 from ..engines._registry import translator_names
 from . import engines as engines_command
+from . import sessions as sessions_command
 from .catalog import catalog
 from .compare import compare
 from .record import record
@@ -136,6 +142,11 @@ def parser() -> argparse.ArgumentParser:
     run_.add_argument("--stall-after", type=_seconds,
                       help="report a stall after this many quiet seconds")  # fmt: skip
     run_.add_argument("--binary", help="path of the agent program")
+    run_.add_argument("--journal", action="store_true",
+                      help="keep a journal of the session ('agentrun sessions')")  # fmt: skip
+    run_.add_argument("--dump-requests", metavar="FILE",
+                      help="append the model server's requests to FILE as JSON lines "
+                           "(embedded default)")  # fmt: skip
 
     compare_ = sub.add_parser("compare", help="run one prompt on several engines side by side")
     _prompt_arguments(compare_)
@@ -167,6 +178,7 @@ def parser() -> argparse.ArgumentParser:
     record_.add_argument("--prompt", action="append", default=[], help="a turn (repeatable)")
 
     engines_command.add_parser(sub)
+    sessions_command.add_parser(sub)
 
     serve_ = sub.add_parser("serve", help="run the scripted model server on 127.0.0.1")
     serve_.add_argument("--script", metavar="FILE", help="model server script (JSON)")
@@ -197,7 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except AgentrunError as exc:
         _say(f"agentrun: {exc}")
-        bad_input = isinstance(exc, (ConfigurationError, EngineUnavailableError))
+        bad_input = isinstance(
+            exc, (ConfigurationError, EngineUnavailableError, ForkNotSupportedError)
+        )
         return EXIT_BAD_INPUT if bad_input else EXIT_FAILED
     except KeyboardInterrupt:
         _say("agentrun: interrupted")
@@ -219,6 +233,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return anyio.run(record, args)
     if args.command == "engines":
         return engines_command.engines(args)
+    if args.command == "sessions":
+        return sessions_command.sessions(args)
     if args.command == "serve":
         return serve(args)
     if args.command == "mcp":

@@ -36,8 +36,8 @@ class JournalObserver:
     def _append(self, kind: str, **fields: Any) -> None:
         self.store.append(self.journal_id, {"kind": kind, "at": _now(), **fields})
 
-    def _resume(self, session: Session) -> dict[str, Any]:
-        current = session.resume_id
+    def _resume(self, current: str | None) -> dict[str, Any]:
+        """``resume_id`` for a record, when it changed since the journal last said it."""
         if current is None or current == self._resume_id:
             return {}
         self._resume_id = current
@@ -54,7 +54,7 @@ class JournalObserver:
         )
 
     def session_closed(self, session: Session) -> None:
-        self._append("closed", turns=session.turns, **self._resume(session))
+        self._append("closed", turns=session.turns)
         close = getattr(self.store, "close", None)
         if callable(close):
             close(self.journal_id)
@@ -76,8 +76,9 @@ class JournalObserver:
             "summary",
             turn=turn.number,
             summary=turn.summary.model_dump(mode="json", exclude_none=True),
+            text=turn.summary.text,
             error=None if error is None else error.error_code,
-            **self._resume(turn.session),
+            **self._resume(turn.summary.resume_id),
         )
         self.store.sync(self.journal_id)
 
@@ -90,4 +91,6 @@ def journal_observer(journal: SessionStore | bool | None) -> JournalObserver | N
     if journal is None or journal is False:
         return None
     store: SessionStore = JsonlSessionStore() if journal is True else journal
-    return JournalObserver(store)
+    # A store with a ``journal_id`` of its own goes on with that journal (a resumed session).
+    fixed = getattr(store, "journal_id", None)
+    return JournalObserver(store, fixed if isinstance(fixed, str) else None)
