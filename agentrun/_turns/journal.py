@@ -29,8 +29,8 @@ class JournalObserver:
     """Writes one session's journal to ``store`` under :attr:`journal_id`."""
 
     def __init__(self, store: SessionStore, journal_id: str | None = None) -> None:
-        self.store = store
-        self.journal_id = journal_id or new_journal_id()
+        self.store: SessionStore = store
+        self.journal_id: str = journal_id or new_journal_id()
         self._resume_id: str | None = None
 
     def _append(self, kind: str, **fields: Any) -> None:

@@ -115,7 +115,7 @@ class JsonlSessionStore:
     :func:`default_sessions_dir`). Appends are line-buffered; :meth:`sync` fsyncs."""
 
     def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
-        self.directory = Path(directory) if directory is not None else default_sessions_dir()
+        self.directory: Path = Path(directory) if directory is not None else default_sessions_dir()
         self._files: dict[str, IO[str]] = {}
 
     def __repr__(self) -> str:
