@@ -73,7 +73,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                             help="use your real agent configuration")  # fmt: skip
         action.add_argument("--script", metavar="FILE", help="model server script (JSON)")
         action.add_argument("--timeout", type=float, help="seconds for the turn")
-        action.add_argument("--dump-requests", metavar="FILE", help=argparse.SUPPRESS)
+        action.add_argument(
+            "--dump-requests", metavar="FILE", help="append the model server's requests to FILE"
+        )
     return parser
 
 
