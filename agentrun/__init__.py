@@ -22,6 +22,7 @@ from ._vocabulary.errors import (
     CompactionNotSupportedError,
     ConfigurationError,
     EngineUnavailableError,
+    ForkNotSupportedError,
     LineTooLongError,
     NoResultError,
     NotAuthenticatedError,
@@ -40,6 +41,7 @@ from ._vocabulary.errors import (
     TurnTimeoutError,
     UsageError,
 )
+from ._vocabulary.journal import JsonlSessionStore, SessionStore
 from ._vocabulary.messages import (
     BackgroundTask,
     ContextSource,
@@ -158,7 +160,9 @@ __all__ = [
     "FleetSessionRecord",
     "FleetTask",
     "FleetTurnRecord",
+    "ForkNotSupportedError",
     "InitMeta",
+    "JsonlSessionStore",
     "LineTooLongError",
     "Message",
     "MessageCallback",
@@ -194,6 +198,7 @@ __all__ = [
     "SessionLostError",
     "SessionNotFoundError",
     "SessionOptions",
+    "SessionStore",
     "SessionTerminatedError",
     "SteeredInput",
     "SteeringNotSupportedError",

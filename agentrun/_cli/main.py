@@ -16,6 +16,8 @@
     The engine as an Agent Client Protocol agent on stdio (editors, ACP clients).
 ``agentrun engines install [--dir DIR]``
     The pinned agent programs, with ``npm ci``, into the per-user engines directory.
+``agentrun sessions list | show ID | export ID [--atif] | resume ID PROMPT | fork ID PROMPT``
+    Journaled sessions (``agentrun run --journal``), from any later process.
 ``agentrun serve``, ``agentrun mcp``, ``agentrun catalog MODEL ...``
 
 Exit status: 0 success; 1 a turn or run failed (or a check found a problem); 2 bad input
@@ -35,9 +37,15 @@ from typing import NoReturn
 import anyio
 
 from .._version import VERSION
-from .._vocabulary.errors import AgentrunError, ConfigurationError, EngineUnavailableError
+from .._vocabulary.errors import (
+    AgentrunError,
+    ConfigurationError,
+    EngineUnavailableError,
+    ForkNotSupportedError,
+)
 from ..engines._registry import translator_names
 from . import engines as engines_command
+from . import sessions as sessions_command
 from .catalog import catalog
 from .compare import compare
 from .record import record
@@ -141,6 +149,11 @@ def parser() -> argparse.ArgumentParser:
                       help="report a stall after this many quiet seconds")  # fmt: skip
     run_.add_argument("--binary", help="path of the agent program")
     run_.add_argument("--atif", metavar="PATH", help="write the session's ATIF trajectory here")
+    run_.add_argument("--journal", action="store_true",
+                      help="keep a journal of the session ('agentrun sessions')")  # fmt: skip
+    run_.add_argument("--dump-requests", metavar="FILE",
+                      help="append the model server's requests to FILE as JSON lines "
+                           "(embedded default)")  # fmt: skip
 
     compare_ = sub.add_parser("compare", help="run one prompt on several engines side by side")
     _prompt_arguments(compare_)
@@ -173,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
     record_.add_argument("--prompt", action="append", default=[], help="a turn (repeatable)")
 
     engines_command.add_parser(sub)
+    sessions_command.add_parser(sub)
 
     from .._acp_server import add_arguments as acp_arguments
 
@@ -207,7 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except AgentrunError as exc:
         _say(f"agentrun: {exc}")
-        bad_input = isinstance(exc, (ConfigurationError, EngineUnavailableError))
+        bad_input = isinstance(
+            exc, (ConfigurationError, EngineUnavailableError, ForkNotSupportedError)
+        )
         return EXIT_BAD_INPUT if bad_input else EXIT_FAILED
     except KeyboardInterrupt:
         _say("agentrun: interrupted")
@@ -233,6 +249,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .._acp_server import main as acp_main
 
         return acp_main(args)
+    if args.command == "sessions":
+        return sessions_command.sessions(args)
     if args.command == "serve":
         return serve(args)
     if args.command == "mcp":

@@ -13,6 +13,7 @@ import json
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -30,7 +31,7 @@ from ..engines._registry import engine_names, get_engine
 from .render import Renderer, clean
 
 if TYPE_CHECKING:
-    from ..offline import Script
+    from ..offline import ModelServer, Script
 
 __all__ = ["DEFAULT_PROMPT", "EXIT_INTERRUPTED", "json_line", "load_script", "read_prompt", "run"]
 
@@ -239,24 +240,65 @@ async def _watch_interrupts(interrupt: _Interrupt) -> None:
 
 
 async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> int:
-    with tempfile.TemporaryDirectory(prefix="agentrun-") as tmp:
-        cwd = args.cwd or _workspace(tmp)
-        if args.live:
+    if args.live:
+        with tempfile.TemporaryDirectory(prefix="agentrun-") as tmp:
+            cwd = args.cwd or _workspace(tmp)
             engine = _engine(args.engine, binary=args.binary)
             session = SessionOptions(
-                model=args.model, cwd=cwd, resume_id=args.resume, options=plan.options
+                model=args.model,
+                cwd=cwd,
+                resume_id=args.resume,
+                fork=_fork(args),
+                options=plan.options,
+                **_journal_options(args),
             )
             return await _turns(engine, session, plan, args, interrupt)
-        from ..offline import ModelServer
+    from ..offline import ModelServer
+    from ..offline._homes import offline_home, remember_home
 
-        async with ModelServer(plan.script) as server:
-            engine, session = _embedded(args, server.url, tmp, cwd, plan.options)
-            return await _turns(engine, session, plan, args, interrupt)
+    # The agent's home is kept (per session), so a later run can resume this session.
+    home = offline_home(args.engine, args.resume)
+    cwd = args.cwd or _workspace(str(home))
+
+    def remember(resume_id: str | None) -> None:
+        remember_home(args.engine, resume_id, home)
+
+    async with ModelServer(plan.script) as server:
+        try:
+            engine, session = _embedded(args, server.url, str(home), cwd, plan.options)
+            return await _turns(engine, session, plan, args, interrupt, on_close=remember)
+        finally:
+            _dump_requests(args, server)
+
+
+def _journal_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``journal=`` for the session options: ``--journal`` (the default store), or the store
+    (and id) ``agentrun sessions`` gave."""
+    journal = getattr(args, "journal_store", None)
+    if journal is None and getattr(args, "journal", False):
+        journal = True
+    return {} if journal is None else {"journal": journal}
+
+
+def _fork(args: argparse.Namespace) -> bool:
+    """``agentrun sessions fork``: the agent copies the resumed session into a new one."""
+    return bool(getattr(args, "fork", False)) and args.resume is not None
+
+
+def _dump_requests(args: argparse.Namespace, server: ModelServer) -> None:
+    """``--dump-requests FILE``: every request the model server received, as JSON lines."""
+    path: str | None = getattr(args, "dump_requests", None)
+    if path is None:
+        return
+    with Path(path).open("a", encoding="utf-8") as out:
+        for request in server.requests:
+            record = {"seq": request.seq, "path": request.path, "json": request.json}
+            out.write(json.dumps(record, default=str) + "\n")
 
 
 def _workspace(tmp: str) -> str:
     path = Path(tmp) / "workspace"
-    path.mkdir()
+    path.mkdir(exist_ok=True)
     return str(path)
 
 
@@ -280,7 +322,9 @@ def _embedded(
         model=args.model,
         binary=args.binary,
         resume_id=args.resume,
+        fork=_fork(args),
         **({"options": options} if options else {}),
+        **_journal_options(args),
     )
 
 
@@ -297,6 +341,8 @@ async def _turns(
     plan: _Plan,
     args: argparse.Namespace,
     interrupt: _Interrupt,
+    *,
+    on_close: Callable[[str | None], None] | None = None,
 ) -> int:
     renderer = None if args.json else Renderer()
     if _interactive():
@@ -305,7 +351,14 @@ async def _turns(
     recorded: list[tuple[str, list[Message]]] = []
     try:
         async with engine.start(session) as process:
-            return await _session_turns(process, plan, args, interrupt, renderer, recorded)
+            if on_close is not None:
+                on_close(process.resume_id)  # the resume id given, indexed before anything fails
+            journal_id = process.journal_id
+            if journal_id is not None and _interactive():
+                print(f"session journal: {journal_id}", file=sys.stderr, flush=True)
+            return await _session_turns(
+                process, plan, args, interrupt, renderer, recorded, on_close
+            )
     finally:
         if getattr(args, "atif", None) and recorded:
             _write_atif(args.atif, recorded)
@@ -330,6 +383,7 @@ async def _session_turns(
     interrupt: _Interrupt,
     renderer: Renderer | None,
     recorded: list[tuple[str, list[Message]]],
+    on_close: Callable[[str | None], None] | None,
 ) -> int:
     failed = False
     for prompt in plan.prompts:
@@ -366,6 +420,8 @@ async def _session_turns(
             raise
         finally:
             interrupt.turn = None
+            if on_close is not None:
+                on_close(turn.summary.resume_id or process.resume_id)
         summary = turn.summary
         if interrupt.count:
             ended = last[0] if last else None

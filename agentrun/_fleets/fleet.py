@@ -57,6 +57,7 @@ from .._turns.run import run_turn
 from .._turns.session import Session
 from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, configuration_error
+from .._vocabulary.journal import SessionStore
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
@@ -262,7 +263,10 @@ class Fleet:
         engine_factory: EngineFactory | None = None,
         backend: Literal["local", "ray"] = "local",
         ray_actor_options: Mapping[str, Any] | None = None,
+        journal: SessionStore | bool | None = None,
     ) -> None:
+        if journal is not None:
+            SessionOptions(journal=journal)  # a ConfigurationError for what is not a store
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError(
                 f"limit must be a positive integer, got {limit!r}", option="limit"
@@ -287,6 +291,14 @@ class Fleet:
         self.engine_factory: EngineFactory = engine_factory or _default_factory
         self.backend = backend
         self.ray_actor_options: dict[str, Any] = dict(ray_actor_options or {})
+        #: Keep a journal of every session (``SessionOptions.journal`` of each task that sets
+        #: none): ``True`` in the default store, or a :class:`SessionStore`.
+        self.journal: SessionStore | bool | None = journal
+
+    def _options(self, task: FleetTask) -> SessionOptions:
+        if self.journal is None or task.options.journal is not None:
+            return task.options
+        return task.options.model_copy(update={"journal": self.journal})
 
     def _engine(self, task: FleetTask) -> Engine:
         if self.backend == "local":
@@ -460,7 +472,8 @@ class FleetRun:
         try:
             with live.scope:
                 engine = self.fleet._engine(task)  # pyright: ignore[reportPrivateUsage]
-                async with engine.start(task.options) as session:
+                options = self.fleet._options(task)  # pyright: ignore[reportPrivateUsage]
+                async with engine.start(options) as session:
                     live.session = session
                     for prompt in task.prompts:
                         stop = self._budget_spent(task, cost)

@@ -52,7 +52,8 @@ from .._wire.framing import LineTooLong
 from . import handoff as _handoff
 from .boundary import single_error
 from .handoff import HANDOFF_PROMPT, HandoffSeed
-from .observe import OBSERVERS
+from .journal import JournalObserver, journal_observer
+from .observe import OBSERVERS, Observer
 from .output import OutputSpec, OutputType, output_spec
 from .policies import TurnPolicy, session_policy
 from .turn import MessageCallback, Turn, TurnContext
@@ -102,6 +103,10 @@ class Session(ABC):
         self._handoff: HandoffSeed | None = None
         #: The context thresholds and the budget, behind one hook the turns call.
         self._turn_policy: TurnPolicy | None = session_policy(self.options)
+        #: The session's journal (``SessionOptions.journal``), or ``None``.
+        self.journal: JournalObserver | None = journal_observer(self.options.journal)
+        #: This session's own observers (its journal), told after the registered ones.
+        self.observers: tuple[Observer, ...] = () if self.journal is None else (self.journal,)
 
     def _tap(self, direction: str, line: bytes) -> None:
         """Engines call this for every raw line they read or write.
@@ -154,6 +159,12 @@ class Session(ABC):
         return self._closed
 
     @property
+    def journal_id(self) -> str | None:
+        """The id of this session's journal (``agentrun sessions show ID``), when it keeps one
+        (``SessionOptions(journal=...)``)."""
+        return None if self.journal is None else self.journal.journal_id
+
+    @property
     def turns(self) -> int:
         """How many turns were started."""
         return self._turns
@@ -163,8 +174,8 @@ class Session(ABC):
             raise RuntimeError("a Session can be entered only once")
         self._entered = True
         stack = AsyncExitStack()
-        if OBSERVERS:
-            for observer in OBSERVERS:
+        if OBSERVERS or self.observers:
+            for observer in (*OBSERVERS, *self.observers):
                 observer.session_started(self)
         try:
             self._task_group = await stack.enter_async_context(anyio.create_task_group())
@@ -230,8 +241,8 @@ class Session(ABC):
         self._observed_close()
 
     def _observed_close(self) -> None:
-        if OBSERVERS:
-            for observer in OBSERVERS:
+        if OBSERVERS or self.observers:
+            for observer in (*OBSERVERS, *self.observers):
                 observer.session_closed(self)
 
     # -- turns -------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from .._vocabulary.summary import SteeredInput, TurnSummary
 from .boundary import check_turn_arguments, failure_code
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
-from .observe import OBSERVERS
+from .observe import OBSERVERS, Observer
 from .output import OutputSpec
 from .policies import PolicyStop, TurnPolicy
 from .quiet import TurnClocks
@@ -172,6 +172,8 @@ class Turn:
         self._handoff_from: HandoffSeed | None = None
         #: The session's policy (``None``: it has none).
         self._policy: TurnPolicy | None = session._turn_policy  # pyright: ignore[reportPrivateUsage]
+        #: Who is told of the turn and its messages (set when the turn starts; empty: nobody).
+        self._observers: tuple[Observer, ...] = ()
         #: The turn's number in its session (1, 2, ...), set when the turn starts.
         self.number: int = 0
         #: What the turn produced so far; complete once the iteration ended.
@@ -221,8 +223,10 @@ class Turn:
             self._handoff_from = seed
             self.prompt = seed.prompt(self.prompt)
         now = anyio.current_time()
-        if OBSERVERS:
-            for observer in OBSERVERS:
+        own = session.observers
+        if OBSERVERS or own:
+            self._observers = (*OBSERVERS, *own)
+            for observer in self._observers:
                 observer.turn_started(self)
         policy = self._policy
         self.clocks.start(now, None if policy is None else policy.wall_limit())
@@ -402,7 +406,7 @@ class Turn:
         kind = message.type
         if (
             send is None
-            or OBSERVERS
+            or self._observers
             or self.cancelling
             or self.nonblocking
             or self._handoff_from is not None
@@ -456,8 +460,8 @@ class Turn:
             await self._deliver_handoff_note(message.resume_id)
         message = message.in_turn(self.number)
         self.summary.add(message)
-        if OBSERVERS:
-            for observer in OBSERVERS:
+        if self._observers:
+            for observer in self._observers:
                 observer.message(self, message)
         send = self._send
         if send is None:
@@ -586,8 +590,8 @@ class Turn:
                 session.handoffs.append((previous, current if current != previous else None))
                 self._handoff_from = None
             self.summary.duration_s = round(anyio.current_time() - self.clocks.started_at, 6)
-            if OBSERVERS:
-                for observer in OBSERVERS:
+            if self._observers:
+                for observer in self._observers:
                     observer.turn_ended(self, self._failure)
             self._done = True
             self._finished.set()

@@ -11,6 +11,7 @@ column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``:
     ├── SendNotSupportedError            send_not_supported     this process takes no more prompts
     ├── CompactionNotSupportedError      compaction_not_supported   the agent cannot compact
     ├── SteeringNotSupportedError        steering_not_supported     no input to a running turn
+    ├── ForkNotSupportedError            fork_not_supported     the agent cannot fork a session
     ├── TurnInProgressError              turn_in_progress       a second turn while one runs
     ├── SessionNotFoundError             session_not_found      a resume / load id the agent lacks
     ├── ProtocolError                    protocol               the wire broken beyond recovery
@@ -60,6 +61,7 @@ __all__ = [
     "CompactionNotSupportedError",
     "ConfigurationError",
     "EngineUnavailableError",
+    "ForkNotSupportedError",
     "LineTooLongError",
     "NoResultError",
     "NotAuthenticatedError",
@@ -198,6 +200,10 @@ class CompactionNotSupportedError(AgentrunError):
 
 class SteeringNotSupportedError(AgentrunError):
     """``Turn.steer``: this engine's agent takes no input while a turn runs."""
+
+
+class ForkNotSupportedError(AgentrunError):
+    """A fork of a session was asked of an engine whose agent cannot fork sessions."""
 
 
 class TurnInProgressError(AgentrunError):

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .env import validate_env
 from .errors import configuration_error
+from .journal import SessionStore
 from .permissions import PermissionHandler
 from .policy import Budget, ContextPolicy
 from .questions import QuestionHandler
@@ -142,6 +143,9 @@ class SessionOptions(BaseModel):
     context_policy: ContextPolicy | None = ContextPolicy()
     #: Limits on cost, tokens, turns and wall time; share one object to limit several sessions.
     budget: Budget | None = Field(default=None, exclude=True)
+    #: Keep a durable journal of the session (``agentrun sessions``): ``True`` in the default
+    #: store (:class:`~agentrun.JsonlSessionStore`), or a :class:`~agentrun.SessionStore`.
+    journal: SessionStore | bool | None = Field(default=None, exclude=True)
 
     @field_validator("model", "agent_id", "resume_id")
     @classmethod
@@ -211,9 +215,17 @@ class SessionOptions(BaseModel):
         # message shows their names only.
         for name, value in super().__repr_args__():
             if name == "env":
-                yield name, dict.fromkeys(self.env, "***")
+                yield name, self._masked_env()
             else:
                 yield name, value
+
+    def _masked_env(self) -> dict[str, str]:
+        return dict.fromkeys(self.env, "***")
+
+    def masked_dump(self) -> dict[str, Any]:
+        """The options as JSON values, environment values masked as in the repr (what a
+        session journal records)."""
+        return {**self.model_dump(mode="json"), "env": self._masked_env()}
 
     def option(self, engine: str, name: str, default: str | None = None) -> str | None:
         """An engine-specific option (``options["<engine>.<name>"]``)."""

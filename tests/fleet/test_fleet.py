@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -371,3 +372,18 @@ def test_bad_tasks_are_refused_before_anything_runs() -> None:
         fleet.stream([FleetTask(engine="a", prompts=("p",), name="x")] * 2)
     with pytest.raises(ConfigurationError, match="not a FleetTask"):
         fleet.stream(["claude"])  # type: ignore[list-item]
+
+
+async def test_a_fleet_journals_every_session(tmp_path: Path) -> None:
+    from agentrun import JsonlSessionStore
+
+    store = JsonlSessionStore(tmp_path / "journals")
+    tasks = [FleetTask(engine="scripted", prompts=("a", "b"), name=n) for n in ("one", "two")]
+    fleet = Fleet(limit=2, engine_factory=lambda t: costing(0.25), journal=store)
+    result = await fleet.run(tasks)
+    assert all(s.ok for s in result.sessions)
+    journals = [store.records(i) for i in store.ids()]
+    assert len(journals) == 2
+    for records in journals:
+        assert [r["prompt"] for r in records if r["kind"] == "turn"] == ["a", "b"]
+        assert [r["kind"] for r in records].count("summary") == 2

@@ -38,6 +38,7 @@ from ..._vocabulary.errors import (
     AgentrunError,
     ConfigurationError,
     EngineUnavailableError,
+    ForkNotSupportedError,
     LineTooLongError,
     ProtocolError,
     SessionNotFoundError,
@@ -257,9 +258,8 @@ class AcpSessionCore(JsonRpcSession):
             method = Method.SESSION_NEW
         elif session.fork:
             if caps.session_capabilities.fork is None:
-                raise ConfigurationError(
+                raise ForkNotSupportedError(
                     f"{self.engine_name}: the agent cannot fork sessions (no session/fork)",
-                    option="fork",
                     engine=self.engine_name,
                 )
             method = Method.SESSION_FORK

@@ -1,7 +1,8 @@
 """The Codex ``app-server`` engine: one persistent ``codex app-server`` process per session.
 
 Built on :class:`~agentrun._bases.jsonrpc_session.JsonRpcSession`. Start: ``initialize`` ->
-``initialized`` -> ``thread/start`` (or ``thread/resume`` for ``SessionOptions.resume_id``).
+``initialized`` -> ``thread/start`` (or ``thread/resume`` for ``SessionOptions.resume_id``,
+``thread/fork`` with ``SessionOptions.fork``).
 Each turn is ``turn/start``; it ends with the ``turn/completed`` notification. Interrupt:
 ``turn/interrupt``; the thread stays usable. The agent's approval requests go to the session's
 permission callback like every other engine's (``hitl=True`` without one declines, and the denial
@@ -166,7 +167,10 @@ class CodexAppServerSession(JsonRpcSession):
     async def _open_thread(self, conn: JsonRpcConnection) -> None:
         options = self.options
         params = self._thread_params()
-        if options.resume_id is not None:
+        if options.resume_id is not None and options.fork:
+            # A copy of the thread under a new id; the original is left as it was.
+            await conn.request("thread/fork", {**params, "threadId": options.resume_id})
+        elif options.resume_id is not None:
             await conn.request("thread/resume", {**params, "threadId": options.resume_id})
         else:
             await conn.request("thread/start", params)

@@ -1,0 +1,283 @@
+"""``agentrun sessions``: the journaled sessions (``SessionOptions(journal=...)``, ``agentrun run
+--journal``), listed, shown, exported, resumed and forked from any later process.
+
+``list`` shows each session's engine, start time, turns, cost and last context fill; ``show
+ID`` its turns; ``export ID`` its journal as JSON lines (``--atif``: an ATIF trajectory);
+``resume ID PROMPT`` continues it (the journal has the agent's resume id; on the embedded
+default the agent's kept home is found again) and appends to the same journal; ``fork ID
+PROMPT`` continues a copy in a new journal, where the agent can fork sessions. An unknown or
+malformed ID is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from .._vocabulary.errors import ConfigurationError, ForkNotSupportedError
+from .._vocabulary.journal import JsonlSessionStore, check_journal_id, new_journal_id
+from .._vocabulary.messages import Message
+
+__all__ = ["FORKING_ENGINES", "add_parser", "sessions"]
+
+#: Engines whose agent forks a session (Claude Code ``--fork-session``, ``codex exec fork``,
+#: Codex app-server ``thread/fork``, ``opencode run --fork``) or may (an ACP agent that
+#: advertises ``session/fork``; one that does not is refused when the session starts).
+FORKING_ENGINES = frozenset(
+    {
+        "claude",
+        "codex",
+        "codex-app-server",
+        "opencode",
+        "opencode-acp",
+        "acp",
+        "claude-acp",
+        "codex-acp",
+        "qwen",
+        "gemini",
+    }
+)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    parser = cast(
+        argparse.ArgumentParser,
+        sub.add_parser(
+            "sessions",
+            help="journaled sessions: list, show, export, resume, fork",
+            description="Sessions kept in a journal (agentrun run --journal, "
+            "SessionOptions(journal=True)): list them, show or export one, resume or fork one "
+            "from this process. The store is $AGENTRUN_SESSIONS_DIR, else "
+            "$XDG_DATA_HOME/agentrun/sessions.",
+        ),
+    )
+    parser.add_argument("--dir", help="the journal directory (default: the per-user one)")
+    actions = parser.add_subparsers(dest="sessions_command", required=True, metavar="ACTION")
+    list_ = actions.add_parser("list", help="every journaled session, oldest first")
+    list_.add_argument("--json", action="store_true", help="one JSON object per session")
+    show = actions.add_parser("show", help="one session's turns")
+    show.add_argument("id", metavar="ID", help="the session's journal id")
+    export = actions.add_parser("export", help="one session's journal (JSON lines)")
+    export.add_argument("id", metavar="ID", help="the session's journal id")
+    export.add_argument("--atif", action="store_true", help="as an ATIF trajectory (JSON)")
+    for name, what in (("resume", "continue"), ("fork", "continue a copy of")):
+        action = actions.add_parser(name, help=f"{what} a session with a new prompt")
+        action.add_argument("id", metavar="ID", help="the session's journal id")
+        action.add_argument("prompt", metavar="PROMPT", help="the prompt")
+        action.add_argument("--json", action="store_true", help="print messages as JSON lines")
+        action.add_argument("--live", action="store_true",
+                            help="use your real agent configuration")  # fmt: skip
+        action.add_argument("--script", metavar="FILE", help="model server script (JSON)")
+        action.add_argument("--timeout", type=float, help="seconds for the turn")
+        action.add_argument(
+            "--dump-requests", metavar="FILE", help="append the model server's requests to FILE"
+        )
+    return parser
+
+
+def sessions(args: argparse.Namespace) -> int:
+    store = JsonlSessionStore(args.dir)
+    command: str = args.sessions_command
+    if command == "list":
+        return _list(store, as_json=args.json)
+    records = store.records(check_journal_id(args.id))
+    if command == "show":
+        return _show(args.id, records)
+    if command == "export":
+        return _export(args.id, records, atif=args.atif)
+    return _continue(store, args, records, fork=command == "fork")
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+
+
+def _session_record(records: list[dict[str, Any]]) -> dict[str, Any]:
+    empty: dict[str, Any] = {}
+    return next((r for r in records if r.get("kind") == "session"), empty)
+
+
+def _overview(journal_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    first = _session_record(records)
+    cost: float | None = None
+    fill: float | None = None
+    resume_id: str | None = first.get("resume_id")
+    for record in records:
+        if record.get("resume_id"):
+            resume_id = record["resume_id"]
+        if record.get("kind") != "summary":
+            continue
+        summary = _obj(record.get("summary"))
+        spent = _obj(summary.get("usage")).get("cost_usd")
+        if isinstance(spent, (int, float)):
+            cost = (cost or 0.0) + float(spent)
+        fraction = _obj(summary.get("context")).get("fraction")
+        if isinstance(fraction, (int, float)):
+            fill = float(fraction)
+    return {
+        "id": journal_id,
+        "engine": first.get("engine"),
+        "started": first.get("at"),
+        "turns": sum(1 for r in records if r.get("kind") == "turn"),
+        "cost_usd": cost,
+        "context_fill": fill,
+        "resume_id": resume_id,
+    }
+
+
+def _list(store: JsonlSessionStore, *, as_json: bool) -> int:
+    rows: list[dict[str, Any]] = []
+    for journal_id in store.ids():
+        try:
+            rows.append(_overview(journal_id, store.records(journal_id)))
+        except ConfigurationError as exc:  # one damaged journal does not hide the others
+            print(f"agentrun: {exc}", file=sys.stderr)
+    if as_json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    if not rows:
+        print(f"no journaled sessions in {store.directory}")
+        return 0
+    print(f"{'ID':<24} {'ENGINE':<17} {'STARTED':<20} {'TURNS':>5} {'COST':>9} {'CONTEXT':>7}")
+    for row in rows:
+        cost = "-" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
+        fill = "-" if row["context_fill"] is None else f"{row['context_fill']:.0%}"
+        print(
+            f"{row['id']:<24} {row['engine'] or '?':<17} {row['started'] or '?':<20} "
+            f"{row['turns']:>5} {cost:>9} {fill:>7}"
+        )
+    return 0
+
+
+def _show(journal_id: str, records: list[dict[str, Any]]) -> int:
+    row = _overview(journal_id, records)
+    print(f"session {journal_id}: {row['engine']}, started {row['started']}")
+    if row["resume_id"]:
+        print(f"  resume id: {row['resume_id']}")
+    for record in records:
+        kind = record.get("kind")
+        if kind == "turn":
+            print(f"▶ {record.get('prompt', '')}")
+        elif kind == "summary":
+            summary = _obj(record.get("summary"))
+            state = "ok" if summary.get("ok") else f"failed ({record.get('error') or 'no result'})"
+            text = str(record.get("text") or "").strip()
+            if text:
+                print("  " + text.replace("\n", "\n  "))
+            print(f"  turn {record.get('turn')} {state}")
+        elif kind == "fork":
+            print(f"  forked from {record.get('from')}")
+    return 0
+
+
+def _turn_messages(records: list[dict[str, Any]]) -> tuple[list[list[Message]], list[str]]:
+    turns: list[list[Message]] = []
+    prompts: list[str] = []
+    for record in records:
+        kind = record.get("kind")
+        if kind == "turn":
+            turns.append([])
+            prompts.append(str(record.get("prompt", "")))
+        elif kind == "message" and turns:
+            turns[-1].append(Message.model_validate(record.get("message")))
+    return turns, prompts
+
+
+def _export(journal_id: str, records: list[dict[str, Any]], *, atif: bool) -> int:
+    if atif:
+        try:
+            # The ATIF exporter, where this version has it.
+            trajectory_module = importlib.import_module("agentrun._vocabulary.trajectory")
+        except ImportError:
+            print(
+                "agentrun: this version has no ATIF exporter; the journal follows as JSON lines",
+                file=sys.stderr,
+            )
+        else:
+            turns, prompts = _turn_messages(records)
+            to_atif = getattr(trajectory_module, "to_atif")  # noqa: B009
+            trajectory = to_atif(turns, prompts=prompts, session_id=journal_id)
+            print(trajectory.model_dump_json(exclude_none=True, indent=2))
+            return 0
+    for record in records:
+        print(json.dumps(record))
+    return 0
+
+
+class _SameJournal:
+    """A store that keeps appending to one journal: a resumed session goes on in its journal."""
+
+    def __init__(self, store: JsonlSessionStore, journal_id: str) -> None:
+        self.store = store
+        self.journal_id = journal_id
+
+    def append(self, journal_id: str, record: dict[str, Any]) -> None:
+        self.store.append(self.journal_id, record)
+
+    def sync(self, journal_id: str) -> None:
+        self.store.sync(self.journal_id)
+
+    def close(self, journal_id: str) -> None:
+        self.store.close(self.journal_id)
+
+    def records(self, journal_id: str) -> list[dict[str, Any]]:
+        return self.store.records(self.journal_id)
+
+    def ids(self) -> list[str]:
+        return self.store.ids()
+
+
+def _continue(
+    store: JsonlSessionStore, args: argparse.Namespace, records: list[dict[str, Any]], *, fork: bool
+) -> int:
+    import anyio
+
+    from .run import run
+
+    row = _overview(args.id, records)
+    engine: str | None = row["engine"]
+    if not engine:
+        raise ConfigurationError(f"session {args.id} has no session record", option="session")
+    if not row["resume_id"]:
+        raise ConfigurationError(
+            f"session {args.id} has no resume id (the agent never reported one)",
+            option="session",
+        )
+    if fork and engine not in FORKING_ENGINES:
+        raise ForkNotSupportedError(f"{engine} cannot fork a session", engine=engine)
+    options = _obj(_session_record(records).get("options"))
+    cwd = options.get("cwd")
+    target = new_journal_id() if fork else args.id
+    if fork:
+        store.append(target, {"kind": "fork", "from": args.id, "resume_id": row["resume_id"]})
+    run_args = argparse.Namespace(
+        engine=engine,
+        model=options.get("model"),
+        cwd=cwd if isinstance(cwd, str) and Path(cwd).is_dir() else None,
+        json=args.json,
+        live=args.live,
+        resume=row["resume_id"],
+        fork=fork,
+        then=[],
+        script=args.script,
+        option=[f"{k}={v}" for k, v in _obj(options.get("options")).items()],
+        timeout=args.timeout,
+        idle_timeout=None,
+        tool_timeout=None,
+        stall_after=None,
+        binary=options.get("binary"),
+        prompt=args.prompt,
+        prompt_file=None,
+        dump_requests=args.dump_requests,
+        journal_store=_SameJournal(store, target),
+    )
+    status = anyio.run(run, run_args)
+    if fork:
+        print(f"forked session: {target}", file=sys.stderr)
+    return status

@@ -1,0 +1,203 @@
+"""Durable sessions: the journal a session keeps (``SessionOptions(journal=...)``), read back by
+``agentrun sessions`` from other processes, resumed and forked on the real pinned agents on the
+embedded default, and ``agentrun run --resume`` across runs (kept offline homes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents_support import require_engine
+
+from agentrun import ConfigurationError, JsonlSessionStore, SessionOptions, run_turn
+from agentrun.offline import ModelServer, embedded_engine
+
+_PROGRAM = {"codex-app-server": "codex", "opencode-acp": "opencode"}
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AGENTRUN_SESSIONS_DIR": str(home / "journals"),
+        "AGENTRUN_OFFLINE_HOMES": str(home / "homes"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "agentrun.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        env=env,
+    )
+
+
+def _requests(path: Path) -> str:
+    """What the model server of one run received (the requests' JSON bodies)."""
+    return "\n".join(json.dumps(json.loads(line)["json"]) for line in path.read_text().splitlines())
+
+
+def _ids(home: Path) -> list[str]:
+    return JsonlSessionStore(home / "journals").ids()
+
+
+def _resume_ids(home: Path, journal_id: str) -> list[str]:
+    records = JsonlSessionStore(home / "journals").records(journal_id)
+    return [r["resume_id"] for r in records if r.get("resume_id")]
+
+
+# -- the journal, written by a session in this process --------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.agent
+async def test_a_session_journals_its_prompts_messages_and_summaries(tmp_path: Path) -> None:
+    require_engine("claude")
+    store = JsonlSessionStore(tmp_path / "journals")
+    async with ModelServer() as server:
+        engine, options = embedded_engine(
+            "claude", server.url, tmp_path / "agent", cwd=str(tmp_path)
+        )
+        secret = "sk-test-0123456789-do-not-keep"
+        options = options.model_copy(
+            update={"env": {**options.env, "MY_TOKEN": secret}, "journal": store}
+        )
+        async with engine.start(options) as session:
+            summary = await run_turn(session, "journal this prompt")
+            journal_id = session.journal_id
+    assert journal_id is not None and store.ids() == [journal_id]
+    text = store.path(journal_id).read_text()
+    assert secret not in text  # environment values are masked, as in the options' repr
+    records = store.records(journal_id)
+    kinds = [r["kind"] for r in records]
+    assert kinds[0] == "session" and kinds[1] == "turn" and kinds[-2:] == ["summary", "closed"]
+    first = records[0]
+    assert first["engine"] == "claude" and first["options"]["env"]["MY_TOKEN"] == "***"
+    assert records[1]["prompt"] == "journal this prompt"
+    messages = [r["message"] for r in records if r["kind"] == "message"]
+    assert messages[-1]["type"] == "result" and len(messages) == summary.messages
+    assert records[-2]["text"] == summary.text
+    assert summary.resume_id in [r.get("resume_id") for r in records]
+
+
+def test_a_session_without_a_journal_has_no_observer() -> None:
+    from agentrun.engines.claude import ClaudeEngine
+
+    session = ClaudeEngine().start(SessionOptions())
+    assert session.journal is None and session.observers == () and session.journal_id is None
+    journaled = ClaudeEngine().start(SessionOptions(journal=JsonlSessionStore("/nonexistent")))
+    assert journaled.journal_id is not None and len(journaled.observers) == 1
+
+
+def test_a_torn_last_line_is_skipped_and_damage_before_it_is_an_error(tmp_path: Path) -> None:
+    store = JsonlSessionStore(tmp_path)
+    store.append("s1", {"kind": "session", "engine": "claude", "at": "2026-01-01T00:00:00Z"})
+    store.append("s1", {"kind": "turn", "turn": 1, "prompt": "hi"})
+    store.close("s1")
+    with store.path("s1").open("a") as handle:
+        handle.write('{"kind": "message", "message": {"type": "te')  # a crash mid-write
+    assert [r["kind"] for r in store.records("s1")] == ["session", "turn"]
+    done = _cli(tmp_path.parent, "sessions", "--dir", str(tmp_path), "show", "s1")
+    assert done.returncode == 0 and "▶ hi" in done.stdout
+    with store.path("s1").open("a") as handle:
+        handle.write('\n{"kind": "closed"}\n')  # the torn line is now in the middle
+    with pytest.raises(ConfigurationError, match="damaged at record 3"):
+        store.records("s1")
+
+
+@pytest.mark.parametrize("bad", ["no-such-session", "../etc/passwd", "a b"])
+@pytest.mark.parametrize("action", ["show", "export", "resume", "fork"])
+def test_a_bad_session_id_is_one_line_and_exit_2(bad: str, action: str, tmp_path: Path) -> None:
+    extra = ["hello"] if action in ("resume", "fork") else []
+    done = _cli(tmp_path, "sessions", action, bad, *extra)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("agentrun: ")
+    assert done.stdout == ""
+
+
+# -- two processes: the second continues what the first started -----------------------------
+
+
+def _first_run(home: Path, engine: str) -> str:
+    done = _cli(home, "run", "--engine", engine, "--journal", "remember the word PINEAPPLE")
+    assert done.returncode == 0, done.stderr
+    (journal_id,) = _ids(home)
+    return journal_id
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize(
+    "engine", ["claude", "codex", "codex-app-server", "opencode", "opencode-acp"]
+)
+def test_sessions_resume_continues_a_session_from_another_process(
+    engine: str, tmp_path: Path
+) -> None:
+    require_engine(_PROGRAM.get(engine, engine))
+    journal_id = _first_run(tmp_path, engine)
+    requests = tmp_path / "second.jsonl"
+    done = _cli(
+        tmp_path, "sessions", "resume", journal_id, "what was the word?",
+        "--dump-requests", str(requests),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "PINEAPPLE" in _requests(requests)  # the agent sent the first turn's context
+    assert _ids(tmp_path) == [journal_id]  # the same journal goes on
+    resumed = _resume_ids(tmp_path, journal_id)
+    assert len(set(resumed)) == 1  # the same agent session
+    listed = _cli(tmp_path, "sessions", "list", "--json")
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert row["id"] == journal_id and row["engine"] == engine and row["turns"] == 2
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("engine", ["claude", "codex-app-server"])
+def test_sessions_fork_continues_a_copy_in_a_new_session(engine: str, tmp_path: Path) -> None:
+    require_engine(_PROGRAM.get(engine, engine))
+    journal_id = _first_run(tmp_path, engine)
+    requests = tmp_path / "fork.jsonl"
+    done = _cli(
+        tmp_path, "sessions", "fork", journal_id, "what was the word?",
+        "--dump-requests", str(requests),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "PINEAPPLE" in _requests(requests)
+    original, forked = _ids(tmp_path)
+    assert original == journal_id
+    (before,) = set(_resume_ids(tmp_path, original))
+    after = _resume_ids(tmp_path, forked)
+    assert after[0] == before and after[-1] != before  # the agent made a new session
+    show = _cli(tmp_path, "sessions", "show", forked)
+    assert f"forked from {journal_id}" in show.stdout
+
+
+@pytest.mark.agent
+def test_fork_where_the_agent_cannot_is_a_typed_error(tmp_path: Path) -> None:
+    from agentrun import ForkNotSupportedError
+
+    assert ForkNotSupportedError.error_code == "fork_not_supported"
+    store = JsonlSessionStore(tmp_path / "journals")
+    store.append("x1", {"kind": "session", "engine": "toy", "resume_id": "abc"})
+    store.close("x1")
+    done = _cli(tmp_path, "sessions", "fork", "x1", "hello")
+    assert done.returncode == 2 and "toy cannot fork a session" in done.stderr
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("engine", ["claude", "codex"])
+def test_offline_resume_works_across_runs(engine: str, tmp_path: Path) -> None:
+    require_engine(engine)
+    first = _cli(tmp_path, "run", "--engine", engine, "--json", "remember the word MANGO")
+    assert first.returncode == 0, first.stderr
+    results: list[dict[str, Any]] = [json.loads(line) for line in first.stdout.splitlines()]
+    resume_id = next(m["resume_id"] for m in reversed(results) if m.get("resume_id"))
+    requests = tmp_path / "second.jsonl"
+    second = _cli(
+        tmp_path, "run", "--engine", engine, "--resume", resume_id, "the word?",
+        "--dump-requests", str(requests),
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert "MANGO" in _requests(requests)
