@@ -70,6 +70,10 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"unknown engine {args.engine!r}", option="engine")
     if args.script and not args.embedded:
         raise ConfigurationError("--script needs --embedded", option="script")
+    if args.script:
+        from .._cli.run import load_script
+
+        load_script(args.script)  # a missing or bad script is one line and exit 2, at once
     if args.embedded:
         from ..offline import EMBEDDED_ENGINES
 

@@ -202,7 +202,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         prompts=prompts,
         script=load_script(args.script),
         options=parse_options(args.option),
-        output_schema=load_output_schema(args.output_schema),
+        output_schema=load_output_schema(getattr(args, "output_schema", None)),
     )
 
 

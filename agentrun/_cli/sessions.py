@@ -12,7 +12,6 @@ malformed ID is one line and exit 2.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -191,20 +190,12 @@ def _turn_messages(records: list[dict[str, Any]]) -> tuple[list[list[Message]], 
 
 def _export(journal_id: str, records: list[dict[str, Any]], *, atif: bool) -> int:
     if atif:
-        try:
-            # The ATIF exporter, where this version has it.
-            trajectory_module = importlib.import_module("agentrun._vocabulary.trajectory")
-        except ImportError:
-            print(
-                "agentrun: this version has no ATIF exporter; the journal follows as JSON lines",
-                file=sys.stderr,
-            )
-        else:
-            turns, prompts = _turn_messages(records)
-            to_atif = getattr(trajectory_module, "to_atif")  # noqa: B009
-            trajectory = to_atif(turns, prompts=prompts, session_id=journal_id)
-            print(trajectory.model_dump_json(exclude_none=True, indent=2))
-            return 0
+        from .._vocabulary.trajectory import to_atif
+
+        turns, prompts = _turn_messages(records)
+        trajectory = to_atif(turns, prompts=prompts, session_id=journal_id)
+        print(trajectory.model_dump_json(exclude_none=True, indent=2))
+        return 0
     for record in records:
         print(json.dumps(record))
     return 0

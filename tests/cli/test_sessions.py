@@ -16,6 +16,7 @@ from agents_support import require_engine
 
 from agentrun import ConfigurationError, JsonlSessionStore, SessionOptions, run_turn
 from agentrun.offline import ModelServer, embedded_engine
+from agentrun.trajectory import Trajectory
 
 _PROGRAM = {"codex-app-server": "codex", "opencode-acp": "opencode"}
 
@@ -151,6 +152,11 @@ def test_sessions_resume_continues_a_session_from_another_process(
     listed = _cli(tmp_path, "sessions", "list", "--json")
     (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
     assert row["id"] == journal_id and row["engine"] == engine and row["turns"] == 2
+    exported = _cli(tmp_path, "sessions", "export", journal_id, "--atif")
+    assert exported.returncode == 0, exported.stderr
+    trajectory = Trajectory.model_validate_json(exported.stdout)  # the RFC's schema, strict
+    prompts = [step.message for step in trajectory.steps if step.source == "user"]
+    assert prompts[-1] == "what was the word?" and len(prompts) == 2, prompts
 
 
 @pytest.mark.agent

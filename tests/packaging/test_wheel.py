@@ -133,6 +133,12 @@ def test_an_offline_run_finds_the_agents_in_the_user_engines_dir(installed: Inst
     assert messages[0]["type"] == "init" and messages[-1]["type"] == "result"
     assert any(m["type"] == "tool_result" for m in messages)
 
+    view = installed.run("engines", "--json", "--engine", "claude", XDG_DATA_HOME=str(data))
+    assert view.returncode == 0, view.stderr
+    (report,) = [json.loads(line) for line in view.stdout.splitlines()]
+    assert report["engine"] == "claude" and report["ok"] is True
+    assert report["version"] and report["pinned"], report
+
 
 def _fake_npm(directory: Path, *, status: int = 0) -> Path:
     bin_dir = directory / "fake-bin"
