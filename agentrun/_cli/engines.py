@@ -9,6 +9,7 @@ The programs are asked concurrently, so the whole view takes about as long as th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -245,12 +246,27 @@ def _package_of(program: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _manifests() -> list[Path]:
+    """The engines manifests to read, most specific first: the engines directory in use, then
+    the one this package ships (what an installed wheel has)."""
+    from .._vocabulary.errors import AgentrunError
+    from .._wire.install import pinned_manifests
+
+    found = [engines_dir() / "package.json"]
+    with contextlib.suppress(AgentrunError):  # a checkout without the shipped copy
+        found.append(pinned_manifests() / "package.json")
+    return found
+
+
 def _pinned_versions() -> dict[str, str]:
-    """``engines/package.json``'s dependencies: npm package -> pinned version."""
-    try:
-        data: Any = json.loads((engines_dir() / "package.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """The engines manifest's dependencies: npm package -> pinned version."""
+    data: Any = None
+    for manifest in _manifests():
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+            break
+        except (OSError, ValueError):
+            continue
     deps: Any = cast("dict[str, Any]", data).get("dependencies") if isinstance(data, dict) else None
     if not isinstance(deps, dict):
         return {}
