@@ -175,16 +175,31 @@ def _show(journal_id: str, records: list[dict[str, Any]]) -> int:
     return 0
 
 
-def _turn_messages(records: list[dict[str, Any]]) -> tuple[list[list[Message]], list[str]]:
+def _turn_messages(
+    journal_id: str, records: list[dict[str, Any]]
+) -> tuple[list[list[Message]], list[str]]:
+    """Each turn's messages and prompt; a message record that holds no message is a
+    :class:`ConfigurationError` naming it."""
+    from pydantic import ValidationError
+
     turns: list[list[Message]] = []
     prompts: list[str] = []
-    for record in records:
+    for index, record in enumerate(records, start=1):
         kind = record.get("kind")
         if kind == "turn":
             turns.append([])
             prompts.append(str(record.get("prompt", "")))
         elif kind == "message" and turns:
-            turns[-1].append(Message.model_validate(record.get("message")))
+            try:
+                turns[-1].append(Message.model_validate(record.get("message")))
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(p) for p in problem["loc"]) or "message"
+                raise ConfigurationError(
+                    f"session {journal_id} is damaged at record {index}: not a message "
+                    f"({where}: {problem['msg']})",
+                    option="session",
+                ) from None
     return turns, prompts
 
 
@@ -192,7 +207,12 @@ def _export(journal_id: str, records: list[dict[str, Any]], *, atif: bool) -> in
     if atif:
         from .._vocabulary.trajectory import to_atif
 
-        turns, prompts = _turn_messages(records)
+        turns, prompts = _turn_messages(journal_id, records)
+        if not turns:
+            # An ATIF document has at least one step; a session that ran no turn has none.
+            raise ConfigurationError(
+                f"session {journal_id} has no turns to export as a trajectory", option="session"
+            )
         trajectory = to_atif(turns, prompts=prompts, session_id=journal_id)
         print(trajectory.model_dump_json(exclude_none=True, indent=2))
         return 0

@@ -14,9 +14,18 @@ from typing import Any
 import pytest
 from agents_support import require_engine
 
-from agentrun import ConfigurationError, JsonlSessionStore, SessionOptions, run_turn
-from agentrun.offline import ModelServer, embedded_engine
-from agentrun.trajectory import Trajectory
+from agentrun import (
+    ConfigurationError,
+    JsonlSessionStore,
+    Message,
+    SessionOptions,
+    TurnSummary,
+    Usage,
+    run_turn,
+)
+from agentrun.cli import main
+from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
+from agentrun.trajectory import Trajectory, to_atif
 
 _PROGRAM = {"codex-app-server": "codex", "opencode-acp": "opencode"}
 
@@ -118,6 +127,102 @@ def test_a_bad_session_id_is_one_line_and_exit_2(bad: str, action: str, tmp_path
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("agentrun: ")
     assert done.stdout == ""
+
+
+# -- agentrun sessions export -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.agent
+async def test_sessions_export_atif_is_the_trajectory_of_what_the_session_did(
+    tmp_path: Path,
+) -> None:
+    require_engine("claude")
+    store = JsonlSessionStore(tmp_path / "journals")
+    script = Script(turns=[ModelTurn.shell("echo hi", say="Running it."), ModelTurn.text("It printed hi."),
+                           ModelTurn.text("Nothing else.")])  # fmt: skip
+    prompts = ["run echo hi", "anything else?"]
+    turns: list[list[Message]] = []
+    summaries: list[TurnSummary] = []
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(
+            "claude", server.url, tmp_path / "agent", cwd=str(tmp_path), journal=store
+        )
+        async with engine.start(options) as session:
+            for prompt in prompts:
+                seen: list[Message] = []
+                summaries.append(await run_turn(session, prompt, on_message=seen.append))
+                turns.append(seen)
+            journal_id = session.journal_id
+    assert journal_id is not None and all(s.ok for s in summaries)
+    # From another process, with the store named by --dir.
+    directory = ["sessions", "--dir", str(store.directory)]
+    exported = _cli(tmp_path, *directory, "export", journal_id, "--atif")
+    assert exported.returncode == 0, exported.stderr
+    trajectory = Trajectory.model_validate_json(exported.stdout)  # the RFC's models, strict
+    # The journal gives back what the caller saw: the same document.
+    expected = to_atif(turns, prompts=prompts, session_id=journal_id)
+    assert json.loads(exported.stdout) == expected.model_dump(mode="json", exclude_none=True)
+    assert [s.message for s in trajectory.steps if s.source == "user"] == prompts
+    (call,) = [c for s in trajectory.steps for c in s.tool_calls or ()]
+    assert call.arguments == {"command": "echo hi"}
+    total = Usage()
+    for summary in summaries:
+        assert summary.usage is not None
+        total = total + summary.usage
+    assert trajectory.final_metrics is not None
+    assert trajectory.final_metrics.total_prompt_tokens == total.prompt_tokens
+    assert trajectory.final_metrics.total_cost_usd == total.cost_usd
+    # Without --atif: the journal itself, record for record.
+    lines = _cli(tmp_path, *directory, "export", journal_id)
+    assert [json.loads(line) for line in lines.stdout.splitlines()] == store.records(journal_id)
+
+
+def _damaged_message(store: JsonlSessionStore) -> None:
+    store.append("s1", {"kind": "session", "engine": "claude"})
+    store.append("s1", {"kind": "turn", "turn": 1, "prompt": "hi"})
+    store.append("s1", {"kind": "message", "message": {"type": "text", "text": ["not", "text"]}})
+    store.append("s1", {"kind": "closed", "turns": 1})
+
+
+def _no_turns(store: JsonlSessionStore) -> None:
+    store.append("s1", {"kind": "session", "engine": "claude"})
+    store.append("s1", {"kind": "closed", "turns": 0})
+
+
+def _journal_is_a_directory(store: JsonlSessionStore) -> None:
+    store.path("s1").mkdir(parents=True)
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_damaged_message, "session s1 is damaged at record 3: not a message (text: "),
+        (_no_turns, "session s1 has no turns to export as a trajectory"),
+        (_journal_is_a_directory, "cannot read session 's1'"),
+    ],
+)
+def test_sessions_export_of_a_journal_it_cannot_read_is_one_line_and_exit_2(
+    make: Any, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = JsonlSessionStore(tmp_path / "journals")
+    make(store)
+    store.close("s1")
+    assert main(["sessions", "--dir", str(store.directory), "export", "s1", "--atif"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"agentrun: {expected}"), err
+
+
+def test_sessions_export_from_a_directory_that_is_a_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_a_directory = tmp_path / "journals"
+    not_a_directory.write_text("")
+    assert main(["sessions", "--dir", str(not_a_directory), "export", "s1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("agentrun: cannot read session 's1' in "), err
 
 
 # -- two processes: the second continues what the first started -----------------------------
