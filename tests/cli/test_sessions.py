@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from agentrun import (
 )
 from agentrun.cli import main
 from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
+from agentrun.offline._homes import offline_home, remember_home
 from agentrun.trajectory import Trajectory, to_atif
 
 _PROGRAM = {"codex-app-server": "codex", "opencode-acp": "opencode"}
@@ -312,3 +314,127 @@ def test_offline_resume_works_across_runs(engine: str, tmp_path: Path) -> None:
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
     assert "MANGO" in _requests(requests)
+
+
+# -- pruning the kept offline homes ---------------------------------------------------------------
+
+_DAY = 86400.0
+
+
+def _aged(home: Path, days: float) -> None:
+    """``home`` last used ``days`` ago (its lock file's time, as a run leaves it)."""
+    then = time.time() - days * _DAY
+    os.utime(home / ".lock", (then, then))
+
+
+def _kept(homes: Path, resume_id: str, *, days: float) -> Path:
+    with offline_home("claude", resume_id) as home:
+        remember_home("claude", resume_id, home)
+    _aged(home, days)
+    return home
+
+
+def test_prune_removes_unused_homes_and_never_one_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    homes = tmp_path / "homes"
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(homes))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "off")  # nothing pruned behind our back
+    old = _kept(homes, "old", days=40)
+    recent = _kept(homes, "recent", days=2)
+    with offline_home("claude") as running:  # a session of 40 days that still runs
+        _aged(running, 40)
+        assert main(["sessions", "prune", "--older-than", "30d", "--dry-run"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            f"would remove {old} (claude, unused for 40 days)",
+            f"1 home would be removed from {homes} (unused for 30 days or more)",
+        ]
+        assert old.is_dir()
+        # From another process, as a user would.
+        done = _cli(tmp_path, "sessions", "prune", "--older-than", "30d", "--json")
+        assert done.returncode == 0, done.stderr
+        (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert row["path"] == str(old) and row["removed"] and row["idle_seconds"] > 39 * _DAY
+        assert not old.exists() and running.is_dir() and recent.is_dir()
+        # Its index entry went with it: resuming it gets a fresh home.
+        assert sorted(p.name for p in (homes / "claude/index").iterdir()) == ["recent"]
+        with offline_home("claude", "old") as fresh, offline_home("claude", "recent") as same:
+            assert fresh not in (old, running, recent) and same == recent
+        # Not even an age of 0 removes a home in use.
+        assert main(["sessions", "prune", "--older-than", "0"]) == 0
+        assert running.is_dir() and not recent.exists()
+    # Done, it was just used: only an age it has reached removes it.
+    assert main(["sessions", "prune", "--older-than", "1h"]) == 0 and running.is_dir()
+    assert main(["sessions", "prune", "--older-than", "0"]) == 0 and not running.exists()
+
+
+def test_a_new_home_prunes_the_unused_ones_at_most_once_a_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    homes = tmp_path / "homes"
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(homes))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "off")
+    first = _kept(homes, "first", days=40)
+    monkeypatch.delenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE")  # the default: 30 days
+    young = _kept(homes, "young", days=29)
+    assert not first.exists() and young.is_dir()
+    second = _kept(homes, "second", days=40)
+    with offline_home("claude"):
+        assert second.is_dir()  # pruned a moment ago: not again for a day
+    stamp = homes / ".last-prune"
+    yesterday = time.time() - _DAY - 60
+    os.utime(stamp, (yesterday, yesterday))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "12h")
+    with offline_home("claude"):
+        assert not second.exists() and not young.exists()
+    with offline_home("claude", "young") as resumed:  # its index entry went too
+        assert resumed != young
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--older-than", "3x"], {}, "agentrun sessions prune: argument --older-than: '3x' is"),
+        (["--older-than", ""], {}, "agentrun sessions prune: argument --older-than: '' is"),
+        (["--older-than=-1d"], {}, "agentrun sessions prune: argument --older-than: '-1d'"),
+        (["--homes", "FILE"], {}, "agentrun: FILE is not a directory"),
+        (
+            [],
+            {"AGENTRUN_OFFLINE_HOMES_MAX_AGE": "soon"},
+            "agentrun: AGENTRUN_OFFLINE_HOMES_MAX_AGE",
+        ),
+    ],
+)
+def test_bad_input_to_prune_is_one_line_and_exit_2(
+    args: list[str],
+    env: dict[str, str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    homes = tmp_path / "homes"
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(homes))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    kept = _kept(homes, "kept", days=400) if not env else None
+    argv = [str(a_file) if a == "FILE" else a for a in args]
+    assert main(["sessions", "prune", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(expected.replace("FILE", str(a_file))), err
+    assert kept is None or kept.is_dir()
+
+
+def test_a_bad_max_age_stops_a_run_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(tmp_path / "homes"))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "a month")
+    assert main(["run", "hello"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("agentrun: AGENTRUN_OFFLINE_HOMES_MAX_AGE: 'a month' is not an age")
+    assert not (tmp_path / "homes").exists()
