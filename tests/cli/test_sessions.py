@@ -17,11 +17,13 @@ from agents_support import require_engine
 
 from agentrun import (
     ConfigurationError,
+    EngineUnavailableError,
     JsonlSessionStore,
     Message,
     SessionOptions,
     TurnSummary,
     Usage,
+    get_engine,
     run_turn,
 )
 from agentrun.cli import main
@@ -46,6 +48,14 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         check=False,
         env=env,
     )
+
+
+def _require(engine: str) -> None:
+    """Skip unless ``engine``'s agent program is installed."""
+    try:
+        get_engine(engine).check()
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
 
 
 def _requests(path: Path) -> str:
@@ -239,12 +249,14 @@ def _first_run(home: Path, engine: str) -> str:
 
 @pytest.mark.agent
 @pytest.mark.parametrize(
-    "engine", ["claude", "codex", "codex-app-server", "opencode", "opencode-acp"]
+    "engine",
+    # ACP: OpenCode's own and two presets (the adapters of Claude Code and Codex).
+    ["claude", "codex", "codex-app-server", "opencode", "opencode-acp", "claude-acp", "codex-acp"],
 )
 def test_sessions_resume_continues_a_session_from_another_process(
     engine: str, tmp_path: Path
 ) -> None:
-    require_engine(_PROGRAM.get(engine, engine))
+    _require(engine)
     journal_id = _first_run(tmp_path, engine)
     requests = tmp_path / "second.jsonl"
     done = _cli(
