@@ -131,7 +131,8 @@ def _prune(args: argparse.Namespace) -> int:
 
     older_than: float | None = args.older_than
     if older_than is None:
-        older_than = max_age() or DEFAULT_MAX_AGE
+        configured = max_age()  # None: automatic pruning is off, not the age
+        older_than = DEFAULT_MAX_AGE if configured is None else configured
     directory = Path(args.homes) if args.homes else offline_homes_dir()
     if directory.exists() and not directory.is_dir():
         raise ConfigurationError(f"{directory} is not a directory", option="homes")

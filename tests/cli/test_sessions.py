@@ -375,9 +375,11 @@ def test_prune_removes_unused_homes_and_never_one_in_use(
         # Not even an age of 0 removes a home in use.
         assert main(["sessions", "prune", "--older-than", "0"]) == 0
         assert running.is_dir() and not recent.exists()
-    # Done, it was just used: only an age it has reached removes it.
+    # Done, it was just used: only an age it has reached removes it. Without --older-than the
+    # age is the configured one.
     assert main(["sessions", "prune", "--older-than", "1h"]) == 0 and running.is_dir()
-    assert main(["sessions", "prune", "--older-than", "0"]) == 0 and not running.exists()
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "0")
+    assert main(["sessions", "prune"]) == 0 and not running.exists()
 
 
 def test_a_new_home_prunes_the_unused_ones_at_most_once_a_day(
