@@ -17,7 +17,8 @@
 ``agentrun engines install [--dir DIR]``
     The pinned agent programs, with ``npm ci``, into the per-user engines directory.
 ``agentrun sessions list | show ID | export ID [--atif] | resume ID PROMPT | fork ID PROMPT``
-    Journaled sessions (``agentrun run --journal``), from any later process.
+    Journaled sessions (``agentrun run --journal``), from any later process;
+    ``agentrun sessions prune [--older-than AGE]``: the kept offline homes no run has used.
 ``agentrun serve``, ``agentrun mcp``, ``agentrun catalog MODEL ...``
 
 Exit status: 0 success; 1 a turn or run failed (or a check found a problem); 2 bad input

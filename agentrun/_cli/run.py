@@ -256,19 +256,20 @@ async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> 
     from ..offline import ModelServer
     from ..offline._homes import offline_home, remember_home
 
-    # The agent's home is kept (per session), so a later run can resume this session.
-    home = offline_home(args.engine, args.resume)
-    cwd = args.cwd or _workspace(str(home))
+    # The agent's home is kept (per session), so a later run can resume this session; it is
+    # held in use (no pruning removes it) while the session runs.
+    with offline_home(args.engine, args.resume) as home:
+        cwd = args.cwd or _workspace(str(home))
 
-    def remember(resume_id: str | None) -> None:
-        remember_home(args.engine, resume_id, home)
+        def remember(resume_id: str | None) -> None:
+            remember_home(args.engine, resume_id, home)
 
-    async with ModelServer(plan.script) as server:
-        try:
-            engine, session = _embedded(args, server.url, str(home), cwd, plan.options)
-            return await _turns(engine, session, plan, args, interrupt, on_close=remember)
-        finally:
-            _dump_requests(args, server)
+        async with ModelServer(plan.script) as server:
+            try:
+                engine, session = _embedded(args, server.url, str(home), cwd, plan.options)
+                return await _turns(engine, session, plan, args, interrupt, on_close=remember)
+            finally:
+                _dump_requests(args, server)
 
 
 def _journal_options(args: argparse.Namespace) -> dict[str, Any]:

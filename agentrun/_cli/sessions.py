@@ -5,8 +5,9 @@
 ID`` its turns; ``export ID`` its journal as JSON lines (``--atif``: an ATIF trajectory);
 ``resume ID PROMPT`` continues it (the journal has the agent's resume id; on the embedded
 default the agent's kept home is found again) and appends to the same journal; ``fork ID
-PROMPT`` continues a copy in a new journal, where the agent can fork sessions. An unknown or
-malformed ID is one line and exit 2.
+PROMPT`` continues a copy in a new journal, where the agent can fork sessions; ``prune
+[--older-than AGE]`` removes the kept offline homes no run has used for that long (never one in
+use). An unknown or malformed ID is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         argparse.ArgumentParser,
         sub.add_parser(
             "sessions",
-            help="journaled sessions: list, show, export, resume, fork",
+            help="journaled sessions: list, show, export, resume, fork; prune offline homes",
             description="Sessions kept in a journal (agentrun run --journal, "
             "SessionOptions(journal=True)): list them, show or export one, resume or fork one "
             "from this process. The store is $AGENTRUN_SESSIONS_DIR, else "
@@ -63,6 +64,21 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     export = actions.add_parser("export", help="one session's journal (JSON lines)")
     export.add_argument("id", metavar="ID", help="the session's journal id")
     export.add_argument("--atif", action="store_true", help="as an ATIF trajectory (JSON)")
+    prune = actions.add_parser(
+        "prune",
+        help="remove the kept offline homes not used for a while (journals stay)",
+        description="Remove the agents' homes that offline runs keep for --resume, when no "
+        "run has used them for --older-than; a home in use is never removed. Journals are "
+        "not touched.",
+    )
+    prune.add_argument("--older-than", type=_age, metavar="AGE",
+                       help="unused for at least this long: 30d, 12h, 90m, 0 (default: "
+                            "$AGENTRUN_OFFLINE_HOMES_MAX_AGE, else 30d)")  # fmt: skip
+    prune.add_argument("--dry-run", action="store_true", help="only list what would go")
+    prune.add_argument("--homes", metavar="DIR",
+                       help="the homes' directory (default: $AGENTRUN_OFFLINE_HOMES, else "
+                            "$XDG_CACHE_HOME/agentrun/offline)")  # fmt: skip
+    prune.add_argument("--json", action="store_true", help="one JSON object per home")
     for name, what in (("resume", "continue"), ("fork", "continue a copy of")):
         action = actions.add_parser(name, help=f"{what} a session with a new prompt")
         action.add_argument("id", metavar="ID", help="the session's journal id")
@@ -83,12 +99,56 @@ def sessions(args: argparse.Namespace) -> int:
     command: str = args.sessions_command
     if command == "list":
         return _list(store, as_json=args.json)
+    if command == "prune":
+        return _prune(args)
     records = store.records(check_journal_id(args.id))
     if command == "show":
         return _show(args.id, records)
     if command == "export":
         return _export(args.id, records, atif=args.atif)
     return _continue(store, args, records, fork=command == "fork")
+
+
+def _age(text: str) -> float:
+    from ..offline._homes import parse_age
+
+    try:
+        return parse_age(text)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("an age: ")) from None
+
+
+def _days(seconds: float) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.0f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.0f} hours"
+    return f"{seconds / 60:.0f} minutes"
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from ..offline._homes import DEFAULT_MAX_AGE, max_age, offline_homes_dir, prune_homes
+
+    older_than: float | None = args.older_than
+    if older_than is None:
+        configured = max_age()  # None: automatic pruning is off, not the age
+        older_than = DEFAULT_MAX_AGE if configured is None else configured
+    directory = Path(args.homes) if args.homes else offline_homes_dir()
+    if directory.exists() and not directory.is_dir():
+        raise ConfigurationError(f"{directory} is not a directory", option="homes")
+    pruned = prune_homes(older_than, dry_run=args.dry_run, directory=directory)
+    for home in pruned:
+        if args.json:
+            row = {"engine": home.engine, "path": str(home.path), "idle_seconds": home.idle}
+            print(json.dumps({**row, "removed": not args.dry_run}))
+        else:
+            verb = "would remove" if args.dry_run else "removed"
+            print(f"{verb} {home.path} ({home.engine}, unused for {_days(home.idle)})")
+    if not args.json:
+        verb = "would be removed" if args.dry_run else "removed"
+        count = f"{len(pruned)} home{'' if len(pruned) == 1 else 's'}"
+        print(f"{count} {verb} from {directory} (unused for {_days(older_than)} or more)")
+    return 0
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -175,16 +235,31 @@ def _show(journal_id: str, records: list[dict[str, Any]]) -> int:
     return 0
 
 
-def _turn_messages(records: list[dict[str, Any]]) -> tuple[list[list[Message]], list[str]]:
+def _turn_messages(
+    journal_id: str, records: list[dict[str, Any]]
+) -> tuple[list[list[Message]], list[str]]:
+    """Each turn's messages and prompt; a message record that holds no message is a
+    :class:`ConfigurationError` naming it."""
+    from pydantic import ValidationError
+
     turns: list[list[Message]] = []
     prompts: list[str] = []
-    for record in records:
+    for index, record in enumerate(records, start=1):
         kind = record.get("kind")
         if kind == "turn":
             turns.append([])
             prompts.append(str(record.get("prompt", "")))
         elif kind == "message" and turns:
-            turns[-1].append(Message.model_validate(record.get("message")))
+            try:
+                turns[-1].append(Message.model_validate(record.get("message")))
+            except ValidationError as exc:
+                problem = exc.errors()[0]
+                where = ".".join(str(p) for p in problem["loc"]) or "message"
+                raise ConfigurationError(
+                    f"session {journal_id} is damaged at record {index}: not a message "
+                    f"({where}: {problem['msg']})",
+                    option="session",
+                ) from None
     return turns, prompts
 
 
@@ -192,7 +267,12 @@ def _export(journal_id: str, records: list[dict[str, Any]], *, atif: bool) -> in
     if atif:
         from .._vocabulary.trajectory import to_atif
 
-        turns, prompts = _turn_messages(records)
+        turns, prompts = _turn_messages(journal_id, records)
+        if not turns:
+            # An ATIF document has at least one step; a session that ran no turn has none.
+            raise ConfigurationError(
+                f"session {journal_id} has no turns to export as a trajectory", option="session"
+            )
         trajectory = to_atif(turns, prompts=prompts, session_id=journal_id)
         print(trajectory.model_dump_json(exclude_none=True, indent=2))
         return 0

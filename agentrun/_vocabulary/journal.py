@@ -156,6 +156,11 @@ class JsonlSessionStore:
             raise ConfigurationError(
                 f"no session {journal_id!r} in {self.directory}", option="session"
             ) from None
+        except OSError as exc:  # the directory is a file, the journal a directory, unreadable
+            raise ConfigurationError(
+                f"cannot read session {journal_id!r} in {self.directory}: {exc.strerror or exc}",
+                option="session",
+            ) from None
 
     def ids(self) -> list[str]:
         if not self.directory.is_dir():

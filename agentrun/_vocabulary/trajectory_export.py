@@ -112,6 +112,8 @@ def _dump(message: Message) -> dict[str, Any]:
 def _content(output: Any) -> str | None:
     if output is None or isinstance(output, str):
         return output
+    if output == [] or output == {}:
+        return None  # the agent reported the call's end without any output (Gemini CLI)
     return json.dumps(output, ensure_ascii=False, sort_keys=True)
 
 

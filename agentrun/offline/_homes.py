@@ -8,22 +8,58 @@ id>``, naming the directory), so ``agentrun run --resume ID`` and ``agentrun ses
 find the same home, where the agent keeps its transcript, and the same workspace (Claude Code
 files sessions by their working directory). A resume id the index does not know gets a fresh
 home, where the agent reports ``session_not_found`` as it would anyway.
+
+The homes are pruned: a run holds a shared lock on its home's ``.lock`` file while it uses it
+(and touches it when it starts and ends, so its time is the home's last use); :func:`prune_homes`
+removes the homes not used for a given time whose lock it can take exclusively — never one in
+use — with the index entries that name them. Making a new home prunes, at most once a day, the
+homes not used for :data:`DEFAULT_MAX_AGE` (``$AGENTRUN_OFFLINE_HOMES_MAX_AGE``; ``off`` never).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import secrets
+import shutil
 import time
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["OFFLINE_HOMES_ENV", "offline_home", "offline_homes_dir", "remember_home"]
+from .._vocabulary.errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_MAX_AGE",
+    "MAX_AGE_ENV",
+    "OFFLINE_HOMES_ENV",
+    "PrunedHome",
+    "max_age",
+    "offline_home",
+    "offline_homes_dir",
+    "parse_age",
+    "prune_homes",
+    "remember_home",
+]
 
 #: The environment variable naming the directory of the kept offline homes.
 OFFLINE_HOMES_ENV = "AGENTRUN_OFFLINE_HOMES"
+#: The environment variable of how long an unused home is kept (``30d``, ``12h``; ``off``).
+MAX_AGE_ENV = "AGENTRUN_OFFLINE_HOMES_MAX_AGE"
+#: Seconds a home is kept after its last use when nothing says otherwise: 30 days.
+DEFAULT_MAX_AGE = 30 * 86400.0
+#: Seconds between two automatic prunings.
+_PRUNE_EVERY = 86400.0
 
+_LOCK = ".lock"
+_STAMP = ".last-prune"
+_GONE = ".gone-"
+_INDEX = "index"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_AGE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0, "": 86400.0}
 
 
 def offline_homes_dir() -> Path:
@@ -36,35 +72,251 @@ def offline_homes_dir() -> Path:
     return Path(cache).expanduser() / "agentrun" / "offline"
 
 
+def parse_age(text: str, *, what: str = "an age") -> float:
+    """Seconds of ``text``: a number with a unit ``s``, ``m``, ``h``, ``d`` or ``w`` (a bare
+    number is days), e.g. ``30d``, ``12h``, ``0``. :class:`ConfigurationError` otherwise."""
+    match = _AGE.fullmatch(text)
+    if match is None:
+        raise ConfigurationError(
+            f"{what}: {text!r} is not an age (a number with s, m, h, d or w, e.g. 30d)",
+            option="age",
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def max_age() -> float | None:
+    """How long an unused home is kept (``$AGENTRUN_OFFLINE_HOMES_MAX_AGE``), ``None``: for
+    ever."""
+    text = os.environ.get(MAX_AGE_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_AGE
+    if text.lower() in ("off", "never"):
+        return None
+    return parse_age(text, what=MAX_AGE_ENV)
+
+
 def _key(resume_id: str) -> str:
     # Resume ids are the agents' own (UUIDs, ``ses_...``): kept readable, anything else escaped.
     return _SAFE.sub(lambda m: f"%{ord(m.group()):02x}", resume_id)[:200] or "_"
 
 
-def offline_home(engine: str, resume_id: str | None = None) -> Path:
-    """The home directory for a session of ``engine``: the one that ran ``resume_id`` when the
-    index knows it, else a new one (created)."""
-    root = offline_homes_dir() / _key(engine)
-    if resume_id is not None:
-        try:
-            name = (root / "index" / _key(resume_id)).read_text(encoding="utf-8").strip()
-        except OSError:
-            name = ""
-        if name and "/" not in name and (root / name).is_dir():
-            return root / name
+def _lock(home: Path, mode: int) -> int | None:
+    """An open descriptor of ``home``'s lock file, locked with ``mode`` (without waiting), or
+    ``None`` when someone else holds a lock that excludes it or the home is gone."""
+    try:
+        fd = os.open(home / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _in_place(home: Path, fd: int) -> bool:
+    """The locked file is still ``home``'s lock file (not removed by a pruner meanwhile)."""
+    try:
+        return os.stat(home / _LOCK).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
+
+
+def _touch(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(fd)
+
+
+def _release(fd: int) -> None:
+    _touch(fd)
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def _known_home(root: Path, resume_id: str) -> Path | None:
+    try:
+        name = (root / _INDEX / _key(resume_id)).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if name and "/" not in name and not name.startswith(".") and (root / name).is_dir():
+        return root / name
+    return None
+
+
+def _new_home(root: Path) -> tuple[Path, int]:
+    """A new home, locked before it appears under its name (so no pruner sees it unlocked)."""
+    root.mkdir(parents=True, exist_ok=True)
     name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+    partial = root / f".new-{name}"
+    partial.mkdir()
+    fd = _lock(partial, fcntl.LOCK_SH)
+    if fd is None:  # a lock on a directory only this process knows of cannot be refused
+        raise OSError(f"cannot lock {partial}")
     home = root / name
-    home.mkdir(parents=True)
-    return home
+    partial.rename(home)
+    return home, fd
+
+
+@contextlib.contextmanager
+def offline_home(engine: str, resume_id: str | None = None) -> Generator[Path, None, None]:
+    """The home directory for a session of ``engine``, held in use (no pruning removes it)
+    until the block ends: the one that ran ``resume_id`` when the index knows it, else a new
+    one. Making a new one prunes the homes not used for ``$AGENTRUN_OFFLINE_HOMES_MAX_AGE``
+    (default 30 days), at most once a day."""
+    root = offline_homes_dir() / _key(engine)
+    keep_for = max_age()
+    home: Path | None = None
+    fd: int | None = None
+    if resume_id is not None:
+        home = _known_home(root, resume_id)
+        fd = None if home is None else _lock(home, fcntl.LOCK_SH)
+        if fd is not None and home is not None and not _in_place(home, fd):
+            _release(fd)
+            fd = None
+    if fd is None or home is None:
+        home, fd = _new_home(root)
+        if keep_for is not None:
+            _prune_now_and_then(keep_for)
+    _touch(fd)
+    try:
+        yield home
+    finally:
+        _release(fd)
 
 
 def remember_home(engine: str, resume_id: str | None, home: Path) -> None:
     """Index ``home`` under ``resume_id`` (written whole: a reader never sees half a name)."""
     if resume_id is None:
         return
-    index = offline_homes_dir() / _key(engine) / "index"
+    index = offline_homes_dir() / _key(engine) / _INDEX
     index.mkdir(parents=True, exist_ok=True)
     target = index / _key(resume_id)
     partial = index / f".{target.name}.{secrets.token_hex(4)}"
     partial.write_text(home.name + "\n", encoding="utf-8")
     partial.replace(target)
+
+
+@dataclass(frozen=True)
+class PrunedHome:
+    """A home :func:`prune_homes` removed (or, on a dry run, would remove)."""
+
+    engine: str
+    path: Path
+    #: Seconds since it was last used.
+    idle: float
+
+
+def _last_use(home: Path) -> float:
+    """When ``home`` was last used: its lock file's time (a run touches it when it starts and
+    ends), else (a home made before homes were locked) the directory's."""
+    for path in (home / _LOCK, home):
+        with contextlib.suppress(OSError):
+            return path.stat().st_mtime
+    return 0.0
+
+
+def _homes(root: Path) -> Iterator[tuple[str, Path]]:
+    try:
+        engines = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return
+    for engine in engines:
+        try:
+            homes = sorted(p for p in engine.iterdir() if p.is_dir() and p.name != _INDEX)
+        except OSError:
+            continue
+        for home in homes:
+            yield engine.name, home
+
+
+def _drop_index_entries(engine_dir: Path, removed: set[str]) -> None:
+    """Index entries that name a removed (or otherwise missing) home."""
+    index = engine_dir / _INDEX
+    try:
+        entries = list(index.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        try:
+            name = entry.read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if name in removed or not (engine_dir / name).is_dir():
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
+def prune_homes(
+    older_than: float, *, dry_run: bool = False, directory: str | os.PathLike[str] | None = None
+) -> list[PrunedHome]:
+    """Remove the kept homes not used for ``older_than`` seconds, and the index entries that
+    name them; a home in use (its lock held by a run) is never removed. ``dry_run``: only say
+    which; ``directory``: the homes' directory (default :func:`offline_homes_dir`). Returns the
+    homes removed (or that would be), longest unused first."""
+    root = offline_homes_dir() if directory is None else Path(directory)
+    now = time.time()
+    pruned: list[PrunedHome] = []
+    removed: dict[Path, set[str]] = {}
+    for engine, home in _homes(root):
+        if home.name.startswith(_GONE):
+            if not dry_run:  # what an interrupted pruning left
+                shutil.rmtree(home, ignore_errors=True)
+            continue
+        last = _last_use(home)
+        idle = now - last
+        if idle < older_than:
+            continue
+        had_lock = (home / _LOCK).exists()  # a home made before homes were locked has none
+        if dry_run and not had_lock:
+            pruned.append(PrunedHome(engine=engine, path=home, idle=idle))
+            continue
+        fd = _lock(home, fcntl.LOCK_EX)
+        if fd is None:
+            continue  # in use
+        try:
+            if not had_lock:
+                with contextlib.suppress(OSError):
+                    os.utime(fd, (last, last))  # the lock made now is no use of the home
+            else:
+                # Used since it was looked at (a run that just ended touched it): kept.
+                idle = now - _last_use(home)
+                if idle < older_than or not _in_place(home, fd):
+                    continue
+            if not dry_run:
+                # Out of its name first: a run resuming it from now on gets a fresh home.
+                gone = home.with_name(f"{_GONE}{home.name}-{secrets.token_hex(4)}")
+                try:
+                    home.rename(gone)
+                except OSError:
+                    continue
+                shutil.rmtree(gone, ignore_errors=True)
+                removed.setdefault(home.parent, set()).add(home.name)
+            pruned.append(PrunedHome(engine=engine, path=home, idle=idle))
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+    if not dry_run:
+        for engine_dir, names in removed.items():
+            _drop_index_entries(engine_dir, names)
+    pruned.sort(key=lambda p: -p.idle)
+    return pruned
+
+
+def _prune_now_and_then(max_age: float) -> None:
+    """:func:`prune_homes` with ``max_age``, unless it ran in the last day (a stamp file's
+    time says when); its failures never stop a run."""
+    stamp = offline_homes_dir() / _STAMP
+    try:
+        if time.time() - stamp.stat().st_mtime < _PRUNE_EVERY:
+            return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        stamp.touch()
+        os.utime(stamp)
+        prune_homes(max_age)

@@ -8,15 +8,28 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agents_support import require_engine
 
-from agentrun import ConfigurationError, JsonlSessionStore, SessionOptions, run_turn
-from agentrun.offline import ModelServer, embedded_engine
-from agentrun.trajectory import Trajectory
+from agentrun import (
+    ConfigurationError,
+    EngineUnavailableError,
+    JsonlSessionStore,
+    Message,
+    SessionOptions,
+    TurnSummary,
+    Usage,
+    get_engine,
+    run_turn,
+)
+from agentrun.cli import main
+from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
+from agentrun.offline._homes import offline_home, remember_home
+from agentrun.trajectory import Trajectory, to_atif
 
 _PROGRAM = {"codex-app-server": "codex", "opencode-acp": "opencode"}
 
@@ -35,6 +48,14 @@ def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         check=False,
         env=env,
     )
+
+
+def _require(engine: str) -> None:
+    """Skip unless ``engine``'s agent program is installed."""
+    try:
+        get_engine(engine).check()
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
 
 
 def _requests(path: Path) -> str:
@@ -120,6 +141,102 @@ def test_a_bad_session_id_is_one_line_and_exit_2(bad: str, action: str, tmp_path
     assert done.stdout == ""
 
 
+# -- agentrun sessions export -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.agent
+async def test_sessions_export_atif_is_the_trajectory_of_what_the_session_did(
+    tmp_path: Path,
+) -> None:
+    require_engine("claude")
+    store = JsonlSessionStore(tmp_path / "journals")
+    script = Script(turns=[ModelTurn.shell("echo hi", say="Running it."), ModelTurn.text("It printed hi."),
+                           ModelTurn.text("Nothing else.")])  # fmt: skip
+    prompts = ["run echo hi", "anything else?"]
+    turns: list[list[Message]] = []
+    summaries: list[TurnSummary] = []
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(
+            "claude", server.url, tmp_path / "agent", cwd=str(tmp_path), journal=store
+        )
+        async with engine.start(options) as session:
+            for prompt in prompts:
+                seen: list[Message] = []
+                summaries.append(await run_turn(session, prompt, on_message=seen.append))
+                turns.append(seen)
+            journal_id = session.journal_id
+    assert journal_id is not None and all(s.ok for s in summaries)
+    # From another process, with the store named by --dir.
+    directory = ["sessions", "--dir", str(store.directory)]
+    exported = _cli(tmp_path, *directory, "export", journal_id, "--atif")
+    assert exported.returncode == 0, exported.stderr
+    trajectory = Trajectory.model_validate_json(exported.stdout)  # the RFC's models, strict
+    # The journal gives back what the caller saw: the same document.
+    expected = to_atif(turns, prompts=prompts, session_id=journal_id)
+    assert json.loads(exported.stdout) == expected.model_dump(mode="json", exclude_none=True)
+    assert [s.message for s in trajectory.steps if s.source == "user"] == prompts
+    (call,) = [c for s in trajectory.steps for c in s.tool_calls or ()]
+    assert call.arguments == {"command": "echo hi"}
+    total = Usage()
+    for summary in summaries:
+        assert summary.usage is not None
+        total = total + summary.usage
+    assert trajectory.final_metrics is not None
+    assert trajectory.final_metrics.total_prompt_tokens == total.prompt_tokens
+    assert trajectory.final_metrics.total_cost_usd == total.cost_usd
+    # Without --atif: the journal itself, record for record.
+    lines = _cli(tmp_path, *directory, "export", journal_id)
+    assert [json.loads(line) for line in lines.stdout.splitlines()] == store.records(journal_id)
+
+
+def _damaged_message(store: JsonlSessionStore) -> None:
+    store.append("s1", {"kind": "session", "engine": "claude"})
+    store.append("s1", {"kind": "turn", "turn": 1, "prompt": "hi"})
+    store.append("s1", {"kind": "message", "message": {"type": "text", "text": ["not", "text"]}})
+    store.append("s1", {"kind": "closed", "turns": 1})
+
+
+def _no_turns(store: JsonlSessionStore) -> None:
+    store.append("s1", {"kind": "session", "engine": "claude"})
+    store.append("s1", {"kind": "closed", "turns": 0})
+
+
+def _journal_is_a_directory(store: JsonlSessionStore) -> None:
+    store.path("s1").mkdir(parents=True)
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_damaged_message, "session s1 is damaged at record 3: not a message (text: "),
+        (_no_turns, "session s1 has no turns to export as a trajectory"),
+        (_journal_is_a_directory, "cannot read session 's1'"),
+    ],
+)
+def test_sessions_export_of_a_journal_it_cannot_read_is_one_line_and_exit_2(
+    make: Any, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = JsonlSessionStore(tmp_path / "journals")
+    make(store)
+    store.close("s1")
+    assert main(["sessions", "--dir", str(store.directory), "export", "s1", "--atif"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"agentrun: {expected}"), err
+
+
+def test_sessions_export_from_a_directory_that_is_a_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_a_directory = tmp_path / "journals"
+    not_a_directory.write_text("")
+    assert main(["sessions", "--dir", str(not_a_directory), "export", "s1"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("agentrun: cannot read session 's1' in "), err
+
+
 # -- two processes: the second continues what the first started -----------------------------
 
 
@@ -132,12 +249,14 @@ def _first_run(home: Path, engine: str) -> str:
 
 @pytest.mark.agent
 @pytest.mark.parametrize(
-    "engine", ["claude", "codex", "codex-app-server", "opencode", "opencode-acp"]
+    "engine",
+    # ACP: OpenCode's own and two presets (the adapters of Claude Code and Codex).
+    ["claude", "codex", "codex-app-server", "opencode", "opencode-acp", "claude-acp", "codex-acp"],
 )
 def test_sessions_resume_continues_a_session_from_another_process(
     engine: str, tmp_path: Path
 ) -> None:
-    require_engine(_PROGRAM.get(engine, engine))
+    _require(engine)
     journal_id = _first_run(tmp_path, engine)
     requests = tmp_path / "second.jsonl"
     done = _cli(
@@ -207,3 +326,129 @@ def test_offline_resume_works_across_runs(engine: str, tmp_path: Path) -> None:
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
     assert "MANGO" in _requests(requests)
+
+
+# -- pruning the kept offline homes ---------------------------------------------------------------
+
+_DAY = 86400.0
+
+
+def _aged(home: Path, days: float) -> None:
+    """``home`` last used ``days`` ago (its lock file's time, as a run leaves it)."""
+    then = time.time() - days * _DAY
+    os.utime(home / ".lock", (then, then))
+
+
+def _kept(homes: Path, resume_id: str, *, days: float) -> Path:
+    with offline_home("claude", resume_id) as home:
+        remember_home("claude", resume_id, home)
+    _aged(home, days)
+    return home
+
+
+def test_prune_removes_unused_homes_and_never_one_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    homes = tmp_path / "homes"
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(homes))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "off")  # nothing pruned behind our back
+    old = _kept(homes, "old", days=40)
+    recent = _kept(homes, "recent", days=2)
+    with offline_home("claude") as running:  # a session of 40 days that still runs
+        _aged(running, 40)
+        assert main(["sessions", "prune", "--older-than", "30d", "--dry-run"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            f"would remove {old} (claude, unused for 40 days)",
+            f"1 home would be removed from {homes} (unused for 30 days or more)",
+        ]
+        assert old.is_dir()
+        # From another process, as a user would.
+        done = _cli(tmp_path, "sessions", "prune", "--older-than", "30d", "--json")
+        assert done.returncode == 0, done.stderr
+        (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+        assert row["path"] == str(old) and row["removed"] and row["idle_seconds"] > 39 * _DAY
+        assert not old.exists() and running.is_dir() and recent.is_dir()
+        # Its index entry went with it: resuming it gets a fresh home.
+        assert sorted(p.name for p in (homes / "claude/index").iterdir()) == ["recent"]
+        with offline_home("claude", "old") as fresh, offline_home("claude", "recent") as same:
+            assert fresh not in (old, running, recent) and same == recent
+        # Not even an age of 0 removes a home in use.
+        assert main(["sessions", "prune", "--older-than", "0"]) == 0
+        assert running.is_dir() and not recent.exists()
+    # Done, it was just used: only an age it has reached removes it. Without --older-than the
+    # age is the configured one.
+    assert main(["sessions", "prune", "--older-than", "1h"]) == 0 and running.is_dir()
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "0")
+    assert main(["sessions", "prune"]) == 0 and not running.exists()
+
+
+def test_a_new_home_prunes_the_unused_ones_at_most_once_a_day(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    homes = tmp_path / "homes"
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(homes))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "off")
+    first = _kept(homes, "first", days=40)
+    monkeypatch.delenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE")  # the default: 30 days
+    young = _kept(homes, "young", days=29)
+    assert not first.exists() and young.is_dir()
+    second = _kept(homes, "second", days=40)
+    with offline_home("claude"):
+        assert second.is_dir()  # pruned a moment ago: not again for a day
+    stamp = homes / ".last-prune"
+    yesterday = time.time() - _DAY - 60
+    os.utime(stamp, (yesterday, yesterday))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "12h")
+    with offline_home("claude"):
+        assert not second.exists() and not young.exists()
+    with offline_home("claude", "young") as resumed:  # its index entry went too
+        assert resumed != young
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--older-than", "3x"], {}, "agentrun sessions prune: argument --older-than: '3x' is"),
+        (["--older-than", ""], {}, "agentrun sessions prune: argument --older-than: '' is"),
+        (["--older-than=-1d"], {}, "agentrun sessions prune: argument --older-than: '-1d'"),
+        (["--homes", "FILE"], {}, "agentrun: FILE is not a directory"),
+        (
+            [],
+            {"AGENTRUN_OFFLINE_HOMES_MAX_AGE": "soon"},
+            "agentrun: AGENTRUN_OFFLINE_HOMES_MAX_AGE",
+        ),
+    ],
+)
+def test_bad_input_to_prune_is_one_line_and_exit_2(
+    args: list[str],
+    env: dict[str, str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    homes = tmp_path / "homes"
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(homes))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    kept = _kept(homes, "kept", days=400) if not env else None
+    argv = [str(a_file) if a == "FILE" else a for a in args]
+    assert main(["sessions", "prune", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(expected.replace("FILE", str(a_file))), err
+    assert kept is None or kept.is_dir()
+
+
+def test_a_bad_max_age_stops_a_run_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(tmp_path / "homes"))
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES_MAX_AGE", "a month")
+    assert main(["run", "hello"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith("agentrun: AGENTRUN_OFFLINE_HOMES_MAX_AGE: 'a month' is not an age")
+    assert not (tmp_path / "homes").exists()

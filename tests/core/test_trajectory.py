@@ -207,6 +207,16 @@ def test_prompts_are_user_steps_and_calls_pair_with_their_results() -> None:
     assert read.turns[0].summary.text == "The year is 2026."
 
 
+def test_a_result_the_agent_gave_no_output_has_no_content() -> None:
+    # Gemini CLI ends a command's call over ACP with empty content: no output, not "[]".
+    turns = agentrun.replay(FIXTURES / "gemini/tool_then_text.jsonl", engine="gemini")
+    (step,) = [s for s in to_atif(turns).steps if s.tool_calls]
+    assert step.observation is not None and step.tool_calls is not None
+    (result,) = step.observation.results
+    assert result.source_call_id == step.tool_calls[0].tool_call_id
+    assert result.content is None
+
+
 def test_subagent_work_is_an_embedded_trajectory_referenced_from_its_tool_call() -> None:
     task = ToolCall(id="task_1", name="Task", input={"prompt": "look around"})
     messages = [

@@ -38,6 +38,7 @@ from ..._vocabulary.options import SessionOptions
 from ..._vocabulary.permissions import PermissionRequest
 from ..._vocabulary.questions import Question, QuestionRequest, nobody_answers, options_of
 from ..._wire.jsonrpc import JsonRpcConnection, JsonRpcError
+from ..._wire.programs import package_version
 from ._app_translate import CodexAppServerTranslator
 
 __all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
@@ -114,6 +115,9 @@ class CodexAppServerSession(JsonRpcSession):
 
     def _argv(self) -> tuple[str, ...]:
         binary = self.engine.resolve_binary(self.options)
+        if self.app_translator.agent_version is None:
+            # The version the init message reports (and a trajectory's agent.version).
+            self.app_translator.agent_version = package_version(binary, "@openai/codex")
         argv = [binary, "app-server"]
         for key, value in sorted(self.options.options.items()):
             if key.startswith("codex.config."):
