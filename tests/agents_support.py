@@ -42,11 +42,29 @@ __all__ = [
 
 
 def require_engine(name: str) -> str:
-    """The pinned binary ``name``, or skip the test with the install command."""
+    """The pinned program behind ``name``, or skip the test with the install command.
+
+    ``name`` is an engine name (``"claude-acp"``, ``"codex-app-server"``: the engine says which
+    program it runs) or a program name (``"claude"``). Where the pinned programs are installed
+    (``engines/node_modules``), a program that cannot be found is a failure, not a skip: a test
+    must never pass by silently not running.
+    """
+    from agentrun import engine_names, get_engine
+
     try:
+        if name in engine_names() and name not in _PROGRAMS_BY_NAME:
+            get_engine(name).check()
+            return name
         return resolve_binary(name)
-    except EngineUnavailableError:
+    except EngineUnavailableError as exc:
+        if _PINNED_BIN.is_dir():
+            pytest.fail(f"{name}: {exc} (the pinned programs are installed, so this is a bug)")
         pytest.skip(f"{name} is not installed; run: {INSTALL_HINT}")
+
+
+#: Engine names that are also their program's name: resolved as programs (a path comes back).
+_PROGRAMS_BY_NAME = frozenset({"claude", "codex", "opencode", "qwen", "gemini", "codex-acp"})
+_PINNED_BIN = Path(__file__).resolve().parent.parent / "engines" / "node_modules" / ".bin"
 
 
 @dataclass
