@@ -60,7 +60,7 @@ from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, 
 from .._vocabulary.journal import SessionStore
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import TurnSummary, WindDown
+from .._vocabulary.summary import TurnSummary, WindDown, WoundDown
 
 __all__ = [
     "EngineFactory",
@@ -153,6 +153,8 @@ class FleetTurnRecord(BaseModel):
     errors: list[ErrorInfo] = Field(default_factory=list[ErrorInfo])
     text: str = ""
     labels: dict[str, str] = Field(default_factory=dict[str, str])
+    #: How the turn was wound down (a task with ``wind_down``); left out of the JSON when not.
+    wound_down: WoundDown | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class FleetSessionRecord(BaseModel):
@@ -654,6 +656,7 @@ def _record(
         errors=list(summary.errors),
         text=summary.text,
         labels=task.labels,
+        wound_down=summary.wound_down,
     )
 
 
