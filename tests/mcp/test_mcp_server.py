@@ -206,7 +206,8 @@ async def test_agentrun_mcp_drives_real_opencode(tmp_path: Path, transport: str)
                     process.terminate()
                     with anyio.fail_after(10):
                         await process.wait()
-    assert summary["ok"] is True and summary["text"] == "Delegated answer."
+    assert summary["ok"] is True and summary["text"] == DELEGATED
+    assert summary["output"] == {"verdict": "delegated"} and summary["output_repairs"] == 0
     assert summary["context"]["size"] == 200_000
 
 
@@ -227,22 +228,19 @@ async def test_a_client_that_goes_away_leaves_no_agent_behind(tmp_path: Path) ->
         assert not left
 
 
+DELEGATED = '{"verdict": "delegated"}'
+
+
 @asynccontextmanager
 async def _opencode_behind_agentrun_mcp(
     tmp_path: Path,
 ) -> AsyncIterator[tuple[list[str], dict[str, str], str | None]]:
     """The command line and environment of ``agentrun mcp`` serving the pinned OpenCode, set up
-    offline against a model server that answers every turn with "Delegated answer."."""
+    offline against a model server that answers every turn with :data:`DELEGATED`."""
     require_engine("opencode")
     from agentrun.offline import opencode_offline
 
-    script = Script(
-        turns=[
-            ModelTurn.text("Delegated answer."),
-            ModelTurn.text('{"verdict": "delegated"}'),
-            ModelTurn.text("Delegated answer.").model_copy(update={"repeat": 2}),
-        ]
-    )
+    script = Script(turns=[ModelTurn.text(DELEGATED).model_copy(update={"repeat": 3})])
     async with ModelServer(script) as server:
         config = opencode_offline(server.url, tmp_path / "agent")
         workspace = tmp_path / "work"
@@ -270,16 +268,10 @@ def _processes_of(tmp_path: Path) -> list[int]:
 async def _delegate(client: Any, model: str | None) -> dict[str, Any]:
     started = _data(await client.call_tool("start_session", {"engine": "opencode", "model": model}))
     assert started["session_id"] == "opencode-1"
-    summary = _data(
-        await client.call_tool(
-            "run_turn", {"session_id": started["session_id"], "prompt": "say hi", "timeout": 120}
-        )
-    )
-    # A second turn asks for structured output: the validated answer comes back as output.
+    # The turn asks for structured output: the validated answer comes back as output.
     schema = {"type": "object", "properties": {"verdict": {"type": "string"}}}
     arguments = {"session_id": "opencode-1", "prompt": "judge", "output_schema": schema}
-    judged = _data(await client.call_tool("run_turn", arguments))
-    assert judged["output"] == {"verdict": "delegated"}, judged
+    summary = _data(await client.call_tool("run_turn", {**arguments, "timeout": 120}))
     assert _data(await client.call_tool("close_session", {"session_id": "opencode-1"})) == {
         "closed": True
     }
