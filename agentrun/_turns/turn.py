@@ -321,7 +321,9 @@ class Turn:
             if self._done or self.cancelling:
                 return
             at = round(anyio.current_time() - self.clocks.started_at, 6)
-            steered = False
+            # Recorded first: if the turn ends during the steer, the driver still marks it.
+            wound = WoundDown(at_s=at, steered=False)
+            self.summary.wound_down = wound
             why: str | None = None
             if not session.can_steer:
                 why = f"{engine} takes no input while a turn runs"
@@ -331,14 +333,14 @@ class Turn:
                     bound.deadline = anyio.current_time() + session.cancel_grace
                     try:
                         await self.steer(spec.text)
-                        steered = True
+                        wound.steered = True
                     except AgentrunError as exc:
                         why = exc.message
                 if bound.cancelled_caught:
                     why = f"the steer did not reach {engine} in time"
-            if self._done:
-                return  # the turn ended meanwhile: nothing was wound down
-            self.summary.wound_down = WoundDown(at_s=at, steered=steered)
+            if self._done or scope.cancel_called:
+                return  # the turn ended meanwhile: no notice
+            steered = wound.steered
             if steered:
                 note = (
                     f"winding down: {spec.seconds:g} s before the deadline, {engine} was told "
@@ -346,8 +348,7 @@ class Turn:
                 )
             else:
                 note = (
-                    f"not wound down: {why}; the turn runs on until its deadline "
-                    f"({spec.seconds:g} s left)"
+                    f"not wound down: {why}; the turn runs on, its deadline {spec.seconds:g} s away"
                 )
             data: dict[str, object] = {
                 "steered": steered,
