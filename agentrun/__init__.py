@@ -75,7 +75,14 @@ from ._vocabulary.questions import (
     QuestionRecord,
     QuestionRequest,
 )
-from ._vocabulary.summary import ContextSummary, SteeredInput, ToolCallSummary, TurnSummary
+from ._vocabulary.summary import (
+    ContextSummary,
+    SteeredInput,
+    ToolCallSummary,
+    TurnSummary,
+    WindDown,
+    WoundDown,
+)
 from ._vocabulary.trajectory import ReplayedTurn, from_atif, to_atif
 from .engines._registry import engine_names, get_engine, get_translator
 from .engines._replay import replay
@@ -215,7 +222,9 @@ __all__ = [
     "Usage",
     "UsageError",
     "UsageSource",
+    "WindDown",
     "WireTap",
+    "WoundDown",
     "__version__",
     "approve_all",
     "compare",

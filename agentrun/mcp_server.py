@@ -38,13 +38,14 @@ except ImportError as _missing:  # pragma: no cover - exercised without the extr
     ) from _missing
 
 from ._turns.engine import Engine
+from ._turns.output import output_spec
 from ._turns.session import Session
 from ._turns.turn import Turn
 from ._version import VERSION
 from ._vocabulary.errors import AgentrunError, ConfigurationError
 from ._vocabulary.messages import Message, MessageType
 from ._vocabulary.options import SessionOptions
-from ._vocabulary.summary import ContextSummary
+from ._vocabulary.summary import ContextSummary, TurnSummary
 from .engines._registry import engine_names, get_engine
 
 __all__ = ["build_server", "serve"]
@@ -256,20 +257,39 @@ def build_server(
         session_id: str,
         prompt: str,
         timeout: float | None = None,
+        output_schema: dict[str, Any] | None = None,
         ctx: Context = None,  # type: ignore[assignment]
     ) -> dict[str, Any]:
         """Send a prompt and wait for the agent to finish the turn; returns the turn's summary.
-        Progress notifications report the context window's fill while it runs."""
+        Progress notifications report the context window's fill while it runs.
+
+        With ``output_schema`` (a JSON Schema object) the agent is asked for a final answer of
+        that shape: ``output`` in the summary is the validated JSON value. An answer that does
+        not match gets one repair turn in the same session; if that one does not match either,
+        ``output`` is null and ``output_errors`` says what was wrong."""
         hosted = sessions.get(session_id)
         if hosted.turn is not None and not hosted.turn.done:
             raise ToolError(f"session {session_id} is running a turn; cancel it or wait")
         try:
-            turn = hosted.session.turn(prompt, timeout=timeout)
-            async with turn:
-                hosted.turn = turn
-                async for message in turn:
-                    await _progress(ctx, message)
-            summary = turn.summary
+            spec = output_spec(output_schema)
+        except ConfigurationError as exc:
+            raise ToolError(exc.message.replace("output schema", "output_schema", 1)) from None
+        output_errors: list[str] = []
+        try:
+            turn = hosted.session.turn(prompt, timeout=timeout, output=spec)
+            turn.output_repairable = True
+            summary = await _drive(hosted, turn, ctx)
+            if spec is not None and turn.output_errors and not turn.cancelling:
+                # The answer did not match: one repair turn, as run_turn makes.
+                repair = hosted.session.turn(
+                    spec.repair_prompt(turn.output_errors), timeout=timeout, output=spec
+                )
+                repair.output_repairable = True
+                repair.summary.output_repairs = 1
+                summary = await _drive(hosted, repair, ctx)
+                output_errors = repair.output_errors
+            elif turn.output_errors:
+                output_errors = turn.output_errors
         except AgentrunError as exc:
             if exc.summary is None:
                 raise ToolError(exc.message) from None
@@ -281,7 +301,10 @@ def build_server(
             hosted.turn = None
         if summary.context is not None:
             hosted.context = summary.context
-        return summary.model_dump(mode="json")
+        data = summary.model_dump(mode="json")
+        if output_errors:
+            data["output_errors"] = output_errors
+        return data
 
     @server.tool()
     async def cancel_turn(session_id: str) -> dict[str, Any]:
@@ -310,6 +333,15 @@ def build_server(
         return {"closed": True}
 
     return server
+
+
+async def _drive(hosted: _Hosted, turn: Turn, ctx: Context | None) -> TurnSummary:
+    """Run ``turn`` to its end as the session's cancellable turn, reporting progress."""
+    async with turn:
+        hosted.turn = turn
+        async for message in turn:
+            await _progress(ctx, message)
+    return turn.summary
 
 
 async def _progress(ctx: Context | None, message: Message) -> None:

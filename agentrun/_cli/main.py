@@ -148,6 +148,10 @@ def parser() -> argparse.ArgumentParser:
                       help="seconds of silence allowed while a tool runs")  # fmt: skip
     run_.add_argument("--stall-after", type=_seconds,
                       help="report a stall after this many quiet seconds")  # fmt: skip
+    run_.add_argument("--wind-down", type=_seconds, metavar="S",
+                      help="tell the agent to wrap up S seconds before --timeout")  # fmt: skip
+    run_.add_argument("--wind-down-text", metavar="TEXT",
+                      help="what --wind-down tells the agent")  # fmt: skip
     run_.add_argument("--binary", help="path of the agent program")
     run_.add_argument("--atif", metavar="PATH", help="write the session's ATIF trajectory here")
     run_.add_argument("--journal", action="store_true",

@@ -247,6 +247,8 @@ class Renderer:
         elif kind is MessageType.ERROR and message.error is not None:
             code = f" [{message.error.code}]" if message.error.code else ""
             self._line(self.style("red", clean(f"error{code}: {message.error.message}")))
+        elif kind is MessageType.SYSTEM and message.subtype == "wind_down" and message.text:
+            self._line(self.style("yellow", "⏳ " + clean(message.text)))
         elif kind is MessageType.SYSTEM and message.denials:
             for denial in message.denials:
                 self._line(
@@ -291,6 +293,11 @@ class Renderer:
             lines.append(f"   tools: {len(summary.tool_calls)} call(s)")
         if summary.denials:
             lines.append(f"   denials: {len(summary.denials)}")
+        wound = summary.wound_down
+        if wound is not None:
+            how = "steered" if wound.steered else "not steered"
+            end = "ended by itself" if wound.ended_by_itself else "did not end by itself"
+            lines.append(f"   wound down: at {wound.at_s:.1f}s, {how}, {end}")
         if summary.resume_id:
             lines.append(f"   resume id: {summary.resume_id}")
         if summary.duration_s is not None:

@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from .._turns.boundary import check_turn_arguments
+from .._turns.boundary import check_turn_arguments, wind_down_spec
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
+from .._vocabulary.summary import WindDown
 from ..engines._registry import engine_names, get_engine
 from .render import Renderer, clean
 
@@ -55,6 +56,8 @@ class _Plan:
     options: dict[str, str]
     #: ``--output-schema``: the JSON Schema of each turn's final answer.
     output_schema: dict[str, Any] | None = None
+    #: ``--wind-down`` (and ``--wind-down-text``), checked against ``--timeout``.
+    wind_down: WindDown | None = None
 
 
 @dataclass
@@ -203,7 +206,22 @@ def _plan(args: argparse.Namespace) -> _Plan:
         script=load_script(args.script),
         options=parse_options(args.option),
         output_schema=load_output_schema(getattr(args, "output_schema", None)),
+        wind_down=_wind_down(args),
     )
+
+
+def _wind_down(args: argparse.Namespace) -> WindDown | None:
+    """``--wind-down S`` (with ``--wind-down-text``), or ``None``."""
+    seconds: float | None = getattr(args, "wind_down", None)
+    text: str | None = getattr(args, "wind_down_text", None)
+    if seconds is None:
+        if text is not None:
+            raise ConfigurationError(
+                "--wind-down-text needs --wind-down S", option="wind_down_text"
+            )
+        return None
+    spec = WindDown(seconds=seconds) if text is None else WindDown(seconds=seconds, text=text)
+    return wind_down_spec(spec, args.timeout)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -409,6 +427,7 @@ async def _session_turns(
             tool_timeout=args.tool_timeout,
             stall_after=args.stall_after,
             output=plan.output_schema,
+            wind_down=plan.wind_down,
         )
         try:
             async with turn:

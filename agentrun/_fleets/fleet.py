@@ -49,9 +49,9 @@ from typing import Annotated, Any, ClassVar, Literal
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .._turns.boundary import failure_code, single_error
+from .._turns.boundary import failure_code, single_error, wind_down_spec
 from .._turns.engine import Engine
 from .._turns.run import run_turn
 from .._turns.session import Session
@@ -60,7 +60,7 @@ from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, 
 from .._vocabulary.journal import SessionStore
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import TurnSummary
+from .._vocabulary.summary import TurnSummary, WindDown, WoundDown
 
 __all__ = [
     "EngineFactory",
@@ -94,6 +94,9 @@ class FleetTask(BaseModel):
     #: Seconds for each turn / of silence allowed (see ``run_turn``).
     timeout: float | None = Field(default=None, gt=0)
     idle_timeout: float | None = Field(default=None, gt=0)
+    #: Steer each turn to wrap up this many seconds before its ``timeout`` (seconds or a
+    #: :class:`~agentrun.WindDown`; see ``run_turn``).
+    wind_down: float | WindDown | None = None
     #: Stop this session's further turns once its turns cost this much (USD).
     max_cost_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     #: Free-form labels copied into every record (a model variant, a dataset row, ...).
@@ -119,6 +122,14 @@ class FleetTask(BaseModel):
                 raise ValueError("a prompt is empty")
         return value
 
+    @model_validator(mode="after")
+    def _wind_down(self) -> FleetTask:
+        try:
+            wind_down_spec(self.wind_down, self.timeout)
+        except ConfigurationError as exc:
+            raise ValueError(exc.message) from None
+        return self
+
 
 class FleetTurnRecord(BaseModel):
     """One turn of a fleet session, as data (one JSON line in :meth:`FleetResult.to_jsonl`)."""
@@ -142,6 +153,8 @@ class FleetTurnRecord(BaseModel):
     errors: list[ErrorInfo] = Field(default_factory=list[ErrorInfo])
     text: str = ""
     labels: dict[str, str] = Field(default_factory=dict[str, str])
+    #: How the turn was wound down (a task with ``wind_down``); left out of the JSON when not.
+    wound_down: WoundDown | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class FleetSessionRecord(BaseModel):
@@ -542,6 +555,7 @@ class FleetRun:
             on_message=peak.see,
             timeout=task.timeout,
             idle_timeout=task.idle_timeout,
+            wind_down=task.wind_down,
         )
         return _record(task, name, summary, peak), summary
 
@@ -642,6 +656,7 @@ def _record(
         errors=list(summary.errors),
         text=summary.text,
         labels=task.labels,
+        wound_down=summary.wound_down,
     )
 
 

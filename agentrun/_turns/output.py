@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._vocabulary.errors import ConfigurationError
 
-__all__ = ["OutputSpec", "OutputType", "output_spec", "schema_errors"]
+__all__ = ["OutputSpec", "OutputType", "output_spec", "schema_errors", "schema_problems"]
 
 #: What ``output=`` takes: a pydantic model class or a JSON Schema.
 OutputType = type[BaseModel] | Mapping[str, Any]
@@ -122,6 +122,12 @@ def output_spec(output: object) -> OutputSpec | None:
             plain = json.loads(json.dumps(dict(schema)))
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"output schema is not JSON: {exc}", option="output") from None
+        problems = schema_problems(plain)
+        if problems:
+            raise ConfigurationError(
+                "output schema is not a usable JSON Schema: " + "; ".join(problems[:5]),
+                option="output",
+            )
         return OutputSpec(schema=cast(dict[str, Any], plain))
     kind: str = type(cast(object, output)).__name__
     raise ConfigurationError(
@@ -139,6 +145,86 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "number": (int, float),
     "integer": (int,),
 }
+
+
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf")
+_COUNTS = ("minItems", "maxItems", "minLength", "maxLength")
+
+
+def schema_problems(schema: Any, root: Any = None, at: str = "(root)") -> list[str]:
+    """What makes ``schema`` no usable JSON Schema, in the keywords :func:`schema_errors`
+    checks (a keyword of the wrong shape, an unknown type name, a ``$ref`` that leads nowhere);
+    ``[]`` when it is usable. Other keywords are left alone."""
+    if isinstance(schema, bool):
+        return []  # true / false are schemas
+    if not isinstance(schema, dict):
+        return [f"{at}: a schema must be an object, got {json.dumps(schema)[:80]}"]
+    rule = cast(dict[str, Any], schema)
+    root = rule if root is None else root
+    problems: list[str] = []
+    kind = rule.get("type")
+    if kind is not None:
+        names = cast(list[Any], kind) if isinstance(kind, list) else [kind]
+        for name in names:
+            if not isinstance(name, str) or name not in _TYPES:
+                problems.append(
+                    f"{at}.type: {json.dumps(name)[:40]} is not one of {', '.join(_TYPES)}"
+                )
+    if "enum" in rule and not isinstance(rule["enum"], list):
+        problems.append(f"{at}.enum: must be an array")
+    required = rule.get("required")
+    if required is not None and not (
+        isinstance(required, list) and all(isinstance(k, str) for k in cast(list[Any], required))
+    ):
+        problems.append(f"{at}.required: must be an array of property names")
+    properties = rule.get("properties")
+    if properties is not None:
+        if not isinstance(properties, dict):
+            problems.append(f"{at}.properties: must be an object of schemas")
+        else:
+            for key, sub in cast(dict[str, Any], properties).items():
+                problems += schema_problems(sub, root, f"{at}.properties.{key}")
+    for key in ("additionalProperties", "items"):
+        if key in rule:
+            problems += schema_problems(rule[key], root, f"{at}.{key}")
+    for key in _COUNTS:
+        count = rule.get(key)
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 0
+        ):
+            problems.append(f"{at}.{key}: must be a non-negative integer")
+    for key in ("minimum", "maximum"):
+        bound = rule.get(key)
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int | float)):
+            problems.append(f"{at}.{key}: must be a number")
+    for key in _SUBSCHEMA_LISTS:
+        if key in rule:
+            options = rule[key]
+            if not isinstance(options, list) or not options:
+                problems.append(f"{at}.{key}: must be a non-empty array of schemas")
+                continue
+            for i, sub in enumerate(cast(list[Any], options)):
+                problems += schema_problems(sub, root, f"{at}.{key}[{i}]")
+    for key in ("$defs", "definitions"):
+        defs = rule.get(key)
+        if defs is not None and not isinstance(defs, dict):
+            problems.append(f"{at}.{key}: must be an object of schemas")
+        elif defs is not None and rule is root:
+            for name, sub in cast(dict[str, Any], defs).items():
+                problems += schema_problems(sub, root, f"{at}.{key}.{name}")
+    ref = rule.get("$ref")
+    if ref is not None:
+        if not isinstance(ref, str):
+            problems.append(f"{at}.$ref: must be a string")
+        elif ref.startswith("#"):
+            target: Any = root
+            for part in ref[2:].split("/") if ref.startswith("#/") else []:
+                target = (
+                    cast(dict[str, Any], target).get(part) if isinstance(target, dict) else None
+                )
+            if target is None:
+                problems.append(f"{at}.$ref: {ref} points to nothing in the schema")
+    return problems
 
 
 def _is_type(value: Any, name: str) -> bool:

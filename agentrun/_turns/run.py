@@ -8,8 +8,8 @@ Checks the arguments at the boundary (:func:`~.boundary.check_turn_arguments`), 
 from __future__ import annotations
 
 from .._vocabulary.errors import ConfigurationError
-from .._vocabulary.summary import TurnSummary
-from .boundary import check_turn_arguments
+from .._vocabulary.summary import TurnSummary, WindDown
+from .boundary import check_turn_arguments, wind_down_spec
 from .handoff import follow_context_policy
 from .output import OutputType, output_spec
 from .session import Session
@@ -28,6 +28,7 @@ async def run_turn(
     tool_timeout: float | None = None,
     stall_after: float | None = None,
     output: OutputType | None = None,
+    wind_down: float | WindDown | None = None,
 ) -> TurnSummary:
     """Run one turn to its end and return its :class:`TurnSummary`.
 
@@ -48,6 +49,12 @@ async def run_turn(
     ``summary.output`` is the validated final answer. An answer that does not validate gets
     one repair turn in the same session (the returned summary is then the repair turn's, with
     ``output_repairs == 1``); still invalid raises :class:`OutputValidationError`.
+
+    ``wind_down`` (seconds, or a :class:`WindDown` with its own text; needs ``timeout`` and must
+    be less than it) winds the turn down: that long before the deadline the agent is steered
+    with a wrap-up instruction so it can end the turn by itself (``summary.wound_down`` says
+    whether it did); engines that take no input during a turn get a ``system`` ``wind_down``
+    message instead. At the deadline the turn is cancelled as without it.
     """
     if not isinstance(session, Session):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError(
@@ -62,6 +69,7 @@ async def run_turn(
         stall_after=stall_after,
         on_message=on_message,
     )
+    wind_down_spec(wind_down, timeout)
     spec = output_spec(output)
     turn = session.turn(
         prompt,
@@ -70,6 +78,7 @@ async def run_turn(
         tool_timeout=tool_timeout,
         stall_after=stall_after,
         output=spec,
+        wind_down=wind_down,
     )
     turn.output_repairable = True
     summary = await turn.run_to_end(on_message)
@@ -84,6 +93,7 @@ async def run_turn(
         tool_timeout=tool_timeout,
         stall_after=stall_after,
         output=spec,
+        wind_down=wind_down,
     )
     repair.summary.output_repairs = 1
     summary = await repair.run_to_end(on_message)

@@ -46,7 +46,7 @@ from .._vocabulary.messages import Message
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask_permission
 from .._vocabulary.questions import QuestionAnswer, QuestionRequest, ask_question
-from .._vocabulary.summary import TurnSummary
+from .._vocabulary.summary import TurnSummary, WindDown
 from .._vocabulary.trajectory import TrajectorySource, load_trajectory, trajectory_digest
 from .._wire.framing import LineTooLong
 from . import handoff as _handoff
@@ -256,11 +256,13 @@ class Session(ABC):
         tool_timeout: float | None = None,
         stall_after: float | None = None,
         output: OutputType | OutputSpec | None = None,
+        wind_down: float | WindDown | None = None,
     ) -> Turn:
         """A turn for ``prompt``: ``async with session.turn(p) as t: async for m in t: ...``.
         See :func:`run_turn` for the arguments. With ``output=``, ``turn.summary.output`` holds
         the validated answer once the iteration ended, or the iteration's end raises
-        :class:`OutputValidationError` (the streaming form makes no repair turn)."""
+        :class:`OutputValidationError` (the streaming form makes no repair turn). With
+        ``wind_down=``, ``wind_down`` seconds before ``timeout`` the agent is told to wrap up."""
         return Turn(
             self,
             prompt,
@@ -269,6 +271,7 @@ class Session(ABC):
             tool_timeout=tool_timeout,
             stall_after=stall_after,
             output=output_spec(output),
+            wind_down=wind_down,
         )
 
     def _housekeeping_turn(self, prompt: str, *, timeout: float | None, compacting: bool) -> Turn:

@@ -10,7 +10,10 @@ what it emits, tagged with the turn's number, to the one consumer (the ``async f
   it has :attr:`Session.cancel_grace` seconds to end the turn, then the agent is stopped by
   force (:meth:`Session._force_stop`);
 * the session's policy (:class:`~.policies.TurnPolicy`), told of every delivered message;
-* the hand-off note of the first turn after a hand-off.
+* the hand-off note of the first turn after a hand-off;
+* the wind-down (``wind_down``): that many seconds before the deadline the agent is steered
+  with a wrap-up instruction (a ``system`` ``wind_down`` message says so, or says that the
+  engine takes no input during a turn), recorded in ``summary.wound_down``.
 
 :class:`TurnContext` is what an engine sees of it. Imports the vocabulary, the wire's framing
 types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.handoff`,
@@ -39,8 +42,8 @@ from .._vocabulary.errors import (
 )
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import SteeredInput, TurnSummary
-from .boundary import check_turn_arguments, failure_code
+from .._vocabulary.summary import SteeredInput, TurnSummary, WindDown, WoundDown
+from .boundary import check_turn_arguments, failure_code, wind_down_spec
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
 from .observe import OBSERVERS, Observer
@@ -136,6 +139,7 @@ class Turn:
         tool_timeout: float | None = None,
         stall_after: float | None = None,
         output: OutputSpec | None = None,
+        wind_down: float | WindDown | None = None,
     ) -> None:
         check_turn_arguments(
             prompt,
@@ -144,6 +148,8 @@ class Turn:
             tool_timeout=tool_timeout,
             stall_after=stall_after,
         )
+        #: Steer the agent to wrap up this long before the deadline (``None``: never).
+        self.wind_down: WindDown | None = wind_down_spec(wind_down, timeout)
         self.session: Session = session
         #: The schema of the final answer (structured output), if any.
         self.output_spec: OutputSpec | None = output
@@ -168,6 +174,7 @@ class Turn:
         )
         self.clocks.on_change = self._refresh_deadline
         self._quiet_watch: anyio.CancelScope | None = None
+        self._wind_down_watch: anyio.CancelScope | None = None
         #: Set on the first turn after a hand-off.
         self._handoff_from: HandoffSeed | None = None
         #: The session's policy (``None``: it has none).
@@ -241,6 +248,10 @@ class Turn:
         if self.clocks.watching:
             self._quiet_watch = anyio.CancelScope()
             task_group.start_soon(self._watch_quiet, self._quiet_watch)
+        if self.wind_down is not None and self.timeout is not None:
+            self._wind_down_watch = anyio.CancelScope()
+            acts_at = now + self.timeout - self.wind_down.seconds
+            task_group.start_soon(self._wind_down_at, acts_at, self._wind_down_watch)
         return self
 
     async def __aexit__(
@@ -295,6 +306,60 @@ class Turn:
         at = round(anyio.current_time() - self.clocks.started_at, 6)
         await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
         self.summary.steered.append(SteeredInput(text=text, at_s=at))
+
+    async def _wind_down_at(self, when: float, scope: anyio.CancelScope) -> None:
+        """At ``when`` (``wind_down`` seconds before the deadline), if the turn still runs:
+        steer the agent with the wrap-up text where the engine takes input during a turn, and
+        say what happened in a ``system`` ``wind_down`` message either way (never an error: the
+        turn goes on, and its deadline still holds)."""
+        spec = self.wind_down
+        assert spec is not None
+        session = self.session
+        engine = session.engine_name
+        with scope:
+            await anyio.sleep_until(when)
+            if self._done or self.cancelling:
+                return
+            at = round(anyio.current_time() - self.clocks.started_at, 6)
+            # Recorded first: if the turn ends during the steer, the driver still marks it.
+            wound = WoundDown(at_s=at, steered=False)
+            self.summary.wound_down = wound
+            why: str | None = None
+            if not session.can_steer:
+                why = f"{engine} takes no input while a turn runs"
+            else:
+                # Shielded (a steer half written would corrupt the agent's input) and bounded.
+                with anyio.CancelScope(shield=True) as bound:
+                    bound.deadline = anyio.current_time() + session.cancel_grace
+                    try:
+                        await self.steer(spec.text)
+                        wound.steered = True
+                    except AgentrunError as exc:
+                        why = exc.message
+                if bound.cancelled_caught:
+                    why = f"the steer did not reach {engine} in time"
+            if self._done or scope.cancel_called:
+                return  # the turn ended meanwhile: no notice
+            steered = wound.steered
+            if steered:
+                note = (
+                    f"winding down: {spec.seconds:g} s before the deadline, {engine} was told "
+                    "to wrap up"
+                )
+            else:
+                note = (
+                    f"not wound down: {why}; the turn runs on, its deadline {spec.seconds:g} s away"
+                )
+            data: dict[str, object] = {
+                "steered": steered,
+                "at_s": at,
+                "seconds_left": spec.seconds,
+            }
+            if not steered:
+                data["reason"] = why
+            await self.deliver(
+                Message(type=MessageType.SYSTEM, subtype="wind_down", text=note, data=data)
+            )
 
     # -- iteration ---------------------------------------------------------------------------
 
@@ -532,6 +597,11 @@ class Turn:
                     failure = AgentrunError(f"{engine} engine failed: {exc!r}", engine=engine)
                     failure.__cause__ = exc
             timed_out = self._scope.cancel_called and not self.cancelling and not completed
+            if self._wind_down_watch is not None:
+                self._wind_down_watch.cancel()
+            wound = self.summary.wound_down
+            if wound is not None:
+                wound.ended_by_itself = completed and self.summary.has_result
             policy = self._policy
             if policy is not None:
                 ran_out = (
@@ -600,6 +670,8 @@ class Turn:
                 self._watchdog.cancel()
             if self._quiet_watch is not None:
                 self._quiet_watch.cancel()
+            if self._wind_down_watch is not None:
+                self._wind_down_watch.cancel()
 
     def _take_failure(self) -> AgentrunError | None:
         """The error that ended the turn, if not raised yet (the iterator will not raise it)."""

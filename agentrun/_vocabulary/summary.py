@@ -15,8 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, computed_field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    computed_field,
+    field_validator,
+)
 
+from .errors import configuration_error
 from .messages import (
     BackgroundTask,
     ContextSource,
@@ -32,7 +41,21 @@ from .messages import (
 )
 from .questions import QuestionRecord
 
-__all__ = ["ContextSummary", "ToolCallSummary", "TurnSummary"]
+__all__ = [
+    "WIND_DOWN_TEXT",
+    "ContextSummary",
+    "SteeredInput",
+    "ToolCallSummary",
+    "TurnSummary",
+    "WindDown",
+    "WoundDown",
+]
+
+#: What a turn is told ``wind_down`` seconds before its deadline (``WindDown.text``'s default).
+WIND_DOWN_TEXT = (
+    "You are almost out of time for this task. Do not start anything new: stop or finish what "
+    "is running, then give your final answer now, saying what is done and what is left."
+)
 
 _setattr = object.__setattr__
 
@@ -135,6 +158,55 @@ class SteeredInput(BaseModel):
     at_s: float
 
 
+class WindDown(BaseModel):
+    """Wind a turn down before its deadline: ``seconds`` before the turn's ``timeout`` the
+    library steers the agent with ``text`` (``Turn.steer``), so it can end the turn by itself.
+    ``run_turn(..., wind_down=S)`` is ``WindDown(seconds=S)``."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
+
+    #: Seconds before the deadline; more than 0 and less than the turn's ``timeout``.
+    seconds: float = Field(gt=0, allow_inf_nan=False)
+    #: The instruction the agent gets.
+    text: str = WIND_DOWN_TEXT
+
+    def __init__(self, **fields: Any) -> None:
+        try:
+            super().__init__(**fields)
+        except ValidationError as exc:
+            raise configuration_error(exc, "wind_down") from None
+
+    @field_validator("seconds", mode="before")
+    @classmethod
+    def _seconds(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError("must be a number of seconds")
+        return value
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the text is empty")
+        if "\0" in value:
+            raise ValueError("the text contains a NUL character")
+        return value
+
+
+class WoundDown(BaseModel):
+    """How a turn run with ``wind_down`` was wound down (``TurnSummary.wound_down``)."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
+    #: Seconds since the turn started when the wind-down acted.
+    at_s: float
+    #: True when the agent was steered with the wrap-up text; False when the engine takes no
+    #: input during a turn (a ``system`` ``wind_down`` message said so) or the steer failed.
+    steered: bool
+    #: True when the turn then reached its result by itself, before its deadline.
+    ended_by_itself: bool = False
+
+
 class TurnSummary(BaseModel):
     """What one turn produced. See the module docstring for the field contract.
 
@@ -154,6 +226,9 @@ class TurnSummary(BaseModel):
       instance of the model class, or the decoded JSON for a schema ``dict``); ``None``
       otherwise. ``output_repairs`` counts the repair turns it took (0 or 1).
     * ``steered``: what was added to the running turn with ``Turn.steer``, and when.
+    * ``wound_down``: for a turn run with ``wind_down`` whose wind-down acted, when, whether the
+      agent was steered and whether the turn ended by itself; ``None`` otherwise (and then left
+      out of the JSON form).
     """
 
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid", validate_assignment=False)
@@ -178,6 +253,7 @@ class TurnSummary(BaseModel):
     output: Any = None
     output_repairs: int = 0
     steered: list[SteeredInput] = Field(default_factory=list[SteeredInput])
+    wound_down: WoundDown | None = Field(default=None, exclude_if=lambda value: value is None)
 
     # The running state of the fold lives in one plain object: folding a message touches no
     # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a

@@ -67,6 +67,21 @@ def test_output_schema_prints_the_validated_answer_after_the_turn(tmp_path: Path
     assert "does not match the output schema" in done.stderr, done.stderr
 
 
+def test_wind_down_reaches_the_turn(tmp_path: Path) -> None:
+    # Codex exec takes no input during a turn: the wind-down is a notice, and the turn runs on.
+    require_engine("codex")
+    script = tmp_path / "script.json"
+    turns = Script(turns=[ModelTurn.shell("sleep 1"), ModelTurn.text("done")])
+    script.write_text(turns.model_dump_json())
+    args = ("run", "--engine", "codex", "--script", str(script), "--timeout", "60")
+    done = _cli(*args, "--wind-down", "59.9", "--json", "go")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    notes = [line for line in lines if line.get("subtype") == "wind_down"]
+    assert len(notes) == 1 and notes[0]["data"]["steered"] is False, notes
+    assert "codex takes no input while a turn runs" in notes[0]["text"]
+
+
 def test_a_failed_turn_prints_its_reason() -> None:
     require_engine("claude")
     done = _cli("run", "--resume", "BADID", "hi")

@@ -82,6 +82,21 @@ def test_run_refuses_a_bad_output_schema_in_one_line(
     assert says in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(["--wind-down", "5"], "wind_down needs a timeout"),
+     (["--timeout", "5", "--wind-down", "5"], "must be less than the timeout"),
+     (["--timeout", "5", "--wind-down-text", "stop"], "--wind-down-text needs --wind-down"),
+     (["--timeout", "5", "--wind-down", "1", "--wind-down-text", " "], "the text is empty")],
+)  # fmt: skip
+def test_run_refuses_a_bad_wind_down_in_one_line(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", *args, "hi"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.agent
 def test_main_job_runs_a_real_claude_turn_on_the_embedded_server() -> None:
     require_engine("claude")

@@ -95,3 +95,38 @@ def test_anything_but_a_model_class_or_a_schema_is_refused(output: Any) -> None:
     with pytest.raises(ConfigurationError) as caught:
         output_spec(output)
     assert caught.value.option == "output"
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ({"type": "strng"}, '(root).type: "strng" is not one of'),
+        ({"type": ["string", 3]}, "(root).type: 3 is not one of"),
+        ({"enum": "a"}, "(root).enum: must be an array"),
+        ({"required": [1]}, "(root).required: must be an array of property names"),
+        ({"properties": []}, "(root).properties: must be an object of schemas"),
+        ({"properties": {"a": {"maxLength": -1}}}, "(root).properties.a.maxLength: must be a"),
+        ({"items": 3}, "(root).items: a schema must be an object"),
+        ({"anyOf": []}, "(root).anyOf: must be a non-empty array of schemas"),
+        ({"allOf": [{"minimum": "0"}]}, "(root).allOf[0].minimum: must be a number"),
+        ({"$ref": "#/$defs/Gone", "$defs": {}}, "(root).$ref: #/$defs/Gone points to nothing"),
+    ],
+)
+def test_a_schema_that_is_no_usable_json_schema_is_refused(
+    schema: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        output_spec(schema)
+    assert caught.value.option == "output"
+    assert said in caught.value.message, caught.value.message
+
+
+def test_usable_schemas_pass_the_shape_check() -> None:
+    for schema in (
+        {},
+        {"type": ["string", "null"], "enum": ["a", None]},
+        {"$ref": "#/$defs/P", "$defs": {"P": {"type": "object", "additionalProperties": False}}},
+        {"items": True, "minItems": 0, "maximum": 2.5, "oneOf": [{"type": "array"}]},
+        Point.model_json_schema(),
+    ):
+        assert output_spec(schema) is not None

@@ -26,7 +26,7 @@ PUBLIC = {
     "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
     "FleetTurnRecord", "ForkNotSupportedError", "InitMeta", "JsonlSessionStore", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
-    "SteeredInput", "SteeringNotSupportedError",
+    "SteeredInput", "SteeringNotSupportedError", "WindDown", "WoundDown",
     "OutputValidationError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
     "NotAuthenticatedError", "QuotaExceededError", "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",

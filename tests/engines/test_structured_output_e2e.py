@@ -14,7 +14,7 @@ import pytest
 from agents_support import require_engine
 from pydantic import BaseModel
 
-from agentrun import OutputValidationError, Turn, run_turn
+from agentrun import EngineUnavailableError, OutputValidationError, Turn, run_turn
 from agentrun.offline import ModelServer, ModelTurn, RecordedRequest, Script, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
@@ -22,7 +22,17 @@ pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 #: Engines whose agent is given the schema by its own mechanism (seen in the model request's
 #: response format, not in the prompt).
 NATIVE = {"codex", "codex-app-server"}
-ENGINES = ["claude", "codex", "codex-app-server", "opencode", "opencode-acp"]
+ENGINES = [
+    "claude",
+    "codex",
+    "codex-app-server",
+    "opencode",
+    "opencode-acp",
+    "claude-acp",
+    "codex-acp",
+    "qwen",
+    "gemini",
+]
 
 
 class Verdict(BaseModel):
@@ -32,6 +42,16 @@ class Verdict(BaseModel):
 
 def _program(name: str) -> str:
     return {"codex-app-server": "codex", "opencode-acp": "opencode"}.get(name, name)
+
+
+def _engine(name: str, url: str, home: Path) -> tuple[Any, Any]:
+    """The embedded engine ``name``; skipped when its pinned agent is not installed."""
+    if name in {"claude", "codex", "codex-app-server", "opencode", "opencode-acp"}:
+        require_engine(_program(name))
+    try:
+        return embedded_engine(name, url, home)
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
 
 
 def _turn_requests(server: ModelServer) -> list[RecordedRequest]:
@@ -54,10 +74,9 @@ async def _drain(turn: Turn) -> None:
 
 @pytest.mark.parametrize("name", ENGINES)
 async def test_the_answer_is_validated_into_the_model(name: str, tmp_path: Path) -> None:
-    require_engine(_program(name))
     answer = json.dumps({"verdict_code": "green", "confidence_level": 7})
     async with ModelServer(Script(turns=[ModelTurn.text(answer)])) as server:
-        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+        engine, options = _engine(name, server.url, tmp_path / "agent")
         async with engine.start(options) as session:
             summary = await run_turn(session, "judge it", output=Verdict, timeout=120)
         requests = _turn_requests(server)

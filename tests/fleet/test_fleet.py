@@ -142,6 +142,25 @@ async def test_every_task_runs_and_its_records_are_data(backend: str) -> None:
     assert "one" in table and "$0.5000" in table
 
 
+async def test_a_task_winds_its_turns_down() -> None:
+    # The scripted engine takes no input during a turn: the wind-down is a notice, recorded.
+    task = FleetTask(engine="scripted", prompts=("a",), timeout=5, wind_down=4.8)
+    events: list[FleetEvent] = []
+    fleet = Fleet(engine_factory=lambda t: costing(0.1, delay=0.5))
+    result = await fleet.run([task], on_event=events.append)
+    (record,) = result.turns
+    assert record.ok and record.wound_down is not None
+    assert not record.wound_down.steered and record.wound_down.ended_by_itself
+    assert json.loads(result.to_jsonl())["wound_down"]["steered"] is False
+    (finished,) = [e for e in events if e.kind == "turn_finished"]
+    assert finished.summary is not None and finished.summary.wound_down == record.wound_down
+    # Without wind_down the record's JSON has no such key.
+    plain = await Fleet(engine_factory=lambda t: costing(0.1)).run(
+        [task.model_copy(update={"wind_down": None})]
+    )
+    assert "wound_down" not in json.loads(plain.to_jsonl())
+
+
 async def test_the_concurrency_limits_hold() -> None:
     gauge = Gauge()
 

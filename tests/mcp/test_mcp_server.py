@@ -27,6 +27,13 @@ pytestmark = pytest.mark.anyio
 def _script(prompt: str, number: int) -> list[Any]:
     if prompt == "hang":
         return [text("working"), Hang()]
+    # Structured output: the first line of the prompt is the answer (the schema follows it).
+    if prompt.startswith("answer "):
+        answer = prompt.split("\n")[0].removeprefix("answer ")
+        return [text(answer), result(answer)]
+    if prompt.startswith("Your previous final answer"):
+        answer = '{"count": 4}' if "not JSON" in prompt else "still not JSON"
+        return [text(answer), result(answer)]
     return [
         text("Looking."),
         tool_use("t1", "Bash", {"command": "ls"}),
@@ -101,6 +108,55 @@ async def test_bad_requests_are_clear_tool_errors(tmp_path: Path) -> None:
         assert missing.is_error and "no session" in str(missing.content)
 
 
+COUNT = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+
+
+async def test_run_turn_returns_the_answer_validated_against_an_output_schema(
+    tmp_path: Path,
+) -> None:
+    async with Client(_server(tmp_path)) as client:
+        sid = _data(await client.call_tool("start_session", {"engine": "scripted"}))["session_id"]
+
+        async def turn(prompt: str) -> dict[str, Any]:
+            arguments = {"session_id": sid, "prompt": prompt, "output_schema": COUNT}
+            return _data(await client.call_tool("run_turn", arguments))
+
+        valid = await turn('answer {"count": 3}')
+        assert valid["output"] == {"count": 3} and valid["output_repairs"] == 0
+        assert "output_errors" not in valid
+        # Not JSON: one repair turn in the same session, which answers right.
+        repaired = await turn("answer three")
+        assert repaired["output"] == {"count": 4} and repaired["output_repairs"] == 1
+        # Wrong twice: no output, and what was wrong, with the rest of the summary.
+        wrong = await turn('answer {"count": "three"}')
+        assert wrong["output"] is None and wrong["output_repairs"] == 1
+        assert wrong["output_errors"][0].startswith("not JSON"), wrong
+        assert wrong["text"] == "still not JSON"
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ({"type": "strng"}, '(root).type: "strng" is not one of'),
+        ({"properties": {"n": {"minimum": "1"}}}, "(root).properties.n.minimum: must be a number"),
+        ({"required": "count"}, "(root).required: must be an array of property names"),
+        ({"$ref": "#/$defs/Missing"}, "points to nothing"),
+        ("not a schema", "output_schema"),
+    ],
+)
+async def test_a_bad_output_schema_is_a_tool_error_saying_what_is_wrong(
+    tmp_path: Path, schema: Any, said: str
+) -> None:
+    async with Client(_server(tmp_path)) as client:
+        sid = _data(await client.call_tool("start_session", {"engine": "scripted"}))["session_id"]
+        arguments = {"session_id": sid, "prompt": 'answer {"count": 1}', "output_schema": schema}
+        answer = await client.call_tool("run_turn", arguments)
+        assert answer.is_error and said in str(answer.content), answer.content
+        # Nothing was sent: the session's first turn is still to come.
+        summary = _data(await client.call_tool("run_turn", {"session_id": sid, "prompt": "x"}))
+        assert summary["turn"] == 1
+
+
 async def test_cancel_turn_interrupts_a_running_turn(tmp_path: Path) -> None:
     async with Client(_server(tmp_path)) as client:
         sid = _data(await client.call_tool("start_session", {"engine": "scripted"}))["session_id"]
@@ -150,7 +206,8 @@ async def test_agentrun_mcp_drives_real_opencode(tmp_path: Path, transport: str)
                     process.terminate()
                     with anyio.fail_after(10):
                         await process.wait()
-    assert summary["ok"] is True and summary["text"] == "Delegated answer."
+    assert summary["ok"] is True and summary["text"] == DELEGATED
+    assert summary["output"] == {"verdict": "delegated"} and summary["output_repairs"] == 0
     assert summary["context"]["size"] == 200_000
 
 
@@ -171,16 +228,19 @@ async def test_a_client_that_goes_away_leaves_no_agent_behind(tmp_path: Path) ->
         assert not left
 
 
+DELEGATED = '{"verdict": "delegated"}'
+
+
 @asynccontextmanager
 async def _opencode_behind_agentrun_mcp(
     tmp_path: Path,
 ) -> AsyncIterator[tuple[list[str], dict[str, str], str | None]]:
     """The command line and environment of ``agentrun mcp`` serving the pinned OpenCode, set up
-    offline against a model server that answers every turn with "Delegated answer."."""
+    offline against a model server that answers every turn with :data:`DELEGATED`."""
     require_engine("opencode")
     from agentrun.offline import opencode_offline
 
-    script = Script(turns=[ModelTurn.text("Delegated answer.").model_copy(update={"repeat": 3})])
+    script = Script(turns=[ModelTurn.text(DELEGATED).model_copy(update={"repeat": 3})])
     async with ModelServer(script) as server:
         config = opencode_offline(server.url, tmp_path / "agent")
         workspace = tmp_path / "work"
@@ -208,11 +268,10 @@ def _processes_of(tmp_path: Path) -> list[int]:
 async def _delegate(client: Any, model: str | None) -> dict[str, Any]:
     started = _data(await client.call_tool("start_session", {"engine": "opencode", "model": model}))
     assert started["session_id"] == "opencode-1"
-    summary = _data(
-        await client.call_tool(
-            "run_turn", {"session_id": started["session_id"], "prompt": "say hi", "timeout": 120}
-        )
-    )
+    # The turn asks for structured output: the validated answer comes back as output.
+    schema = {"type": "object", "properties": {"verdict": {"type": "string"}}}
+    arguments = {"session_id": "opencode-1", "prompt": "judge", "output_schema": schema}
+    summary = _data(await client.call_tool("run_turn", {**arguments, "timeout": 120}))
     assert _data(await client.call_tool("close_session", {"session_id": "opencode-1"})) == {
         "closed": True
     }
