@@ -42,7 +42,7 @@ from .._vocabulary.errors import (
     SteeringNotSupportedError,
     TurnInProgressError,
 )
-from .._vocabulary.messages import Message
+from .._vocabulary.messages import Message, Usage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask_permission
 from .._vocabulary.questions import QuestionAnswer, QuestionRequest, ask_question
@@ -107,6 +107,9 @@ class Session(ABC):
         self.journal: JournalObserver | None = journal_observer(self.options.journal)
         #: This session's own observers (its journal), told after the registered ones.
         self.observers: tuple[Observer, ...] = () if self.journal is None else (self.journal,)
+        self._usage: Usage | None = None
+        self._side_usage: Usage | None = None
+        self._unaccounted: list[int] = []
 
     def _tap(self, direction: str, line: bytes) -> None:
         """Engines call this for every raw line they read or write.
@@ -168,6 +171,45 @@ class Session(ABC):
     def turns(self) -> int:
         """How many turns were started."""
         return self._turns
+
+    @property
+    def usage(self) -> Usage | None:
+        """What this session's turns used so far: the sum of every ended turn's
+        ``TurnSummary.usage`` (tokens and cost; the turns the library runs to compact or hand
+        off included), its sources the weakest of the parts', its context fields the latest
+        reading. ``None`` until a turn reported usage. A turn whose tokens nobody knows (a
+        cancelled turn the agent reported nothing for, ``usage_source`` ``unavailable``) adds
+        nothing, and one that reported only its last model call (``last_call``) adds that
+        call: both are in :attr:`unaccounted_turns`. Calls beside the turns' main loops are
+        :attr:`side_usage`, never in here."""
+        return self._usage
+
+    @property
+    def side_usage(self) -> Usage | None:
+        """The sum of the turns' ``TurnSummary.side_usage`` (session titles, prompt
+        suggestions, subagents), where the agent reports them; ``None`` otherwise."""
+        return self._side_usage
+
+    @property
+    def unaccounted_turns(self) -> tuple[int, ...]:
+        """The numbers of the ended turns whose tokens :attr:`usage` does not hold in full:
+        no usage reported, ``usage_source`` ``unavailable`` or ``last_call``."""
+        return tuple(self._unaccounted)
+
+    def _account_turn(self, number: int, summary: TurnSummary) -> None:
+        """Add an ended turn's usage to the session's totals (once per turn)."""
+        usage = summary.usage
+        source = None if usage is None else usage.usage_source
+        known = usage is not None and (
+            usage.input_tokens is not None or usage.output_tokens is not None
+        )
+        if not known or source in ("unavailable", "last_call"):
+            self._unaccounted.append(number)
+        if usage is not None:
+            self._usage = usage if self._usage is None else self._usage + usage
+        side = summary.side_usage
+        if side is not None:
+            self._side_usage = side if self._side_usage is None else self._side_usage + side
 
     async def __aenter__(self) -> Session:
         if self._entered:

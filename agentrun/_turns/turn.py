@@ -660,6 +660,7 @@ class Turn:
                 session.handoffs.append((previous, current if current != previous else None))
                 self._handoff_from = None
             self.summary.duration_s = round(anyio.current_time() - self.clocks.started_at, 6)
+            session._account_turn(self.number, self.summary)  # pyright: ignore[reportPrivateUsage]
             if self._observers:
                 for observer in self._observers:
                     observer.turn_ended(self, self._failure)

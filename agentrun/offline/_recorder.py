@@ -11,7 +11,10 @@ through :func:`~agentrun.run_turn` and writes two files:
 ``<out>.meta.json``
     Agent name and version, argv, the *names* of the environment variables (never values),
     exit code, stderr tail, wall time, the script, the prompts, what each turn ended with and
-    how the scenario was driven.
+    how the scenario was driven. Each turn's ``ledger`` says what the server served during it,
+    from :attr:`ModelServer.ledger`: the main model calls (how many, their HTTP statuses,
+    whether every answer was written whole), their summed ``usage`` in the library's
+    convention, and how many side requests. A replay's usage is checked against it.
 
 Everything runs on 127.0.0.1; run it inside ``python -m agentrun.offline netns`` to be sure
 nothing else is reachable.
@@ -47,6 +50,8 @@ __all__ = ["record"]
 
 #: Kept in the meta file.
 _STDERR_TAIL_CHARS = 8192
+#: The most seconds a turn's ledger waits for the entries of abandoned model calls.
+_SETTLE_S = 5.0
 
 
 async def record(
@@ -162,6 +167,7 @@ async def _record(
             for number, prompt in enumerate(prompts, 1):
                 outcome: dict[str, Any] = {"turn": number, "prompt": prompt}
                 t0 = time.monotonic()
+                mark = server.ledger.mark()
                 try:
                     if number == 1 and interrupt_after is not None:
                         with anyio.move_on_after(interrupt_after) as scope:
@@ -198,6 +204,7 @@ async def _record(
                     outcome["raised"] = type(exc).__name__
                     outcome["message"] = exc.message[:500]
                 outcome["seconds"] = round(time.monotonic() - t0, 3)
+                outcome["ledger"] = await _served(server, mark)
                 turns.append(outcome)
                 if "raised" in outcome and process.closed:
                     break
@@ -240,6 +247,38 @@ async def _record(
         json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return meta
+
+
+async def _served(server: ModelServer, mark: int) -> dict[str, Any]:
+    """What the server served during a turn, from its ledger: the main model calls, their
+    usage in the library's convention, and the side requests apart. A call the agent abandoned
+    is entered once the server notices, so this waits (bounded) for every call received."""
+    with anyio.move_on_after(_SETTLE_S):
+        while _unsettled(server):  # noqa: ASYNC110 (the server's thread appends)
+            await anyio.sleep(0.05)
+    served = server.ledger.since(mark)
+    main = served.main
+    figures = main.usage.model_dump(
+        include={
+            "input_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "output_tokens",
+            "thinking_tokens",
+        }
+    )
+    return {
+        "calls": len(main),
+        "statuses": [e.status for e in main.entries],
+        "complete": all(e.complete for e in main.entries),
+        "usage": figures,
+        "side_calls": len(served.side),
+    }
+
+
+def _unsettled(server: ModelServer) -> set[int]:
+    """The model calls received that have no ledger entry yet."""
+    return {r.seq for r in server.model_requests} - {e.seq for e in server.ledger.entries}
 
 
 async def _sigterm_later(process: Session, seconds: float) -> None:

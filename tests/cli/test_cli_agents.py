@@ -228,5 +228,9 @@ def test_record_writes_its_metadata_to_the_file_and_its_script_loads_back(tmp_pa
     ]
     meta = json.loads((tmp_path / "case.meta.json").read_text())
     assert Script.model_validate(meta["script"]) == script
+    # What the server served during the turn: the one scripted answer, whole.
+    (turn,) = meta["turns"]
+    assert turn["ledger"]["calls"] == 1 and turn["ledger"]["complete"], turn
+    assert turn["ledger"]["statuses"] == [200] and turn["ledger"]["usage"]["output_tokens"] > 0
     replayed = _cli("replay", "--engine", "claude", str(tmp_path / "case.jsonl"))
     assert replayed.returncode == 0 and "Recorded, and nothing else." in replayed.stdout

@@ -102,6 +102,10 @@ class SessionState:
         #: Per-call usage an agent sends in a chunk's ``_meta.usage`` (Qwen Code), this prompt.
         self.call_usage: list[dict[str, Any]] = []
         self._cost_base: float | None = None
+        #: The running cost had not moved when the last prompt that spent tokens ended.
+        self._cost_late = False
+        #: The prompt running is the agent's ``compact`` command.
+        self._compacting = False
 
     # -- what the session is -----------------------------------------------------------
 

@@ -116,11 +116,18 @@ class AcpState(ToolCalls):
 
     # -- the prompt turn -----------------------------------------------------------------
 
-    def prompt_started(self) -> list[Message]:
+    def prompt_started(self, text: str | None = None) -> list[Message]:
         out = self._init_once()
         self.in_prompt = True
         self.call_usage: list[dict[str, Any]] = []
-        if self.session_cost is not None:
+        #: The prompt runs the agent's ``compact`` command.
+        self._compacting = text is not None and text.strip() == "/compact"
+        if self._cost_late:
+            # The running cost had not moved when the last turn ended: what it moves by now
+            # is that turn's and this one's together, so this turn's is not derived from it.
+            self._cost_base = None
+            self._cost_late = False
+        elif self.session_cost is not None:
             self._cost_base = self.session_cost
         else:
             self._cost_base = 0.0 if self._fresh else None
@@ -152,10 +159,25 @@ class AcpState(ToolCalls):
             reported = None
         reported = prompt_usage(reported, self.call_usage)
         cost, data = self._turn_data()
+        moved = cost != 0.0
         if reported is not None:
             cost = self._side_calls_apart(fields.get("_meta"), cost, data)
         quota = quota_usage(fields.get("_meta")) if reported is None else None
         turn_usage = usage_of(reported, cost)
+        spent = _tokens(turn_usage) or "side_usage" in data
+        if not moved and spent and self.session_cost:
+            # Tokens were spent but the running cost, which has counted earlier ones, has not
+            # moved (claude-agent-acp reports a compaction's cost with the next prompt): not
+            # known for this turn, nor for the next, which differences from here. (A running
+            # cost that never moved is a free model's: its zero stands.)
+            cost = None
+            self._cost_late = True
+            turn_usage = usage_of(reported, None)
+        if self._compacting and turn_usage is not None and not _tokens(turn_usage) and spent:
+            # The compaction's calls are only in the side calls' rows, with whatever else the
+            # agent called meanwhile (a title): the turn's own tokens are not known.
+            turn_usage = Usage(cost_usd=turn_usage.cost_usd)
+            data["usage_scope"] = "side_calls"
         if quota is not None:
             # Figures outside the convention: kept as they came, the tokens unavailable.
             data["quota_token_count"] = quota
@@ -169,7 +191,7 @@ class AcpState(ToolCalls):
             cost="derived" if cost is not None else self._estimable,
         )
         if reported is not None:
-            data["usage_scope"] = self.usage_scope
+            data.setdefault("usage_scope", self.usage_scope)
             if reported.total_tokens is not None:
                 data["total_tokens"] = reported.total_tokens
         self._end_prompt()
@@ -259,3 +281,18 @@ class AcpState(ToolCalls):
     def finish(self) -> list[Message]:
         """Complete open blocks and announce pending calls (end of a stream or a turn)."""
         return [*self._flush_all(), *self._init_once()]
+
+
+def _tokens(usage: Usage | None) -> int:
+    """The tokens a usage holds (0 for none)."""
+    if usage is None:
+        return 0
+    return sum(
+        n or 0
+        for n in (
+            usage.input_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.output_tokens,
+        )
+    )

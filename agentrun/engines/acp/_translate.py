@@ -27,7 +27,7 @@ The translator matches requests with their responses and hands each event to the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..._bases.translator import Translator
 from ..._vocabulary.context import Catalog
@@ -124,7 +124,7 @@ class AcpTranslator(Translator):
                 self._sent[request_id] = (method, params)
                 if method == Method.SESSION_PROMPT:
                     self._prompt_id = request_id
-                    return self.state.prompt_started()
+                    return self.state.prompt_started(_prompt_text(params))
                 if method in SESSION_METHODS:
                     self.state.session_requested(method)
             return []
@@ -236,3 +236,16 @@ def _request_id(value: object) -> int | str | None:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         return None
     return value
+
+
+def _prompt_text(params: Any) -> str | None:
+    """The text of a ``session/prompt`` request's prompt (its text blocks joined)."""
+    blocks = (_dict(params) or {}).get("prompt")
+    if not isinstance(blocks, list):
+        return None
+    texts: list[str] = []
+    for block in cast("list[Any]", blocks):
+        text = (_dict(block) or {}).get("text")
+        if isinstance(text, str):
+            texts.append(text)
+    return "".join(texts) if texts else None

@@ -39,3 +39,29 @@ def test_recorded_sessions(preset: str, path: Path, snapshot: SnapshotAssertion)
     meta = json.loads(path.with_suffix(".meta.json").read_text())
     assert [t["summary"]["ok"] for t in turns] == [t["ok"] for t in meta["turns"]]
     assert turns[0]["messages"][0] == "init/"  # the stream starts with init
+
+
+def test_a_claude_acp_compaction_replays_without_inventing_its_usage_or_moving_its_cost() -> None:
+    """claude-agent-acp reports a ``/compact`` prompt with no main-loop tokens, the compaction's
+    call only in its ``model_usage`` rows (with a title call beside it), and no running cost
+    until the next prompt. Recorded against the model server: the compaction turn's tokens are
+    not known (``unavailable``, the rows in ``side_usage``), not "zero reported"; the next
+    turn's tokens are what the server served it, and its cost, which the running total would
+    give with the compaction's inside, is not derived from it."""
+    path = FIXTURES / "claude-acp" / "compaction.jsonl"
+    meta = json.loads(path.with_suffix(".meta.json").read_text())
+    before, compaction, after = [
+        TurnSummary.from_messages(turn) for turn in replay_turns(path, engine="claude-acp")
+    ]
+    served = [t["ledger"] for t in meta["turns"]]
+    assert before.usage is not None and after.usage is not None
+    for summary, ledger in ((before, served[0]), (after, served[2])):
+        figures = {k: v for k, v in ledger["usage"].items() if k != "thinking_tokens"}
+        assert summary.usage.model_dump(include=set(figures)) == figures  # type: ignore[union-attr]
+    assert before.usage.cost_source == "derived"
+    assert compaction.usage is not None and compaction.usage.usage_source == "unavailable"
+    assert compaction.usage.input_tokens is None and compaction.usage.cost_usd is None
+    side = compaction.side_usage
+    assert side is not None and side.input_tokens is not None
+    assert side.input_tokens >= served[1]["usage"]["input_tokens"]
+    assert after.usage.cost_source != "derived"

@@ -21,6 +21,9 @@ from agentrun import (
     PermissionRequest,
     TurnSummary,
     TurnTimeoutError,
+    Usage,
+    default_prices,
+    replay,
     run_turn,
 )
 from agentrun.engines.codex import CodexAppServerSession, CodexAppServerTranslator
@@ -224,6 +227,29 @@ def test_recorded_fixtures(path: Path, snapshot: SnapshotAssertion) -> None:
             assert summary["stop_reason"] == "cancelled"
     if path.stem == "approval_declined":
         assert len(summaries[0]["denials"]) == 1
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.stem)
+def test_recorded_fixtures_replay_to_what_the_model_server_served(path: Path) -> None:
+    """Each turn's usage, replayed, is what the model server's ledger served during that turn
+    when the fixture was recorded (``turns[i].ledger`` of the meta file): every figure equal
+    (Responses usage has no cache-write figure), none for a turn whose only call failed (no
+    tokens served) or was abandoned by the interrupt (its usage never reached the agent)."""
+    meta = json.loads(path.with_suffix(".meta.json").read_text())
+    turns = replay(path, engine="codex-app-server")
+    assert len(turns) == len(meta["turns"]), path
+    assert sum(t["ledger"]["calls"] for t in meta["turns"]) == meta["model_requests"]
+    for outcome, turn in zip(meta["turns"], turns, strict=True):
+        ledger = outcome["ledger"]
+        usage = turn.summary.usage
+        if not ledger["complete"] or set(ledger["statuses"]) != {200}:
+            assert usage is None, (path.stem, outcome, usage)
+            continue
+        assert usage is not None and usage.usage_source == "reported", (path.stem, usage)
+        assert usage.model_dump(include=set(ledger["usage"])) == ledger["usage"], path.stem
+        # The cost, where the catalog prices the model, is the served tokens' price.
+        priced = default_prices().estimate(Usage(**ledger["usage"]), meta["session"]["model"])
+        assert usage.cost_usd == (None if priced is None else pytest.approx(priced)), usage
 
 
 # -- the real app-server -------------------------------------------------------------------------
