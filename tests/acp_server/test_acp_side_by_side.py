@@ -1,5 +1,6 @@
-"""``agentrun acp`` next to the official ACP adapter of Claude Code, and under the official ACP
-Python SDK as its client."""
+"""``agentrun acp`` next to the official ACP adapters of Claude Code (``claude-agent-acp``) and
+Codex (``codex-acp``) on the same scripts, and under the official ACP Python SDK as its
+client."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from acp_client import CLIENT_INIT, AcpClient, open_server, server_argv
 from agents_support import descendants
 
 from agentrun._vocabulary.errors import EngineUnavailableError
-from agentrun._wire.programs import resolve_node, resolve_node_script
+from agentrun._wire.programs import resolve_binary, resolve_node, resolve_node_script
 from agentrun.engines._registry import get_engine
 from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, offline_config
 
@@ -107,6 +108,134 @@ async def test_agentrun_sends_every_update_kind_the_official_claude_adapter_send
     conversation = official - {"current_mode_update", "config_option_update"}
     assert {"agent_message_chunk", "tool_call", "tool_call_update", "usage_update"} <= official
     assert conversation <= ours, (sorted(official), sorted(ours))
+
+
+#: A client like Zed: it shows a shell tool's output in a terminal of the tool call
+#: (``_meta.terminal_output``, the convention both official adapters follow).
+TERMINAL_CLIENT = {
+    **CLIENT_INIT,
+    "clientCapabilities": {**CLIENT_INIT["clientCapabilities"], "_meta": {"terminal_output": True}},
+}
+#: What ACP v1 defines of a tool call (fields outside it are an adapter's own: ACP asks for
+#: extensions under ``_meta``).
+TOOL_CALL_FIELDS = {"sessionUpdate", "toolCallId", "title", "kind", "status", "content",
+                    "locations", "rawInput", "rawOutput", "_meta"}  # fmt: skip
+
+
+async def _run(
+    client: AcpClient, workspace: Path, mode: str | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One prompt on a new session: the prompt's answer and the session's updates."""
+    client.on_permission = _allow
+    await client.request("initialize", TERMINAL_CLIENT)
+    sid = (await client.request("session/new", {"cwd": str(workspace), "mcpServers": []}))[
+        "sessionId"
+    ]
+    if mode is not None:
+        await client.request("session/set_mode", {"sessionId": sid, "modeId": mode})
+    answer = await client.request(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}
+    )
+    assert client.invalid == []
+    return answer, [u["update"] for u in client.updates if u["sessionId"] == sid]
+
+
+def _one(updates: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [u for u in updates if u["sessionUpdate"] == kind]
+    assert len(found) == 1, (kind, updates)
+    return found[0]
+
+
+def _said(updates: list[dict[str, Any]]) -> str:
+    return "".join(u["content"]["text"] for u in updates
+                   if u["sessionUpdate"] == "agent_message_chunk")  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+async def test_agentrun_sends_what_the_official_codex_adapter_sends(
+    tmp_path: Path, anyio_backend_name: str
+) -> None:
+    """codex-acp, then ``agentrun acp`` with ``codex`` (exec) and ``codex-app-server``, on one
+    script: every conversation update kind, the tool call's fields (a terminal, its output and
+    exit code), the context readings, the stop reason and the turn's token usage."""
+    try:
+        get_engine("codex-acp").check()
+        get_engine("codex").check()
+        node = resolve_node(minimum=20, engine="codex-acp")
+        adapter = resolve_node_script(
+            "@agentclientprotocol/codex-acp", "dist/index.js", engine="codex-acp"
+        )
+        codex = resolve_binary("codex", engine="codex-acp")
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
+    script_file = tmp_path / "script.json"
+    script_file.write_text(_script().model_dump_json())
+    before = descendants()
+    runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+
+    official_ws = tmp_path / "codex-acp"
+    official_ws.mkdir()
+    async with ModelServer(_script()) as server, anyio.create_task_group() as tg:
+        config = offline_config("codex-acp", server.url, tmp_path / "agent")
+        client = await open_server(
+            tg, [node, adapter], stderr_path=tmp_path / "codex-acp.err",
+            env={**config.env, "CODEX_PATH": codex}, cwd=official_ws,
+        )  # fmt: skip
+        runs["codex-acp"] = await _run(client, official_ws, None)  # its default: no asking
+        await _close(client, before)
+        tg.cancel_scope.cancel()
+    for engine in ("codex", "codex-app-server"):
+        workspace = tmp_path / engine
+        workspace.mkdir()
+        async with anyio.create_task_group() as tg:
+            argv = server_argv(engine, "--embedded", "--script", str(script_file),
+                               backend=anyio_backend_name)  # fmt: skip
+            client = await open_server(tg, argv, stderr_path=tmp_path / f"{engine}.err")
+            runs[engine] = await _run(client, workspace, "bypass")  # no asking either
+            assert client.stray == []
+            await _close(client, before)
+            tg.cancel_scope.cancel()
+
+    answer, official = runs.pop("codex-acp")
+    kinds = {u["sessionUpdate"] for u in official}
+    assert {"agent_message_chunk", "tool_call", "tool_call_update", "usage_update",
+            "session_info_update"} <= kinds, kinds  # fmt: skip
+    # Its slash commands are its own (docs/acp-server.md); its mode and options are its own.
+    conversation = kinds - {"available_commands_update", "current_mode_update",
+                            "config_option_update"}  # fmt: skip
+    call, result = _one(official, "tool_call"), _one(official, "tool_call_update")
+    usage = [u for u in official if u["sessionUpdate"] == "usage_update"]
+    for engine, (our_answer, ours) in runs.items():
+        our_kinds = {u["sessionUpdate"] for u in ours}
+        assert conversation <= our_kinds, (engine, sorted(kinds), sorted(our_kinds))
+        assert _said(ours) == _said(official) == "Running it.It printed the words."
+        chunks = [u for u in ours if u["sessionUpdate"] == "agent_message_chunk"]
+        assert all(u.get("messageId") for u in chunks), (engine, chunks)
+
+        our_call, our_result = _one(ours, "tool_call"), _one(ours, "tool_call_update")
+        assert (call.keys() & TOOL_CALL_FIELDS) <= our_call.keys(), (engine, call, our_call)
+        assert (result.keys() & TOOL_CALL_FIELDS) <= our_result.keys(), (engine, result, our_result)
+        for key in ("title", "kind", "status"):
+            assert our_call[key] == call[key], (engine, key, call, our_call)
+        assert our_call["content"] == [{"type": "terminal", "terminalId": our_call["toolCallId"]}]
+        assert call["_meta"].keys() <= our_call["_meta"].keys(), (engine, call, our_call)
+        assert our_call["_meta"]["terminal_info"]["cwd"] == str(tmp_path / engine)
+        assert result["_meta"].keys() <= our_result["_meta"].keys(), (engine, result, our_result)
+        assert our_result["status"] == result["status"] == "completed"
+        for key, field in (("terminal_output", "data"), ("terminal_exit", "exit_code")):
+            assert our_result["_meta"][key][field] == result["_meta"][key][field], (engine, key)
+
+        # Context readings: after every model call where the agent tells (codex exec reports
+        # its tokens once, at the end of the turn).
+        readings = [u for u in ours if u["sessionUpdate"] == "usage_update"]
+        assert len(readings) >= (len(usage) if engine == "codex-app-server" else 1), readings
+        assert all(u["used"] > 0 and u["size"] > 0 for u in usage + readings), readings
+        assert readings[-1]["used"] >= readings[0]["used"]
+
+        # The answer: the same stop reason and the same token counts for the turn.
+        assert our_answer["stopReason"] == answer["stopReason"] == "end_turn"
+        assert answer["usage"].keys() <= our_answer["usage"].keys(), (engine, our_answer)
+        assert our_answer["usage"] == {k: answer["usage"][k] for k in our_answer["usage"]}
 
 
 async def _allow(params: dict[str, Any]) -> dict[str, Any]:
