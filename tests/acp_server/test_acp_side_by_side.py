@@ -146,6 +146,17 @@ def _one(updates: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def _merged(updates: list[dict[str, Any]], tool_id: str) -> dict[str, Any]:
+    """What the updates of one tool call said, together (an agent may split its output and its
+    exit over two updates)."""
+    merged: dict[str, Any] = {"_meta": {}}
+    for update in updates:
+        if update["sessionUpdate"] == "tool_call_update" and update["toolCallId"] == tool_id:
+            merged |= {k: v for k, v in update.items() if k != "_meta"}
+            merged["_meta"] |= update.get("_meta") or {}
+    return merged
+
+
 def _said(updates: list[dict[str, Any]]) -> str:
     return "".join(u["content"]["text"] for u in updates
                    if u["sessionUpdate"] == "agent_message_chunk")  # fmt: skip
@@ -203,7 +214,8 @@ async def test_agentrun_sends_what_the_official_codex_adapter_sends(
     # Its slash commands are its own (docs/acp-server.md); its mode and options are its own.
     conversation = kinds - {"available_commands_update", "current_mode_update",
                             "config_option_update"}  # fmt: skip
-    call, result = _one(official, "tool_call"), _one(official, "tool_call_update")
+    call = _one(official, "tool_call")
+    result = _merged(official, call["toolCallId"])
     usage = [u for u in official if u["sessionUpdate"] == "usage_update"]
     for engine, (our_answer, ours) in runs.items():
         our_kinds = {u["sessionUpdate"] for u in ours}
@@ -212,7 +224,8 @@ async def test_agentrun_sends_what_the_official_codex_adapter_sends(
         chunks = [u for u in ours if u["sessionUpdate"] == "agent_message_chunk"]
         assert all(u.get("messageId") for u in chunks), (engine, chunks)
 
-        our_call, our_result = _one(ours, "tool_call"), _one(ours, "tool_call_update")
+        our_call = _one(ours, "tool_call")
+        our_result = _merged(ours, our_call["toolCallId"])
         assert (call.keys() & TOOL_CALL_FIELDS) <= our_call.keys(), (engine, call, our_call)
         assert (result.keys() & TOOL_CALL_FIELDS) <= our_result.keys(), (engine, result, our_result)
         for key in ("title", "kind", "status"):
