@@ -144,13 +144,23 @@ async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_
 
         # Two turns, each with its text and (where the agent can know) its context fill.
         for prompt, expected in (("say hi", "First answer."), ("again", "Second answer.")):
-            reason, since = await _prompt(client, sid, prompt)
-            assert reason == "end_turn"
+            since = len(client.updates)
+            reply = await client.request(
+                "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]},
+            )
+            assert reply["stopReason"] == "end_turn"
             assert _text(client, sid, since) == expected
             usage = _of(client, "usage_update", since)
             if engine in NO_USAGE:
                 assert usage == []  # nothing known, nothing invented
+                assert "usage" not in reply
             else:
+                # The turn's tokens (the script's call: 1000 + 2000 cached in, 7 out).
+                assert schema_validator("PromptResponse", unstable=True).is_valid(reply)
+                tokens = reply["usage"]
+                assert (tokens["inputTokens"], tokens["outputTokens"]) == (1000, 7), reply
+                assert tokens["totalTokens"] == 3007 + tokens.get("cachedWriteTokens", 0), reply
                 assert usage, client.kinds(sid, since)
                 assert all(u["used"] > 0 and u["size"] > 0 for u in usage), usage
                 if engine in COSTED:
