@@ -129,7 +129,8 @@ def tool_title(tool: ToolCall) -> str:
     command = fields.get("command") or fields.get("cmd")
     if isinstance(command, list):
         words = [w for w in as_list(cast(object, command)) if isinstance(w, str)]
-        command = _script_of(words) or " ".join(words)
+        # ["/bin/bash", "-lc", "echo hi"]: the script says more than the shell.
+        command = words[-1] if len(words) >= 3 and words[-2] in ("-c", "-lc") else " ".join(words)
     elif isinstance(command, str):
         command = _script_of(_words(command)) or command
     for value in (command, fields.get("file_path"), fields.get("filePath"), fields.get("path"),
@@ -147,7 +148,7 @@ def _words(command: str) -> list[str]:
 
 
 def _script_of(words: list[str]) -> str | None:
-    """``/bin/bash -lc 'echo hi'`` → ``echo hi``: the script says more than the shell."""
+    """A command line ``/bin/bash -lc 'echo hi'`` → ``echo hi`` (Codex gives its commands so)."""
     if len(words) == 3 and words[1] in ("-c", "-lc") and os.path.basename(words[0]) in _SHELLS:
         return words[2]
     return None
