@@ -102,9 +102,13 @@ class HostingServer(AskingServer):
             await session.closed.wait()
 
     async def _reopen(self, session: AcpSession) -> None:
-        """Apply new options: the same agent session, opened again with them."""
+        """Apply new options: the same agent session, opened again with them (before the first
+        prompt there is no conversation to go on with: a fresh one opens)."""
         if session.hosted is not None:
-            session.resume_id = session.hosted.resume_id or session.resume_id
+            if session.prompted:
+                # Codex app-server names its thread at once but keeps nothing of it before a
+                # turn: resuming that thread would fail.
+                session.resume_id = session.hosted.resume_id or session.resume_id
             await self._shut(session)
         session.closing = anyio.Event()
         session.closed = anyio.Event()

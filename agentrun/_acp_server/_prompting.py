@@ -31,6 +31,27 @@ def stop_reason(summary: TurnSummary | None, cancelled: bool) -> str:
     return "end_turn"
 
 
+def turn_usage(summary: TurnSummary | None) -> dict[str, Any] | None:
+    """The turn's tokens as the ``usage`` of the prompt's answer (the ACP usage RFD), when the
+    input and output counts are known."""
+    usage = summary.usage if summary is not None else None
+    if usage is None or usage.input_tokens is None or usage.output_tokens is None:
+        return None
+    cache_read, cache_write = usage.cache_read_tokens, usage.cache_write_tokens
+    answer: dict[str, Any] = {
+        "totalTokens": usage.input_tokens + (cache_read or 0) + (cache_write or 0)
+        + usage.output_tokens,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+    }  # fmt: skip
+    optional = {"thoughtTokens": usage.thinking_tokens, "cachedReadTokens": cache_read,
+                "cachedWriteTokens": cache_write}  # fmt: skip
+    for key, value in optional.items():
+        if value is not None:
+            answer[key] = value
+    return answer
+
+
 def error_data(exc: AgentrunError) -> dict[str, Any]:
     """The ``data`` of the JSON-RPC error that reports ``exc``."""
     data: dict[str, Any] = {"errorCode": exc.error_code}
@@ -66,6 +87,7 @@ class PromptingServer(HostingServer):
         )
         if session.title is None:
             session.title = text.strip().splitlines()[0][:80]
+        session.prompted = True
         mapper = session.mapper
         mapper.begin_turn()
         failure: AgentrunError | None = None
@@ -92,8 +114,9 @@ class PromptingServer(HostingServer):
         await self._send_update(session, info)
         if isinstance(failure, SessionTerminatedError):
             session.dirty = True  # the agent is gone: the next prompt reopens the session
+        usage = turn_usage(summary)
         if session.cancelled:
-            return {"stopReason": "cancelled"}
+            return _answer("cancelled", usage)
         if failure is not None:
             raise JsonRpcError(INTERNAL_ERROR, failure.message, error_data(failure))
         reason = stop_reason(summary, False)
@@ -104,7 +127,7 @@ class PromptingServer(HostingServer):
             if errors and errors[0].data:
                 data["data"] = errors[0].data
             raise JsonRpcError(INTERNAL_ERROR, message, data)
-        return {"stopReason": reason}
+        return _answer(reason, usage)
 
     async def _show_model(self, session: AcpSession, model: str) -> None:
         """The agent named its model: the client's model option shows it."""
@@ -116,3 +139,10 @@ class PromptingServer(HostingServer):
             "configOptions": self._config_options(session),
         }
         await self._send_update(session, update)
+
+
+def _answer(reason: str, usage: dict[str, Any] | None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"stopReason": reason}
+    if usage is not None:
+        answer["usage"] = usage
+    return answer

@@ -54,6 +54,7 @@ from ._models import (
 )
 from ._prompting import PromptingServer, error_data, stop_reason
 from ._sessions import EFFORT_ENGINES, EFFORTS, MODES, RESOURCE_NOT_FOUND, AcpSession, ServerConfig
+from ._updates import TERMINAL_OUTPUT_KEYS
 
 __all__ = ["PROTOCOL_VERSION", "AcpServer", "ServerConfig", "stop_reason"]
 
@@ -203,6 +204,10 @@ class AcpServer(PromptingServer):
         request = parse(InitializeParams, params)
         elicitation = as_dict(request.client_capabilities.get("elicitation"))
         self._elicitation = elicitation is not None and as_dict(elicitation.get("form")) is not None
+        meta = as_dict(request.client_capabilities.get("_meta")) or {}
+        self._terminal_output = next(
+            (key for key in TERMINAL_OUTPUT_KEYS if meta.get(key) is True), None
+        )
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -229,7 +234,7 @@ class AcpServer(PromptingServer):
         self._note_mcp(request.mcp_servers)
         session = AcpSession(
             sid=f"sess_{uuid.uuid4().hex}", cwd=request.cwd, engine=self.config.engine,
-            model=self.config.model, mapper=self._mapper(),
+            model=self.config.model, mapper=self._mapper(request.cwd),
         )  # fmt: skip
         await self._open(session)
         self.sessions[session.sid] = session
@@ -259,12 +264,12 @@ class AcpServer(PromptingServer):
         if session is None:
             session = AcpSession(
                 sid=session_id, cwd=cwd, engine=self.config.engine, model=self.config.model,
-                resume_id=session_id, mapper=self._mapper(cost_usd=None),
+                resume_id=session_id, mapper=self._mapper(cwd, cost_usd=None),
             )  # fmt: skip
             await self._open(session)
             self.sessions[session_id] = session
         elif session.hosted is None:
-            session.cwd = cwd
+            session.cwd = session.mapper.cwd = cwd
             session.closing = anyio.Event()
             session.closed = anyio.Event()
             await self._open(session)

@@ -92,6 +92,8 @@ class AcpSession:
     closed: anyio.Event = field(default_factory=anyio.Event)
     turn: Turn | None = None
     busy: bool = False
+    #: A prompt ran (the agent session has a conversation to resume).
+    prompted: bool = False
     cancelled: bool = False
     #: Options changed since the library session opened: reopen it before the next prompt.
     dirty: bool = False
@@ -109,6 +111,8 @@ class ServerState:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._send_line: Callable[[bytes], Awaitable[None]] | None = None
         self._elicitation = False
+        #: The terminal output key the client declared (``_meta.terminal_output``, ...).
+        self._terminal_output: str | None = None
         self._server_url: str | None = None
         self._scratch: Path | None = None
         self._permission_ids = itertools.count(1)
@@ -127,8 +131,13 @@ class ServerState:
         with contextlib.suppress(ConnectionClosedError):
             await self._conn.notify("session/update", {"sessionId": session.sid, "update": update})
 
-    def _mapper(self, cost_usd: float | None = 0.0) -> UpdateMapper:
-        return UpdateMapper(passthrough=self.config.engine in ACP_ENGINES, cost_usd=cost_usd)
+    def _mapper(self, cwd: str, cost_usd: float | None = 0.0) -> UpdateMapper:
+        return UpdateMapper(
+            passthrough=self.config.engine in ACP_ENGINES,
+            cost_usd=cost_usd,
+            terminal_output=self._terminal_output,
+            cwd=cwd,
+        )
 
     # -- state the client sees --------------------------------------------------------------
 

@@ -13,6 +13,9 @@ engine streamed no deltas)
                                           locations)
 ``tool_result``                           ``tool_call_update`` (``completed`` / ``failed``,
                                           the output as content, rawOutput)
+a shell tool, when the client declares    ``content`` of type ``terminal`` and
+``_meta.terminal_output`` (Zed's          ``_meta.terminal_info`` / ``terminal_output`` (or
+terminal convention)                      ``terminal_output_delta``) / ``terminal_exit``
 Claude Code's ``TodoWrite``, Codex's      ``plan``
 plan and to-do list
 ``context_window`` with used and size     ``usage_update`` (``used``, ``size``, ``cost`` of
@@ -28,13 +31,16 @@ and the agent did not say).
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 from typing import Any, cast
 
 from .._vocabulary.jsonvalues import as_dict, as_list, as_str
 from .._vocabulary.messages import Message, MessageType, ToolCall
 from .._vocabulary.summary import TurnSummary
 
-__all__ = ["TOOL_KINDS", "UpdateMapper", "tool_kind", "tool_title"]
+__all__ = ["TERMINAL_OUTPUT_KEYS", "TOOL_KINDS", "UpdateMapper", "tool_kind", "tool_title"]
 
 #: ACP tool kinds.
 TOOL_KINDS = frozenset(
@@ -98,6 +104,11 @@ _KIND_BY_NAME = {
 _SERVER_OWNED = frozenset({"current_mode_update", "config_option_update"})
 #: Updates replayed history consists of; never forwarded during a turn.
 _HISTORY = frozenset({"user_message_chunk"})
+#: Shells whose ``-c`` / ``-lc`` script is what a command means.
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+#: The keys of the terminal output convention a client can declare in its capabilities'
+#: ``_meta`` (Zed's ``terminal_output``; ``terminal_output_delta`` appends the chunks).
+TERMINAL_OUTPUT_KEYS = ("terminal_output_delta", "terminal_output")
 
 
 def tool_kind(tool: ToolCall) -> str:
@@ -120,11 +131,27 @@ def tool_title(tool: ToolCall) -> str:
         words = [w for w in as_list(cast(object, command)) if isinstance(w, str)]
         # ["/bin/bash", "-lc", "echo hi"]: the script says more than the shell.
         command = words[-1] if len(words) >= 3 and words[-2] in ("-c", "-lc") else " ".join(words)
+    elif isinstance(command, str):
+        command = _script_of(_words(command)) or command
     for value in (command, fields.get("file_path"), fields.get("filePath"), fields.get("path"),
                   fields.get("pattern"), fields.get("query"), fields.get("url")):  # fmt: skip
         if isinstance(value, str) and value.strip():
             return value if len(value) <= 200 else value[:197] + "..."
     return tool.name or "tool"
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:  # unbalanced quotes: not a shell line we can read
+        return []
+
+
+def _script_of(words: list[str]) -> str | None:
+    """A command line ``/bin/bash -lc 'echo hi'`` → ``echo hi`` (Codex gives its commands so)."""
+    if len(words) == 3 and words[1] in ("-c", "-lc") and os.path.basename(words[0]) in _SHELLS:
+        return words[2]
+    return None
 
 
 def _locations(tool: ToolCall) -> list[dict[str, Any]]:
@@ -159,6 +186,29 @@ def _text(value: Any) -> str | None:
         return str(value)
 
 
+_CLAUDE_EXIT = re.compile(r"Exit code (\d+)(?:\n|$)")
+
+
+def _exit_code(message: Message, tool: ToolCall) -> int | None:
+    """A shell tool's exit code: the agent's (Codex), else what Claude Code's ``Bash`` result
+    implies, else ``None``."""
+    code = (message.data or {}).get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    if tool.name != "Bash":
+        return None
+    if tool.is_error:
+        # A failing command's text starts with "Exit code N"; other failures name none.
+        found = _CLAUDE_EXIT.match(_text(tool.output) or "")
+        return int(found.group(1)) if found else None
+    result = as_dict((as_dict(message.raw) or {}).get("tool_use_result")) or {}
+    if result.get("interrupted") or any(
+        key in result for key in ("returnCodeInterpretation", "backgroundTaskId")
+    ):
+        return None  # aborted, still running, or a non-zero code Claude Code took as success
+    return 0  # Claude Code takes no other non-zero code as success
+
+
 def _text_content(text: str) -> dict[str, Any]:
     return {"type": "content", "content": {"type": "text", "text": text}}
 
@@ -166,9 +216,21 @@ def _text_content(text: str) -> dict[str, Any]:
 class UpdateMapper:
     """Library messages of one ACP session to its ``session/update`` payloads."""
 
-    def __init__(self, *, passthrough: bool = False, cost_usd: float | None = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        passthrough: bool = False,
+        cost_usd: float | None = 0.0,
+        terminal_output: str | None = None,
+        cwd: str | None = None,
+    ) -> None:
         #: The engine is an ACP agent: forward its own updates, fill in the rest.
         self.passthrough = passthrough
+        #: The terminal output key the client declared (one of :data:`TERMINAL_OUTPUT_KEYS`):
+        #: shell tools are shown as terminals; ``None``: their output is text content.
+        self.terminal_output = terminal_output
+        #: The session's working directory (a terminal's ``cwd``).
+        self.cwd = cwd
         #: The session's cost so far (US dollars), ``None`` once some turn's cost is unknown.
         self.cost_usd: float | None = cost_usd
         #: Where the cost came from (the weakest source of its parts).
@@ -288,7 +350,7 @@ class UpdateMapper:
                 return []
             block = "text" if kind is MessageType.TEXT_DELTA else "thinking"
             self._streamed[block] = True
-            return [self._chunk(block, message.text)]
+            return [self._chunk(block, message.text, message.message_id)]
         if kind is MessageType.TEXT or kind is MessageType.THINKING:
             block = "text" if kind is MessageType.TEXT else "thinking"
             if self._streamed[block]:
@@ -296,11 +358,11 @@ class UpdateMapper:
                 return []
             if message.parent_tool_use_id is not None or not message.text:
                 return []
-            return [self._chunk(block, message.text)]
+            return [self._chunk(block, message.text, message.message_id)]
         if kind is MessageType.TOOL_USE and message.tool is not None:
             return self._tool_use(message.tool)
         if kind is MessageType.TOOL_RESULT and message.tool is not None:
-            return self._tool_result(message.tool)
+            return self._tool_result(message.tool, _exit_code(message, message.tool))
         if kind is MessageType.CONTEXT_WINDOW:
             reading = message.context
             if reading is None or reading.used_tokens is None or not reading.size_tokens:
@@ -332,9 +394,24 @@ class UpdateMapper:
     # -- pieces -----------------------------------------------------------------------------
 
     @staticmethod
-    def _chunk(block: str, text: str) -> dict[str, Any]:
+    def _chunk(block: str, text: str, message_id: str | None = None) -> dict[str, Any]:
         update = "agent_message_chunk" if block == "text" else "agent_thought_chunk"
-        return {"sessionUpdate": update, "content": {"type": "text", "text": text}}
+        chunk: dict[str, Any] = {"sessionUpdate": update, "content": {"type": "text", "text": text}}
+        if message_id:
+            chunk["messageId"] = message_id  # the chunks of one message share it
+        return chunk
+
+    def _terminal(self, tool: ToolCall) -> str | None:
+        """The terminal id of a shell tool, when the client shows terminals (else ``None``)."""
+        if self.terminal_output is None or tool.id is None or tool_kind(tool) != "execute":
+            return None
+        return tool.id
+
+    def _terminal_info(self, terminal_id: str) -> dict[str, Any]:
+        info: dict[str, Any] = {"terminal_id": terminal_id}
+        if self.cwd is not None:
+            info["cwd"] = self.cwd
+        return info
 
     def _tool_call(self, tool: ToolCall, status: str = "in_progress") -> list[dict[str, Any]]:
         if tool.id is None:
@@ -352,6 +429,10 @@ class UpdateMapper:
         locations = _locations(tool)
         if locations:
             update["locations"] = locations
+        terminal_id = self._terminal(tool)
+        if terminal_id is not None:
+            update["content"] = [{"type": "terminal", "terminalId": terminal_id}]
+            update["_meta"] = {"terminal_info": self._terminal_info(terminal_id)}
         return [update]
 
     def announce(self, tool: ToolCall) -> list[dict[str, Any]]:
@@ -379,7 +460,7 @@ class UpdateMapper:
             return [update]
         return self._tool_call(tool)
 
-    def _tool_result(self, tool: ToolCall) -> list[dict[str, Any]]:
+    def _tool_result(self, tool: ToolCall, exit_code: int | None = None) -> list[dict[str, Any]]:
         if tool.id is None or tool.id in self._plan_tools:
             return []
         out: list[dict[str, Any]] = []
@@ -391,7 +472,18 @@ class UpdateMapper:
             "toolCallId": tool.id,
             "status": "failed" if tool.is_error else "completed",
         }
-        if text:
+        terminal_id = self._terminal(tool)
+        if terminal_id is not None and self.terminal_output is not None:
+            # The client shows the output in the call's terminal (Zed's convention); the exit
+            # code is the agent's, or null when it did not say.
+            meta: dict[str, Any] = {"terminal_info": self._terminal_info(terminal_id)}
+            if text:
+                meta[self.terminal_output] = {"terminal_id": terminal_id, "data": text}
+            meta["terminal_exit"] = {"terminal_id": terminal_id, "exit_code": exit_code,
+                                     "signal": None}  # fmt: skip
+            update["content"] = [{"type": "terminal", "terminalId": terminal_id}]
+            update["_meta"] = meta
+        elif text:
             if tool_kind(tool) == "execute" and "```" not in text:
                 text = f"```console\n{text.rstrip()}\n```"  # terminal output, as a terminal shows
             update["content"] = [_text_content(text)]

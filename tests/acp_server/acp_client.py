@@ -23,13 +23,16 @@ from repo_paths import FIXTURES, REPO
 
 SCHEMA_DIR = FIXTURES / "acp-schema"
 _SCHEMA_FILE = SCHEMA_DIR / "schema.json"
+#: Parts of ACP still in the making (elicitation, the prompt answer's ``usage``).
+_UNSTABLE_SCHEMA_FILE = SCHEMA_DIR / "schema.unstable.json"
 
 Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-def schema_validator(definition: str) -> Any:
-    """A validator of one ``$defs`` entry of the ACP v1 schema (``fixtures/acp-schema``)."""
-    schema = json.loads(_SCHEMA_FILE.read_text())
+def schema_validator(definition: str, *, unstable: bool = False) -> Any:
+    """A validator of one ``$defs`` entry of the ACP v1 schema (``fixtures/acp-schema``; its
+    unstable part with ``unstable``)."""
+    schema = json.loads((_UNSTABLE_SCHEMA_FILE if unstable else _SCHEMA_FILE).read_text())
     ref = {"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]}
     cls = jsonschema.validators.validator_for(schema)
     return cls(ref)

@@ -144,13 +144,23 @@ async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_
 
         # Two turns, each with its text and (where the agent can know) its context fill.
         for prompt, expected in (("say hi", "First answer."), ("again", "Second answer.")):
-            reason, since = await _prompt(client, sid, prompt)
-            assert reason == "end_turn"
+            since = len(client.updates)
+            reply = await client.request(
+                "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]},
+            )
+            assert reply["stopReason"] == "end_turn"
             assert _text(client, sid, since) == expected
             usage = _of(client, "usage_update", since)
             if engine in NO_USAGE:
                 assert usage == []  # nothing known, nothing invented
+                assert "usage" not in reply
             else:
+                # The turn's tokens (the script's call: 1000 + 2000 cached in, 7 out).
+                assert schema_validator("PromptResponse", unstable=True).is_valid(reply)
+                tokens = reply["usage"]
+                assert (tokens["inputTokens"], tokens["outputTokens"]) == (1000, 7), reply
+                assert tokens["totalTokens"] == 3007 + tokens.get("cachedWriteTokens", 0), reply
                 assert usage, client.kinds(sid, since)
                 assert all(u["used"] > 0 and u["size"] > 0 for u in usage), usage
                 if engine in COSTED:
@@ -232,7 +242,13 @@ async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_
         tg.cancel_scope.cancel()
 
 
-@pytest.mark.timeout(60)
+async def _allow_once(params: dict[str, Any]) -> dict[str, Any]:
+    option = next(o for o in params["options"] if o["kind"] == "allow_once")
+    return {"outcome": {"outcome": "selected", "optionId": option["optionId"]}}
+
+
+@pytest.mark.agent
+@pytest.mark.timeout(90)
 async def test_bad_input_gets_json_rpc_errors_and_the_server_goes_on(
     tmp_path: Path, anyio_backend_name: str
 ) -> None:
@@ -279,8 +295,47 @@ async def test_bad_input_gets_json_rpc_errors_and_the_server_goes_on(
         assert image["error"]["code"] == -32602
         bad_mode = await client.call("session/set_mode", {"sessionId": sid, "modeId": "yolo"})
         assert bad_mode["error"]["code"] == -32602
+        # Config options: an unknown option, a value it does not take, a value of the wrong
+        # type, a session nobody opened; each named in the error, and nothing changes.
+        for config_id, value, says in (
+            ("temperature", "hot", "temperature"),
+            ("effort", "extreme", "extreme"),
+            ("model", "  ", "model"),
+            ("mode", True, "mode"),
+            ("mode", "yolo", "yolo"),
+        ):
+            bad = await client.call(
+                "session/set_config_option",
+                {"sessionId": sid, "configId": config_id, "value": value},
+            )
+            assert bad["error"]["code"] == -32602, bad
+            assert says in bad["error"]["message"], bad
+        no_value = await client.call(
+            "session/set_config_option", {"sessionId": sid, "configId": "effort"}
+        )
+        assert no_value["error"]["code"] == -32602 and "value" in no_value["error"]["message"]
+        elsewhere = await client.call(
+            "session/set_config_option",
+            {"sessionId": "sess_nope", "configId": "effort", "value": "low"},
+        )
+        assert elsewhere["error"]["code"] == -32002, elsewhere
+        unchanged = await client.request("session/resume", {"sessionId": sid, "cwd": str(tmp_path)})
+        current = {o["id"]: o["currentValue"] for o in unchanged["configOptions"]}
+        assert (current["mode"], current["effort"]) == ("default", "default"), current
+        relative_load = await client.call(
+            "session/load", {"sessionId": sid, "cwd": "here", "mcpServers": []}
+        )
+        assert relative_load["error"]["code"] == -32602, relative_load
         with pytest.raises(AcpError):
             await client.request("session/close", {"sessionId": "sess_nope"})
+
+        # After all that, a turn: ``--embedded`` without ``--script`` runs the demo script.
+        client.on_permission = _allow_once
+        reason, since = await _prompt(client, sid, "check the environment")
+        assert reason == "end_turn"
+        assert _text(client, sid, since).endswith("Everything works offline.")
+        assert [u["status"] for u in _of(client, "tool_call_update", since)
+                if "status" in u][-1] == "completed"  # fmt: skip
         assert client.invalid == []
         await _closed(client, before)
         tg.cancel_scope.cancel()
@@ -323,4 +378,131 @@ async def test_modes_and_config_options_reach_the_session(
         reason, since = await _prompt(client, sid, "still there?")
         assert (reason, _text(client, sid, since)) == ("end_turn", "Still here.")
         await _closed(client, before)
+        tg.cancel_scope.cancel()
+
+
+TODOS = {
+    "todos": [
+        {"content": "Write the code", "status": "in_progress", "activeForm": "Writing the code"},
+        {"content": "Test it", "status": "pending", "activeForm": "Testing it"},
+    ]
+}
+COLOR = "Which color should the button be?"
+ASK_COLOR = {
+    "questions": [
+        {
+            "question": COLOR,
+            "header": "Color",
+            "options": [
+                {"label": "Red", "description": "warm"},
+                {"label": "Blue", "description": "cool"},
+            ],
+            "multiSelect": False,
+        }
+    ]
+}
+#: The model the session switches to, and the context window Claude Code reports for it.
+SMALL_MODEL, SMALL_WINDOW = "claude-sonnet-4-5-20250929", 200_000
+
+
+@pytest.mark.agent
+@pytest.mark.timeout(240)
+async def test_plans_questions_a_new_model_and_closing_mid_turn(
+    tmp_path: Path, anyio_backend_name: str
+) -> None:
+    """The agent's to-do list arrives as a ``plan``, its question as an ``elicitation/create``
+    form whose answer reaches the agent, a model chosen through ``session/set_config_option``
+    runs the next prompt, and closing stdin in the middle of a turn ends the server and the
+    agent within the bound."""
+    _available("claude")
+    script = Script(
+        turns=[
+            ModelTurn(blocks=[ToolCallBlock(tool="TodoWrite", arguments=TODOS)], usage=USAGE),
+            ModelTurn.text("Planned.", usage=USAGE),
+            ModelTurn(blocks=[ToolCallBlock(tool="AskUserQuestion", arguments=ASK_COLOR)]),
+            ModelTurn.text("Blue it is.", usage=USAGE),
+            ModelTurn.text("A smaller model.", usage=USAGE),
+            ModelTurn(blocks=[TextBlock(text=COUNTING)], chunk_delay=0.05, chunk_chars=6),
+        ]
+    )
+    script_file = tmp_path / "script.json"
+    script_file.write_text(script.model_dump_json())
+    before = descendants()
+    asked: list[dict[str, Any]] = []
+    elicitation_schema = schema_validator("CreateElicitationRequest", unstable=True)
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        (key,) = params["requestedSchema"]["properties"]
+        return {"action": "accept", "content": {key: "Blue"}}
+
+    argv = server_argv("claude", "--embedded", "--script", str(script_file),
+                       backend=anyio_backend_name)  # fmt: skip
+    async with anyio.create_task_group() as tg:
+        client = await open_server(tg, argv, stderr_path=tmp_path / "server.err")
+        client.on_permission = _allow_once
+        client.on_elicitation = answer
+        capabilities = {**CLIENT_INIT["clientCapabilities"], "elicitation": {"form": {}}}
+        await client.request("initialize", {**CLIENT_INIT, "clientCapabilities": capabilities})
+        sid = (await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"
+        ]
+
+        # The to-do list is the plan (not a tool call).
+        reason, since = await _prompt(client, sid, "plan it")
+        assert (reason, _text(client, sid, since)) == ("end_turn", "Planned.")
+        (plan,) = _of(client, "plan", since)
+        assert plan["entries"] == [
+            {"content": "Write the code", "priority": "medium", "status": "in_progress"},
+            {"content": "Test it", "priority": "medium", "status": "pending"},
+        ]
+        assert _of(client, "tool_call", since) == []
+
+        # A question: one form field with the options; the answer goes back to the agent.
+        reason, since = await _prompt(client, sid, "pick a color")
+        assert (reason, _text(client, sid, since)) == ("end_turn", "Blue it is.")
+        (params,) = asked
+        assert elicitation_schema.is_valid(params), params
+        (field,) = params["requestedSchema"]["properties"].values()
+        # Claude Code lets one answer in words too: a text field that names the options.
+        assert (field["title"], field["type"]) == ("Color", "string"), field
+        assert field["description"] == f"{COLOR} (e.g. Red, Blue)", field
+        results = [u for u in _of(client, "tool_call_update", since)
+                   if u.get("toolCallId") == params["toolCallId"]]  # fmt: skip
+        assert "Blue" in json.dumps(results), results
+
+        # A model chosen by the client runs the next prompt (its own context window).
+        earlier = {u["size"] for u in _of(client, "usage_update")}
+        options = await client.request(
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "model", "value": SMALL_MODEL},
+        )
+        model = next(o for o in options["configOptions"] if o["id"] == "model")
+        assert model["currentValue"] == SMALL_MODEL
+        reason, since = await _prompt(client, sid, "who are you?")
+        assert (reason, _text(client, sid, since)) == ("end_turn", "A smaller model.")
+        # The window Claude Code reports for it at the turn's end (the default model's is 1M).
+        assert _of(client, "usage_update", since)[-1]["size"] == SMALL_WINDOW
+        assert earlier == {1_000_000}
+
+        # The mode through its config option.
+        options = await client.request(
+            "session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "plan"}
+        )
+        mode = next(o for o in options["configOptions"] if o["id"] == "mode")
+        assert mode["currentValue"] == "plan"
+
+        # Closing stdin while the agent streams: server and agent end within the bound.
+        since = len(client.updates)
+        await client.start_call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "count"}]}
+        )
+        await client.wait_update(
+            lambda u: (
+                u["update"]["sessionUpdate"] == "agent_message_chunk"
+                and client.updates.index(u) >= since
+            )
+        )
+        assert await _closed(client, before) < 30
+        assert client.invalid == []
         tg.cancel_scope.cancel()

@@ -1,5 +1,6 @@
-"""``agentrun acp`` next to the official ACP adapter of Claude Code, and under the official ACP
-Python SDK as its client."""
+"""``agentrun acp`` next to the official ACP adapters of Claude Code (``claude-agent-acp``) and
+Codex (``codex-acp``) on the same scripts, and under the official ACP Python SDK as its
+client."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from acp_client import CLIENT_INIT, AcpClient, open_server, server_argv
 from agents_support import descendants
 
 from agentrun._vocabulary.errors import EngineUnavailableError
-from agentrun._wire.programs import resolve_node, resolve_node_script
+from agentrun._wire.programs import resolve_binary, resolve_node, resolve_node_script
 from agentrun.engines._registry import get_engine
 from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, offline_config
 
@@ -35,20 +36,6 @@ def _script() -> Script:
     )
 
 
-async def _kinds(client: AcpClient, workspace: Path, mode: str | None) -> set[str]:
-    await client.request("initialize", CLIENT_INIT)
-    sid = (await client.request("session/new", {"cwd": str(workspace), "mcpServers": []}))[
-        "sessionId"
-    ]
-    if mode is not None:
-        await client.request("session/set_mode", {"sessionId": sid, "modeId": mode})
-    result = await client.request(
-        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}
-    )
-    assert result["stopReason"] == "end_turn"
-    return {u["update"]["sessionUpdate"] for u in client.updates if u["sessionId"] == sid}
-
-
 async def _close(client: AcpClient, before: set[int]) -> None:
     assert client.process.stdin is not None
     await client.process.stdin.aclose()
@@ -59,9 +46,10 @@ async def _close(client: AcpClient, before: set[int]) -> None:
             await anyio.sleep(0.1)
 
 
-async def test_agentrun_sends_every_update_kind_the_official_claude_adapter_sends(
+async def test_agentrun_sends_what_the_official_claude_adapter_sends(
     tmp_path: Path, anyio_backend_name: str
 ) -> None:
+    """claude-agent-acp, then ``agentrun acp --engine claude``, on one script."""
     try:
         get_engine("claude-acp").check()
         get_engine("claude").check()
@@ -83,9 +71,7 @@ async def test_agentrun_sends_every_update_kind_the_official_claude_adapter_send
             tg, [node, adapter], stderr_path=tmp_path / "official.err", env=dict(config.env),
             cwd=official_ws,
         )  # fmt: skip
-        client.on_permission = _allow
-        official = await _kinds(client, official_ws, "bypassPermissions")
-        assert client.invalid == []
+        official = await _run(client, official_ws, "bypassPermissions")
         await _close(client, before)
         tg.cancel_scope.cancel()
 
@@ -95,18 +81,179 @@ async def test_agentrun_sends_every_update_kind_the_official_claude_adapter_send
         argv = server_argv("claude", "--embedded", "--script", str(script_file),
                            backend=anyio_backend_name)  # fmt: skip
         client = await open_server(tg, argv, stderr_path=tmp_path / "ours.err")
-        client.on_permission = _allow
-        ours = await _kinds(client, ours_ws, None)
-        assert client.invalid == []
+        ours = await _run(client, ours_ws, None)
         assert client.stray == []  # (the adapter also sends extension notifications of its own)
         await _close(client, before)
         tg.cancel_scope.cancel()
 
     # What the adapter says about its own mode and options is its business; the rest is the
     # conversation, and agentrun says all of it.
-    conversation = official - {"current_mode_update", "config_option_update"}
-    assert {"agent_message_chunk", "tool_call", "tool_call_update", "usage_update"} <= official
-    assert conversation <= ours, (sorted(official), sorted(ours))
+    _at_least(official, ours, ours_ws, readings=2)
+
+
+#: A client like Zed: it shows a shell tool's output in a terminal of the tool call
+#: (``_meta.terminal_output``, the convention both official adapters follow).
+TERMINAL_CLIENT = {
+    **CLIENT_INIT,
+    "clientCapabilities": {**CLIENT_INIT["clientCapabilities"], "_meta": {"terminal_output": True}},
+}
+#: What ACP v1 defines of a tool call (fields outside it are an adapter's own: ACP asks for
+#: extensions under ``_meta``).
+TOOL_CALL_FIELDS = {"sessionUpdate", "toolCallId", "title", "kind", "status", "content",
+                    "locations", "rawInput", "rawOutput", "_meta"}  # fmt: skip
+#: The terminal convention's keys of a tool call's ``_meta``.
+TERMINAL_META = {"terminal_info", "terminal_output", "terminal_output_delta", "terminal_exit"}
+
+
+async def _run(
+    client: AcpClient, workspace: Path, mode: str | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One prompt on a new session: the prompt's answer and the session's updates."""
+    client.on_permission = _allow
+    await client.request("initialize", TERMINAL_CLIENT)
+    sid = (await client.request("session/new", {"cwd": str(workspace), "mcpServers": []}))[
+        "sessionId"
+    ]
+    if mode is not None:
+        await client.request("session/set_mode", {"sessionId": sid, "modeId": mode})
+    answer = await client.request(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}
+    )
+    assert client.invalid == []
+    return answer, [u["update"] for u in client.updates if u["sessionId"] == sid]
+
+
+def _one(updates: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [u for u in updates if u["sessionUpdate"] == kind]
+    assert len(found) == 1, (kind, updates)
+    return found[0]
+
+
+def _merged(updates: list[dict[str, Any]], call: dict[str, Any]) -> dict[str, Any]:
+    """What a tool call and all its updates said, the later over the earlier (an agent may
+    give the title late, or split its output and its exit over two updates)."""
+    merged: dict[str, Any] = {**call, "_meta": dict(call.get("_meta") or {})}
+    for update in updates:
+        if (
+            update["sessionUpdate"] == "tool_call_update"
+            and update["toolCallId"] == call["toolCallId"]
+        ):
+            merged |= {k: v for k, v in update.items() if k != "_meta"}
+            merged["_meta"] |= update.get("_meta") or {}
+    return merged
+
+
+def _said(updates: list[dict[str, Any]]) -> str:
+    return "".join(u["content"]["text"] for u in updates
+                   if u["sessionUpdate"] == "agent_message_chunk")  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+async def test_agentrun_sends_what_the_official_codex_adapter_sends(
+    tmp_path: Path, anyio_backend_name: str
+) -> None:
+    """codex-acp, then ``agentrun acp`` with ``codex`` (exec) and ``codex-app-server``, on one
+    script: every conversation update kind, the tool call's fields (a terminal, its output and
+    exit code), the context readings, the stop reason and the turn's token usage."""
+    try:
+        get_engine("codex-acp").check()
+        get_engine("codex").check()
+        node = resolve_node(minimum=20, engine="codex-acp")
+        adapter = resolve_node_script(
+            "@agentclientprotocol/codex-acp", "dist/index.js", engine="codex-acp"
+        )
+        codex = resolve_binary("codex", engine="codex-acp")
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
+    script_file = tmp_path / "script.json"
+    script_file.write_text(_script().model_dump_json())
+    before = descendants()
+    runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+
+    official_ws = tmp_path / "codex-acp"
+    official_ws.mkdir()
+    async with ModelServer(_script()) as server, anyio.create_task_group() as tg:
+        config = offline_config("codex-acp", server.url, tmp_path / "agent")
+        client = await open_server(
+            tg, [node, adapter], stderr_path=tmp_path / "codex-acp.err",
+            env={**config.env, "CODEX_PATH": codex}, cwd=official_ws,
+        )  # fmt: skip
+        runs["codex-acp"] = await _run(client, official_ws, None)  # its default: no asking
+        await _close(client, before)
+        tg.cancel_scope.cancel()
+    for engine in ("codex", "codex-app-server"):
+        workspace = tmp_path / engine
+        workspace.mkdir()
+        async with anyio.create_task_group() as tg:
+            argv = server_argv(engine, "--embedded", "--script", str(script_file),
+                               backend=anyio_backend_name)  # fmt: skip
+            client = await open_server(tg, argv, stderr_path=tmp_path / f"{engine}.err")
+            runs[engine] = await _run(client, workspace, "bypass")  # no asking either
+            assert client.stray == []
+            await _close(client, before)
+            tg.cancel_scope.cancel()
+
+    official = runs.pop("codex-acp")
+    # Its slash commands are its own (docs/acp-server.md). Context readings: after every model
+    # call where the agent tells; codex exec reports its tokens once, at the end of the turn.
+    _at_least(official, runs["codex-app-server"], tmp_path / "codex-app-server", readings=2,
+              own={"available_commands_update"})  # fmt: skip
+    _at_least(official, runs["codex"], tmp_path / "codex", readings=1,
+              own={"available_commands_update"})  # fmt: skip
+
+
+def _at_least(
+    official_run: tuple[dict[str, Any], list[dict[str, Any]]],
+    our_run: tuple[dict[str, Any], list[dict[str, Any]]],
+    workspace: Path,
+    *,
+    readings: int,
+    own: frozenset[str] | set[str] = frozenset(),
+) -> None:
+    """agentrun said at least what the adapter said, where ACP has a place for it."""
+    answer, official = official_run
+    our_answer, ours = our_run
+    kinds = {u["sessionUpdate"] for u in official}
+    assert {"agent_message_chunk", "tool_call", "tool_call_update", "usage_update"} <= kinds
+    # The adapter's own mode and options are its own business.
+    conversation = kinds - {"current_mode_update", "config_option_update"} - set(own)
+    our_kinds = {u["sessionUpdate"] for u in ours}
+    assert conversation <= our_kinds, (sorted(kinds), sorted(our_kinds))
+    assert _said(ours) == _said(official) == "Running it.It printed the words."
+    if all(u.get("messageId") for u in official if u["sessionUpdate"] == "agent_message_chunk"):
+        assert all(u.get("messageId") for u in ours if u["sessionUpdate"] == "agent_message_chunk")
+
+    # The tool call: its ACP fields, its title, kind and end, and its terminal (same output,
+    # same exit code).
+    call, our_call = _one(official, "tool_call"), _one(ours, "tool_call")
+    assert (call.keys() & TOOL_CALL_FIELDS) <= our_call.keys(), (call, our_call)
+    result, our_result = _merged(official, call), _merged(ours, our_call)
+    assert (result.keys() & TOOL_CALL_FIELDS) <= our_result.keys(), (result, our_result)
+    for key in ("title", "kind", "status"):
+        assert our_result[key] == result[key], (key, result, our_result)
+    assert result["status"] == "completed"
+    terminal = result["_meta"].keys() & TERMINAL_META
+    assert terminal <= our_result["_meta"].keys(), (result, our_result)
+    assert our_call["content"] == [{"type": "terminal", "terminalId": our_call["toolCallId"]}]
+    assert our_call["_meta"]["terminal_info"]["cwd"] == str(workspace)
+    output = {"terminal_output", "terminal_output_delta"} & terminal
+    for key in output:
+        assert our_result["_meta"][key]["data"].rstrip() == result["_meta"][key]["data"].rstrip()
+    assert our_result["_meta"]["terminal_exit"]["exit_code"] == 0
+    assert result["_meta"]["terminal_exit"]["exit_code"] == 0
+
+    # Context readings with used and size, and the session's cost where the adapter knows it.
+    usage = [u for u in official if u["sessionUpdate"] == "usage_update"]
+    our_usage = [u for u in ours if u["sessionUpdate"] == "usage_update"]
+    assert len(our_usage) >= readings, our_usage
+    assert all(u["used"] > 0 and u["size"] > 0 for u in usage + our_usage), our_usage
+    if "cost" in usage[-1]:
+        assert our_usage[-1]["cost"]["amount"] == pytest.approx(usage[-1]["cost"]["amount"])
+
+    # The answer: the same stop reason and the same token counts for the turn.
+    assert our_answer["stopReason"] == answer["stopReason"] == "end_turn"
+    assert answer["usage"].keys() <= our_answer["usage"].keys(), our_answer
+    assert our_answer["usage"] == {k: answer["usage"].get(k, 0) for k in our_answer["usage"]}
 
 
 async def _allow(params: dict[str, Any]) -> dict[str, Any]:
