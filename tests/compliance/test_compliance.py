@@ -18,6 +18,8 @@ call is followed by a clean turn with nothing of it.
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -201,23 +203,34 @@ def _check_usage(message: Message) -> None:
 #: Words only the cancelled turn's model answer contains.
 OLD_WORDS = ("walrus", "zeppelin", "marmalade", "quokka")
 CLEAN_ANSWER = "clean answer for the second prompt"
+#: How long the cancelled turn's tool sleeps: an argument no other process has, so the test
+#: sees the tool run (Gemini CLI reports a call only once it ended; codex-acp's read-only
+#: sandbox lets it write no marker file).
+TOOL_SLEEP = f"30.{uuid.uuid4().int % 10**9:09d}"
+
+
+def _tool_runs() -> bool:
+    """Whether a process runs the cancelled turn's ``sleep``."""
+    wanted = f"sleep\0{TOOL_SLEEP}\0".encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().endswith(wanted):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 #: Isolation cases an engine cannot pass yet because of a leak in the engine itself.
 ISOLATION_XFAIL: dict[tuple[str, str], str] = {}
 
 
 def _isolation_engines() -> list[str]:
-    import os
-
     from agentrun.offline import EMBEDDED_ENGINES
 
     chosen = os.environ.get("AGENTRUN_COMPLIANCE_ENGINES")
-    # By default the engines this scenario has been verified on; the others are run by naming
-    # them (make compliance ENGINES=...) until each passes it.
-    names = [n.strip() for n in chosen.split(",")] if chosen else list(ISOLATION_VERIFIED)
+    names = [n.strip() for n in chosen.split(",")] if chosen else list(EMBEDDED_ENGINES)
     return [n for n in names if n and n in EMBEDDED_ENGINES]
-
-
-ISOLATION_VERIFIED = ("claude", "opencode", "opencode-acp")
 
 
 def _old_turn(case: str) -> Any:
@@ -227,9 +240,9 @@ def _old_turn(case: str) -> Any:
 
     words = " ".join(OLD_WORDS * 20)
     if case == "tool":
-        return ScriptTurn(
-            blocks=[ToolCall(tool="shell", arguments={"command": f"sleep 30; echo {words}"})]
-        )
+        # Not "sleep" first: Qwen Code blocks a command that begins with one.
+        command = f"echo running; sleep {TOOL_SLEEP}; echo {words}"
+        return ScriptTurn(blocks=[ToolCall(tool="shell", arguments={"command": command})])
     if case == "hung_model_call":
         return ScriptTurn(blocks=[Text(text=words)], delay_before=60)
     # "start" and "mid_stream": a slow stream of the old words.
@@ -247,20 +260,28 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
     name: str, case: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     import anyio
-    from agents_support import require_engine
 
-    from agentrun import SessionOptions, run_turn
-    from agentrun.offline import EMBEDDED_ENGINES, ModelServer, Script, embedded_engine
+    from agentrun import EngineUnavailableError, SessionOptions, run_turn
+    from agentrun.offline import ModelServer, Script, embedded_engine
 
     reason = ISOLATION_XFAIL.get((name, case))
     if reason is not None:
         request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
-    require_engine(EMBEDDED_ENGINES[name])
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     script = Script(turns=[_old_turn(case)], exhausted_text=CLEAN_ANSWER)
     async with ModelServer(script) as server:
-        engine, options = embedded_engine(name, server.url, tmp_path / "agent", cwd=str(workspace))
+        try:
+            engine, options = embedded_engine(
+                name,
+                server.url,
+                tmp_path / "agent",
+                cwd=str(workspace),
+                # The tool must run, not be refused: approve it.
+                hitl=False if case == "tool" else None,
+            )
+        except EngineUnavailableError as exc:
+            pytest.skip(str(exc))
         assert isinstance(options, SessionOptions)
         seen: list[Message] = []
         after: list[Message] = []
@@ -273,10 +294,10 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(old_turn)
                 if case != "start":
-                    while not server.model_requests:
-                        await anyio.sleep(0.05)
-                    if case == "tool":
-                        while not any(m.type is MessageType.TOOL_USE for m in seen):
+                    with anyio.fail_after(60):  # a wait that never ends fails, not wedges
+                        while not server.model_requests:
+                            await anyio.sleep(0.05)
+                        while case == "tool" and not _tool_runs():
                             await anyio.sleep(0.05)
                     await anyio.sleep(0.5)
                 tg.cancel_scope.cancel()
