@@ -229,8 +229,13 @@ def _isolation_engines() -> list[str]:
     from agentrun.offline import EMBEDDED_ENGINES
 
     chosen = os.environ.get("AGENTRUN_COMPLIANCE_ENGINES")
-    names = [n.strip() for n in chosen.split(",")] if chosen else list(EMBEDDED_ENGINES)
-    return [n for n in names if n and n in EMBEDDED_ENGINES]
+    every = [*EMBEDDED_ENGINES, "acp"]
+    names = [n.strip() for n in chosen.split(",")] if chosen else every
+    return [n for n in names if n in every]
+
+
+#: The generic ``acp`` engine runs the agent of this preset, given as a plain command.
+GENERIC_ACP_AGENT = "claude-acp"
 
 
 def _old_turn(case: str) -> Any:
@@ -262,6 +267,7 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
     import anyio
 
     from agentrun import EngineUnavailableError, SessionOptions, run_turn
+    from agentrun.engines.acp import AcpEngine
     from agentrun.offline import ModelServer, Script, embedded_engine
 
     reason = ISOLATION_XFAIL.get((name, case))
@@ -273,7 +279,7 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
     async with ModelServer(script) as server:
         try:
             engine, options = embedded_engine(
-                name,
+                GENERIC_ACP_AGENT if name == "acp" else name,
                 server.url,
                 tmp_path / "agent",
                 cwd=str(workspace),
@@ -283,6 +289,9 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
         except EngineUnavailableError as exc:
             pytest.skip(str(exc))
         assert isinstance(options, SessionOptions)
+        if name == "acp":
+            assert isinstance(engine, AcpEngine)
+            engine = AcpEngine(engine.command_for(options))
         seen: list[Message] = []
         after: list[Message] = []
         async with engine.start(options) as session:
