@@ -198,7 +198,7 @@ def _check_usage(message: Message) -> None:
 # tool it started runs, while its model call hangs — ends, leaves the session usable, and nothing
 # of it reaches the next turn: the clean turn after it answers its own prompt only. The engines
 # are those of ``AGENTRUN_COMPLIANCE_ENGINES`` (``make compliance ENGINES=claude,opencode``),
-# default every engine with an embedded configuration.
+# default every engine with an embedded configuration and the generic ``acp`` engine.
 
 #: Words only the cancelled turn's model answer contains.
 OLD_WORDS = ("walrus", "zeppelin", "marmalade", "quokka")
