@@ -84,8 +84,10 @@ class RecordedRequest:
 
     @property
     def is_model_call(self) -> bool:
-        """A request that consumed (or tried to consume) a scripted turn."""
-        return self.api in ("anthropic", "responses", "chat") and self.side_request is None
+        """A request that consumed (or tried to consume) a scripted turn (Gemini's included)."""
+        return (
+            self.api in ("anthropic", "responses", "chat", "gemini") and self.side_request is None
+        )
 
 
 def _text_of(content: Any) -> str:

@@ -68,6 +68,24 @@ __all__ = ["AUTH_REQUIRED", "AcpSessionCore", "AcpTimeoutError", "session_cwd"]
 
 #: ACP's "authentication required" error code.
 AUTH_REQUIRED = -32000
+#: ACP's "resource not found" error code.
+RESOURCE_NOT_FOUND = -32002
+#: How the pinned agents say, in an error's message or ``data.details``, that they do not know
+#: a session id they were asked to load (a malformed id included).
+UNKNOWN_SESSION_WORDS = (
+    "not found",  # claude-agent-acp and most agents
+    "no rollout found",  # codex-acp (Codex)
+    "invalid session id",  # codex-acp: not a UUID
+    "does not match any session",  # claude-agent-acp: not a UUID nor a title
+    "no previous sessions found",  # Gemini CLI
+)
+
+
+def _details(error: JsonRpcError) -> str:
+    """The ``data.details`` text of an agent's error ("" when it has none)."""
+    data: Any = error.data
+    details = cast("dict[str, Any]", data).get("details") if isinstance(data, dict) else None
+    return details if isinstance(details, str) else ""
 
 
 class AcpTimeoutError(RequestTimeoutError):
@@ -285,9 +303,11 @@ class AcpSessionCore(JsonRpcSession):
                     "logged in)",
                     engine=self.engine_name,
                 ) from exc
-            if resume_id is not None and (exc.code == INVALID_PARAMS or "not found" in exc.message):
+            if resume_id is not None and await self._unknown_session(resume_id, exc):
+                details = _details(exc)
                 raise SessionNotFoundError(
-                    f"{self.engine_name}: {method} failed: {exc.message}",
+                    f"{self.engine_name}: {method} failed: {exc.message}"
+                    + (f" ({details})" if details else ""),
                     session_id=resume_id,
                     engine=self.engine_name,
                 ) from exc
@@ -303,6 +323,41 @@ class AcpSessionCore(JsonRpcSession):
             )
         self.session_id = session_id
         self.resume_id: str | None = session_id
+
+    async def _unknown_session(self, session_id: str, error: JsonRpcError) -> bool:
+        """Whether the agent's refusal to load, resume or fork ``session_id`` means it does not
+        know it: "invalid params" or "resource not found", words saying so in the message or
+        its ``data.details`` (the agents send most refusals as an internal error), or, for any
+        other refusal, a ``session/list`` of the agent's sessions without it."""
+        if error.code in (INVALID_PARAMS, RESOURCE_NOT_FOUND):
+            return True
+        said = f"{error.message} {_details(error)}".lower()
+        if any(words in said for words in UNKNOWN_SESSION_WORDS):
+            return True
+        return await self._listed(session_id) is False
+
+    async def _listed(self, session_id: str) -> bool | None:
+        """Whether ``session/list`` names ``session_id`` (``None``: the agent cannot say)."""
+        if self.acp_translator.state.capabilities.session_capabilities.list is None:
+            return None
+        try:
+            result = await self._call(
+                Method.SESSION_LIST, {"cwd": self._cwd}, self.engine.request_timeout
+            )
+        except JsonRpcError:
+            return None
+        fields = cast("dict[str, Any]", result) if isinstance(result, dict) else {}
+        sessions = fields.get("sessions")
+        if not isinstance(sessions, list):
+            return None
+        for item in cast("list[Any]", sessions):
+            if (
+                isinstance(item, dict)
+                and cast("dict[str, Any]", item).get("sessionId") == session_id
+            ):
+                return True
+        # A later page might name it.
+        return None if fields.get("nextCursor") else False
 
     async def _latest_session(self) -> str | None:
         if self.acp_translator.state.capabilities.session_capabilities.list is None:

@@ -49,6 +49,9 @@ __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
 
 #: ``ErrorInfo.code`` of the result the CLI prints for ``--resume <unknown id>``.
 SESSION_NOT_FOUND = "session_not_found"
+#: How Claude Code refuses a ``--resume`` id: no saved conversation of that id, or an id that is
+#: neither a UUID nor a session title.
+_UNKNOWN_SESSION_WORDS = ("No conversation found", "does not match any session title")
 
 _SYNTHETIC_MODEL = "<synthetic>"
 
@@ -632,7 +635,8 @@ class ClaudeTranslator(Translator):
         if is_error:
             code = _TERMINAL_CODES.get(terminal or "", subtype or "error")
             joined = "; ".join(errors)
-            if not self.saw_init and "No conversation found" in (joined + (text or "")):
+            said = joined + (text or "")
+            if not self.saw_init and any(words in said for words in _UNKNOWN_SESSION_WORDS):
                 code = SESSION_NOT_FOUND
                 self.session_not_found = joined or text
             error = ErrorInfo(

@@ -32,7 +32,7 @@ from ..._turns.session import CANCEL_GRACE
 from ..._turns.turn import Turn, TurnContext
 from ..._version import VERSION
 from ..._vocabulary.context import Catalog, ContextTracker
-from ..._vocabulary.errors import UsageError
+from ..._vocabulary.errors import SessionNotFoundError, UsageError
 from ..._vocabulary.jsonvalues import as_dict, as_list, as_str
 from ..._vocabulary.options import SessionOptions
 from ..._vocabulary.permissions import PermissionRequest
@@ -49,6 +49,9 @@ _TURN_RUNS = ("turn/started", "turn/completed")
 #: Seconds a steer waits for the running turn's id (``turn/start``'s response).
 STEER_WAIT = 10.0
 _EFFORT = {"low": "low", "medium": "medium", "high": "high", "max": "xhigh"}
+#: How Codex refuses to resume or fork a thread it does not know (``-32600`` both): no saved
+#: thread of that id, or an id that is not a UUID.
+_UNKNOWN_THREAD_WORDS = ("no rollout found", "invalid session id", "not found")
 
 
 class CodexAppServerEngine(ProgramEngine):
@@ -171,13 +174,22 @@ class CodexAppServerSession(JsonRpcSession):
     async def _open_thread(self, conn: JsonRpcConnection) -> None:
         options = self.options
         params = self._thread_params()
-        if options.resume_id is not None and options.fork:
-            # A copy of the thread under a new id; the original is left as it was.
-            await conn.request("thread/fork", {**params, "threadId": options.resume_id})
-        elif options.resume_id is not None:
-            await conn.request("thread/resume", {**params, "threadId": options.resume_id})
-        else:
+        if options.resume_id is None:
             await conn.request("thread/start", params)
+        else:
+            # A fork is a copy of the thread under a new id; the original is left as it was.
+            method = "thread/fork" if options.fork else "thread/resume"
+            try:
+                await conn.request(method, {**params, "threadId": options.resume_id})
+            except JsonRpcError as exc:
+                said = exc.message.lower()
+                if any(words in said for words in _UNKNOWN_THREAD_WORDS):
+                    raise SessionNotFoundError(
+                        f"{self.engine_name}: {method} failed: {exc.message}",
+                        session_id=options.resume_id,
+                        engine=self.engine_name,
+                    ) from exc
+                raise
         thread = self.app_translator.thread_id
         if thread is not None:
             self.resume_id: str | None = thread
