@@ -115,11 +115,21 @@ def get_engine(name: str, **options: Any) -> Engine:
     return cast(Engine, factory(**options))
 
 
+#: Classes whose instances were found to implement :class:`Translator`: the protocol's
+#: ``isinstance`` looks up every member, which costs more than a short transcript's replay.
+_TRANSLATOR_CLASSES: set[type] = set()
+
+
 def get_translator(name: str, **options: Any) -> Translator:
     """A fresh translator for ``name`` (used by replay and by the engines themselves)."""
     table = _TRANSLATORS if name in _TRANSLATORS else _table(_TRANSLATORS, TRANSLATOR_GROUP)
     translator: object = _factory(table, name, "no translator for engine")(**options)
-    if not isinstance(translator, Translator):
+    kind = type(translator)
+    if kind in _TRANSLATOR_CLASSES:
+        return cast(Translator, translator)
+    if isinstance(translator, Translator):
+        _TRANSLATOR_CLASSES.add(kind)
+    else:
         raise ConfigurationError(
             f"the translator of {name!r} ({type(translator).__name__}) does not implement "
             "agentrun.abc.Translator (subclass it for the optional members' defaults)",
