@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from typing import Any, cast
 
 from .._bases.translator import Translator
@@ -80,7 +81,10 @@ def _factory(table: dict[str, str], name: str, what: str) -> Any:
         )
     module_name, _, attribute = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module_name), attribute)
+        # A module already imported is taken as it is (import_module's own look-up costs more
+        # than replaying a short transcript's line).
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        return getattr(module, attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(
             f"engine {name!r} is not available in this version of agentrun ({exc})",
