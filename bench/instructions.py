@@ -8,8 +8,11 @@ each. Workloads, over a fixed corpus of the engine's recorded transcripts held i
 summary JSON).
 
     python bench/instructions.py [--engine opencode] [--megabytes 1]
+    python bench/instructions.py --imports
 
-Takes about a minute per engine; not part of ``make bench``.
+Takes about a minute per engine; not part of ``make bench``. ``--imports``: the instructions of
+a fresh interpreter that runs ``import agentrun``, against the floor (``import anyio; from
+pydantic import BaseModel``), whole processes.
 """
 
 from __future__ import annotations
@@ -80,14 +83,50 @@ def _count(engine: str, megabytes: float) -> dict[str, int]:
     return dict(zip(WORKLOADS, counts, strict=True))
 
 
+IMPORTS = {
+    "floor": "import anyio; from pydantic import BaseModel",
+    "import agentrun": "import agentrun",
+}
+
+
+def _count_imports() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, program in IMPORTS.items():
+            out = Path(tmp) / f"{len(counts)}.out"
+            subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    sys.executable,
+                    "-c",
+                    program,
+                ],
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+                check=True,
+                capture_output=True,
+            )
+            match = re.search(r"^totals: (\d+)", out.read_text(errors="replace"), re.M)
+            counts[name] = int(match.group(1)) if match else 0
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--engine", action="append", choices=sorted(CORPUS_DIRS))
     parser.add_argument("--megabytes", type=float, default=1.0)
     parser.add_argument("--child")
+    parser.add_argument("--imports", action="store_true")
     args = parser.parse_args()
     if args.child:
         _child(args.child, args.megabytes)
+        return
+    if args.imports:
+        c = _count_imports()
+        floor = c["floor"]
+        for name, count in c.items():
+            print(f"{name} | {count / 1e6:.1f}M | {count / floor:.2f}x")
         return
     print("engine | json.loads | from_json | agentrun | from_json ratio | agentrun ratio")
     for engine in args.engine or sorted(CORPUS_DIRS):
