@@ -191,7 +191,6 @@ def measure(engine: str, megabytes: float, runs: int) -> list[Row]:
             result["agentrun"][0] / base,
             result["agentrun"][0],
             result["agentrun"][1],
-            "<= 1.2x",
         ),
         Row(
             f"  limit {engine}",
