@@ -1,7 +1,8 @@
 """agentrun: drive Claude Code, Codex, OpenCode and any ACP agent through one vocabulary.
 
-The public API is exactly what ``__all__`` lists; every other module is private. Fleets,
-``compare`` and the Ray backend are loaded on first use, so ``import agentrun`` stays light.
+The public API is exactly what ``__all__`` lists; every other module is private. The engines,
+``replay``, fleets, ``compare`` and the Ray backend are loaded on first use, so
+``import agentrun`` stays light.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -85,7 +86,6 @@ from ._vocabulary.summary import (
 )
 from ._vocabulary.trajectory import ReplayedTurn, from_atif, to_atif
 from .engines._registry import engine_names, get_engine, get_translator
-from .engines._replay import replay
 
 if TYPE_CHECKING:
     from ._fleets.compare import CompareRun, FilesChanged, compare
@@ -101,6 +101,7 @@ if TYPE_CHECKING:
         FleetTurnRecord,
     )
     from ._fleets.ray import RayEngine, RaySession
+    from .engines._replay import replay
 
 #: Public names defined in modules loaded on first use.
 _LAZY: dict[str, str] = {
@@ -118,6 +119,7 @@ _LAZY: dict[str, str] = {
     "FleetTurnRecord": "._fleets.fleet",
     "RayEngine": "._fleets.ray",
     "RaySession": "._fleets.ray",
+    "replay": ".engines._replay",
 }
 
 

@@ -1,11 +1,13 @@
 """Turn overhead on a real agent: the pinned ``claude`` against the embedded model server, driven
-by ``run_turn`` and by a minimal hand-written loop that spawns the same binary with the same argv
-and environment, writes the same stream-json user line and reads to the ``result`` line.
+by ``run_turn`` and by two minimal hand-written loops that spawn the same binary with the same
+argv and environment, write the same stream-json user line and read to the ``result`` line: one
+on anyio's process streams, one on plain ``asyncio`` (``create_subprocess_exec``, ``readline``,
+``json.loads``), the least an asyncio caller can do.
 
-Turns alternate between the two (first turn with the spawn, then text turns), so both see the
+Turns alternate between the three (first turn with the spawn, then text turns), so both see the
 same machine. Reported per turn: wall time and the caller's own CPU time (``time.process_time``;
-the agent's CPU is the same on both sides and not counted). Targets: wall <= 1.02x, caller CPU
-<= 1.5x the raw loop's.
+the agent's CPU is the same on every side and not counted). Targets: wall <= 1.02x the raw
+loop's, caller CPU <= 1.5x the plain asyncio loop's.
 
     python bench/turn_overhead.py [--turns 15]
 """
@@ -13,6 +15,8 @@ the agent's CPU is the same on both sides and not counted). Targets: wall <= 1.0
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import statistics
 import tempfile
@@ -44,13 +48,7 @@ class RawClaude:
         assert self.proc is not None
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
-        user = {
-            "type": "user",
-            "message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
-            "parent_tool_use_id": None,
-            "session_id": "",
-        }
-        await self.proc.stdin.send(json.dumps(user).encode() + b"\n")
+        await self.proc.stdin.send(_user_line(prompt))
         while True:
             while b"\n" not in self._buffer:
                 self._buffer += await self.proc.stdout.receive()
@@ -63,10 +61,65 @@ class RawClaude:
             await self.proc.aclose()
 
 
+def _user_line(prompt: str) -> bytes:
+    user = {
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": prompt}]},
+        "parent_tool_use_id": None,
+        "session_id": "",
+    }
+    return json.dumps(user).encode() + b"\n"
+
+
+class AsyncioClaude:
+    """The same on plain asyncio: ``create_subprocess_exec``, ``readline`` and ``json.loads``."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None) -> None:
+        self.argv, self.env, self.cwd = argv, env, cwd
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,
+            limit=64 * 1024 * 1024,
+        )
+
+    async def turn(self, prompt: str) -> None:
+        assert self.proc is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(_user_line(prompt))
+        await self.proc.stdin.drain()
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("claude ended before its result")
+            if json.loads(line).get("type") == "result":
+                return
+
+    async def close(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            await asyncio.wait_for(self.proc.wait(), 10)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            await self.proc.wait()
+
+
 async def _measure(turns: int) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {
         side: {"first_wall": [], "first_cpu": [], "wall": [], "cpu": []}
-        for side in ("agentrun", "raw")
+        for side in ("agentrun", "raw", "asyncio")
     }
     with tempfile.TemporaryDirectory() as tmp:
         async with ModelServer(Script(turns=[], exhausted_text="fine")) as server:
@@ -77,47 +130,55 @@ async def _measure(turns: int) -> dict[str, dict[str, list[float]]]:
             assert isinstance(probe, ClaudeSession)
             argv = engine.command(options)
             raw = RawClaude(argv, dict(probe.env), options.cwd)
+            plain = AsyncioClaude(argv, dict(probe.env), options.cwd)
             session = engine.start(options)
 
             async def agentrun_turn(prompt: str) -> None:
                 await run_turn(session, prompt, timeout=120)
 
             for index in range(turns):
-                for side in ("agentrun", "raw"):
+                for side in ("agentrun", "raw", "asyncio"):
                     wall, cpu = time.perf_counter(), time.process_time()
                     if index == 0 and side == "agentrun":
                         await session.__aenter__()
                     if index == 0 and side == "raw":
                         await raw.start()
+                    if index == 0 and side == "asyncio":
+                        await plain.start()
                     if side == "agentrun":
                         await agentrun_turn(f"turn {index}")
-                    else:
+                    elif side == "raw":
                         await raw.turn(f"turn {index}")
+                    else:
+                        await plain.turn(f"turn {index}")
                     key = "first_" if index == 0 else ""
                     out[side][key + "wall"].append(time.perf_counter() - wall)
                     out[side][key + "cpu"].append(time.process_time() - cpu)
             await session.__aexit__(None, None, None)
             await raw.close()
+            await plain.close()
     return out
 
 
 def measure(turns: int) -> list[Row]:
-    data = anyio.run(_measure, turns)
+    data = anyio.run(_measure, turns)  # asyncio: the plain loop needs it
     rows: list[Row] = []
-    for label, key, target in (
-        ("first turn wall", "first_wall", ""),
-        ("first turn caller CPU", "first_cpu", ""),
-        ("text turn wall", "wall", "<= 1.02x"),
-        ("text turn caller CPU", "cpu", "<= 1.5x"),
+    for label, key, baseline, target in (
+        ("first turn wall", "first_wall", "raw", ""),
+        ("first turn caller CPU", "first_cpu", "raw", ""),
+        ("text turn wall", "wall", "raw", "<= 1.02x"),
+        ("text turn caller CPU", "cpu", "raw", ""),
+        ("text turn wall, asyncio", "wall", "asyncio", ""),
+        ("text turn caller CPU, asyncio", "cpu", "asyncio", "<= 1.5x"),
     ):
-        ours, theirs = data["agentrun"][key], data["raw"][key]
+        ours, theirs = data["agentrun"][key], data[baseline][key]
         median = statistics.median(ours)
         spread = (max(ours) - min(ours)) / median if median else 0.0
         rows.append(
             Row(
                 f"turn overhead {label}",
                 f"claude, run_turn, {len(ours)} turns",
-                "raw loop",
+                "raw loop" if baseline == "raw" else "plain asyncio loop",
                 median / statistics.median(theirs),
                 median,
                 spread,

@@ -37,7 +37,7 @@ from .._vocabulary.errors import ProcessExitError, SessionNotFoundError, Session
 from .._vocabulary.messages import Message, MessageType, ProcessMeta
 from .._vocabulary.options import SessionOptions
 from .._wire.process import AgentProcess, ProcessSpec, merge_env, open_process
-from .translator import Translator, decode_line
+from .translator import Translator, decode_line, decoded_feed
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 
@@ -260,10 +260,11 @@ class SpawnPerTurnSession(Session):
                 # In the background: input larger than the pipe buffer must not block reading
                 # stdout, and a program that died early must not hang the write.
                 tg.start_soon(self._send_stdin, proc, stdin)
+            feed = decoded_feed(translator)
             async for item in proc.lines():
                 self._tap_received(item)
                 event, problem = decode_line(item, engine=self.engine_name)
-                messages = [problem] if problem is not None else translator.feed(event)
+                messages = [problem] if problem is not None else feed(event)
                 self._capture(translator)
                 for message in messages:
                     await ctx.emit(message)

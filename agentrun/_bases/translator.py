@@ -10,7 +10,7 @@ transcript; the translator is handed what was read, never a path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from .._vocabulary.context import ContextTracker
@@ -22,6 +22,7 @@ __all__ = [
     "AgentTranslatorOptions",
     "Translator",
     "decode_line",
+    "decoded_feed",
     "frame_problem_message",
 ]
 
@@ -92,7 +93,11 @@ class AgentTranslator(Translator):
         """Messages of one decoded event: a problem the framer reported passes through, a value
         that is not a JSON object is a ``protocol`` error, an object goes to :meth:`_feed_event`
         (nested no deeper than every message can serialize)."""
-        event = capped(event)
+        return self.feed_decoded(capped(event))
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        """:meth:`feed` of an event :func:`decode_json_line` made (already cut to the nesting
+        every message can serialize, so it is not walked again)."""
         if isinstance(event, dict):
             return self._feed_event(event)  # pyright: ignore[reportUnknownArgumentType]
         if isinstance(event, Message):
@@ -137,6 +142,14 @@ class AgentTranslator(Translator):
             process=process,
             raw=raw,
         )
+
+
+def decoded_feed(translator: Translator) -> Callable[[Any], list[Message]]:
+    """What feeds ``translator`` the events :func:`decode_json_line` made: its ``feed_decoded``
+    (which does not walk them again for their nesting, the decoder cut it) when it has one, else
+    its ``feed``."""
+    feed: Callable[[Any], list[Message]] | None = getattr(translator, "feed_decoded", None)
+    return feed if feed is not None else translator.feed
 
 
 def frame_problem_message(problem: LineTooLong | JsonProblem, *, engine: str) -> Message:

@@ -125,9 +125,10 @@ _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
 
 def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
     """What ``cls(**fields)`` makes, for values that already are what its validation returns
-    and that the library made itself (see :func:`unvalidated`). The other fields take their
-    defaults; the given ones are marked set. Only for the vocabulary's own classes (no default
-    factories, no extra fields, no private attributes)."""
+    and that the library made itself (see :func:`unvalidated`), or that a translator checked to
+    be exactly that (a ``str`` for a ``str | None`` field, a dict it built). The other fields
+    take their defaults; the given ones are marked set. Only for the vocabulary's own classes
+    (no default factories, no extra fields, no private attributes)."""
     defaults = _DEFAULTS.get(cls)
     if defaults is None:
         defaults = _DEFAULTS[cls] = {

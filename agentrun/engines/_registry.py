@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from typing import Any, cast
 
 from .._bases.translator import Translator
@@ -80,7 +81,10 @@ def _factory(table: dict[str, str], name: str, what: str) -> Any:
         )
     module_name, _, attribute = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module_name), attribute)
+        # A module already imported is taken as it is (import_module's own look-up costs more
+        # than replaying a short transcript's line).
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        return getattr(module, attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigurationError(
             f"engine {name!r} is not available in this version of agentrun ({exc})",
@@ -115,11 +119,21 @@ def get_engine(name: str, **options: Any) -> Engine:
     return cast(Engine, factory(**options))
 
 
+#: Classes whose instances were found to implement :class:`Translator`: the protocol's
+#: ``isinstance`` looks up every member, which costs more than a short transcript's replay.
+_TRANSLATOR_CLASSES: set[type] = set()
+
+
 def get_translator(name: str, **options: Any) -> Translator:
     """A fresh translator for ``name`` (used by replay and by the engines themselves)."""
     table = _TRANSLATORS if name in _TRANSLATORS else _table(_TRANSLATORS, TRANSLATOR_GROUP)
     translator: object = _factory(table, name, "no translator for engine")(**options)
-    if not isinstance(translator, Translator):
+    kind = type(translator)
+    if kind in _TRANSLATOR_CLASSES:
+        return cast(Translator, translator)
+    if isinstance(translator, Translator):
+        _TRANSLATOR_CLASSES.add(kind)
+    else:
         raise ConfigurationError(
             f"the translator of {name!r} ({type(translator).__name__}) does not implement "
             "agentrun.abc.Translator (subclass it for the optional members' defaults)",

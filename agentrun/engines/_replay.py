@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._bases.translator import Translator, frame_problem_message
+from .._bases.translator import Translator, decoded_feed, frame_problem_message
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import TurnContext
@@ -102,12 +102,14 @@ def _line_chunks(lines: Iterable[str | bytes]) -> Iterator[bytes]:
 
 
 def translate_events(events: Iterable[Any | Message], translator: Translator) -> Iterator[Message]:
-    """Every message a translator makes of ``events``, then of the end of the stream."""
+    """Every message a translator makes of ``events`` (as the line decoder made them), then of
+    the end of the stream."""
+    feed = decoded_feed(translator)
     for event in events:
         if isinstance(event, Message):
             yield event
         else:
-            yield from translator.feed(event)
+            yield from feed(event)
     yield from translator.finish()
 
 
@@ -213,6 +215,7 @@ def recognised(events: Iterable[Any | Message], engine: str) -> bool:
     recognised. A Claude transcript replayed as Codex is all pass-through; a Codex one replayed
     as OpenCode has one event in five that both know (``error``)."""
     translator = get_translator(engine)
+    feed = decoded_feed(translator)
     known = foreign = 0
     for seen, event in enumerate(events):
         if seen >= RECOGNITION_SAMPLE:
@@ -221,7 +224,7 @@ def recognised(events: Iterable[Any | Message], engine: str) -> bool:
             foreign += 1
             continue
         try:
-            out = translator.feed(event)
+            out = feed(event)
         except Exception:  # a translator that chokes on a foreign event does not know it
             foreign += 1
             continue

@@ -5,9 +5,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from repo_paths import FIXTURES
+
 from agentrun import Message, TurnSummary, Usage, get_translator
+from agentrun._bases import translator as base_translator
+from agentrun._bases.translator import decoded_feed
+from agentrun._wire import framing
 from agentrun._wire.framing import MAX_NESTING, NESTING_MARKER, decode_json_line
 from agentrun.engines._replay import replay_turns
+from agentrun.engines.acp import _translate as acp_translate
+from agentrun.engines.claude import _translate as claude_translate
+from agentrun.engines.codex import _app_translate as codex_app_translate
+
+#: Every module whose translator walks a value's nesting (``capped``).
+_TRANSLATOR_MODULES = (base_translator, acp_translate, claude_translate, codex_app_translate)
 
 
 def _nested(depth: int) -> str:
@@ -50,3 +62,40 @@ def test_json_rpc_ids_of_the_wrong_type_are_ignored_not_fatal() -> None:
                 assert isinstance(message, Message)
     # Nothing was answered, so nothing ended a turn.
     assert not TurnSummary.from_messages(translator.finish()).has_result
+
+
+#: One recorded transcript per translator module (their folders are named after the engine).
+_READ_ONCE = {
+    "claude": "claude",
+    "codex": "codex",
+    "codex-app-server": "codex-app-server",
+    "opencode": "opencode",
+    "acp": "opencode-acp",
+}
+
+
+@pytest.mark.parametrize("engine", sorted(_READ_ONCE))
+def test_replay_walks_a_lines_nesting_once_in_the_decoder(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decoder cuts a line's nesting; the translator does not walk the decoded event again
+    (it does for a value given to ``feed`` as it is), and makes the same messages of it."""
+    walks: list[object] = []
+
+    def counting(value: object, limit: int = MAX_NESTING) -> object:
+        walks.append(value)
+        return framing.capped(value, limit)
+
+    for module in _TRANSLATOR_MODULES:
+        monkeypatch.setattr(module, "capped", counting)
+    folder = FIXTURES / _READ_ONCE[engine]
+    transcript = next(p for p in sorted(folder.rglob("*.jsonl")) if ".rollout." not in p.name)
+    turns = replay_turns(transcript, engine=engine)
+    assert turns and walks == []
+    # feed still walks what it is given, and makes the same messages of a decoded event.
+    event = decode_json_line(transcript.read_bytes().splitlines()[0])
+    via_feed = get_translator(engine).feed(event)
+    assert len(walks) == 1
+    assert [m.model_dump_json() for m in via_feed] == [
+        m.model_dump_json() for m in decoded_feed(get_translator(engine))(event)
+    ]

@@ -3,6 +3,9 @@ installed packages add engines through entry points."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from importlib.metadata import EntryPoint
 from typing import Any
 
@@ -77,3 +80,22 @@ def test_a_plugin_that_cannot_be_imported_is_a_configuration_error(
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
     with pytest.raises(ConfigurationError, match="not available"):
         get_engine("gone")
+
+
+def test_import_agentrun_loads_no_engine_until_one_is_used() -> None:
+    """The engines and replay are imported on first use (a fresh interpreter, as a program
+    that only imports the library starts)."""
+    program = (
+        "import json, sys, agentrun\n"
+        "def loaded(): return sorted(m for m in sys.modules if m.startswith('agentrun.engines.'))\n"
+        "before = loaded()\n"
+        "agentrun.get_translator('opencode')\n"
+        "agentrun.replay\n"
+        "print(json.dumps([before, loaded()]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    ).stdout
+    before, after = json.loads(out)
+    assert before == ["agentrun.engines._registry"]
+    assert {"agentrun.engines._replay", "agentrun.engines.opencode"} <= set(after)

@@ -79,7 +79,11 @@ class AcpTranslator(Translator):
         return self._prompt_id is not None
 
     def feed(self, event: Any) -> list[Message]:
-        event = capped(event)  # nested no deeper than every message can serialize
+        # Nested no deeper than every message can serialize.
+        return self.feed_decoded(capped(event))
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
         entry = _dict(event)
         if entry is None:
             return [self.state.error("a line was not a JSON object", "protocol", {"value": event})]

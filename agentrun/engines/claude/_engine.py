@@ -211,6 +211,7 @@ class ClaudeSession(LongLivedSession):
     # -- the reader --------------------------------------------------------------------------
 
     async def _read_stdout(self, proc: AgentProcess) -> None:
+        feed = self.claude_translator.feed_decoded  # one translator per session
         try:
             async for item in proc.lines():
                 self._tap_received(item)
@@ -230,7 +231,7 @@ class ClaudeSession(LongLivedSession):
                 else:
                     ev = cast(dict[str, Any], event)
                     if ev.get("type") not in _CONTROL or not await self._control(ev):
-                        await self._route(self.translator.feed(ev))
+                        await self._route(feed(ev))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:

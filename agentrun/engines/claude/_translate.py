@@ -149,7 +149,11 @@ class ClaudeTranslator(Translator):
     # -- protocol ----------------------------------------------------------------------------
 
     def feed(self, event: Any) -> list[Message]:
-        event = capped(event)  # nested no deeper than every message can serialize
+        # Nested no deeper than every message can serialize.
+        return self.feed_decoded(capped(event))
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
         ev = _obj(event)
         if ev is None:
             return [

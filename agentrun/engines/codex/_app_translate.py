@@ -151,9 +151,13 @@ class CodexAppServerTranslator(AgentTranslator):
     # -- entry -----------------------------------------------------------------------------
 
     def feed(self, event: Any) -> list[Message]:
+        # Nested no deeper than every message can serialize.
+        return self.feed_decoded(capped(event))
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
         if isinstance(event, Message):
             return [event]
-        event = capped(event)  # nested no deeper than every message can serialize
         record = as_dict(event)
         direction = _DIRECTIONS.get(str(record.get("dir"))) if record is not None else None
         msg = as_dict(record.get("msg")) if record is not None else None

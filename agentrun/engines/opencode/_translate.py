@@ -31,6 +31,7 @@ from ..._vocabulary.messages import (
     PermissionDenial,
     ToolCall,
     Usage,
+    assemble,
 )
 from ..._vocabulary.prices import account_usage
 
@@ -142,13 +143,17 @@ class OpenCodeTranslator(AgentTranslator):
         data: dict[str, Any] = {"step": self.steps + 1}
         if self._message_id is not None:
             data["message_id"] = self._message_id
+        # Every value is already what validation returns (a checked string, a fresh dict).
         return [
-            Message(
-                type=MessageType.SYSTEM,
-                subtype="step_start",
-                message_id=self._message_id,
-                data=data,
-                raw=ev,
+            assemble(
+                Message,
+                {
+                    "type": MessageType.SYSTEM,
+                    "subtype": "step_start",
+                    "message_id": self._message_id,
+                    "data": data,
+                    "raw": ev,
+                },
             )
         ]
 
@@ -156,13 +161,10 @@ class OpenCodeTranslator(AgentTranslator):
         text = part.get("text")
         if not isinstance(text, str):
             return []
+        # Every value is already what validation returns (checked strings).
+        message_id = _str(part.get("messageID")) or self._message_id
         return [
-            Message(
-                type=kind,
-                text=text,
-                message_id=_str(part.get("messageID")) or self._message_id,
-                raw=ev,
-            )
+            assemble(Message, {"type": kind, "text": text, "message_id": message_id, "raw": ev})
         ]
 
     def _tool(self, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:

@@ -1,0 +1,144 @@
+"""Instruction counts of normalization (callgrind): deterministic where wall-clock time on a shared
+machine is not. One interpreter per engine runs under ``valgrind --tool=callgrind`` with a fixed
+hash seed; only the measured workloads are counted (each runs inside a ``functools.reduce`` call,
+the one function collection is switched on for, and is dumped apart), after one warm-up run of
+each. Workloads, over a fixed corpus of the engine's recorded transcripts held in memory:
+``json.loads`` of every line (the unit), ``pydantic_core.from_json`` of every line, and what
+``replay --summary`` does per transcript (framing, decoding, translation, turns, each turn's
+summary JSON).
+
+    python bench/instructions.py [--engine opencode] [--megabytes 1]
+    python bench/instructions.py --imports
+
+Takes about a minute per engine; not part of ``make bench``. ``--imports``: the instructions of
+a fresh interpreter that runs ``import agentrun``, against the floor (``import anyio; from
+pydantic import BaseModel``), whole processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pydantic_core
+from _common import CORPUS_DIRS
+
+WORKLOADS = ("json.loads", "from_json", "agentrun")
+
+
+def _child(engine: str, megabytes: float) -> None:
+    import normalize
+    from _common import build_corpus, scratch
+
+    corpus = normalize.load(build_corpus(engine, megabytes, scratch()))
+    runs = {
+        "json.loads": normalize._per_line_memory(corpus, json.loads),  # pyright: ignore[reportPrivateUsage]
+        "from_json": normalize._per_line_memory(corpus, pydantic_core.from_json),  # pyright: ignore[reportPrivateUsage]
+        "agentrun": normalize.agentrun_summary_memory(corpus, engine),
+    }
+    for name in WORKLOADS:
+        runs[name]()  # warm-up, not counted
+    for name in WORKLOADS:
+        run = runs[name]
+        functools.reduce(lambda _a, _b: run(), [0, 0])  # counted: see the module docstring
+
+
+def _count(engine: str, megabytes: float) -> dict[str, int]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--collect-atstart=no",
+                "--toggle-collect=functools_reduce",
+                "--dump-after=functools_reduce",
+                f"--callgrind-out-file={out}",
+                sys.executable,
+                __file__,
+                "--child",
+                engine,
+                "--megabytes",
+                str(megabytes),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+        counts: list[int] = []
+        for dump in dumps:
+            match = re.search(r"^totals: (\d+)", dump.read_text(errors="replace"), re.M)
+            counts.append(int(match.group(1)) if match else 0)
+    if len(counts) != len(WORKLOADS):
+        raise SystemExit(f"{engine}: expected {len(WORKLOADS)} dumps, got {len(counts)}")
+    return dict(zip(WORKLOADS, counts, strict=True))
+
+
+IMPORTS = {
+    "floor": "import anyio; from pydantic import BaseModel",
+    "import agentrun": "import agentrun",
+}
+
+
+def _count_imports() -> dict[str, int]:
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, program in IMPORTS.items():
+            out = Path(tmp) / f"{len(counts)}.out"
+            subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    sys.executable,
+                    "-c",
+                    program,
+                ],
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+                check=True,
+                capture_output=True,
+            )
+            match = re.search(r"^totals: (\d+)", out.read_text(errors="replace"), re.M)
+            counts[name] = int(match.group(1)) if match else 0
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--engine", action="append", choices=sorted(CORPUS_DIRS))
+    parser.add_argument("--megabytes", type=float, default=1.0)
+    parser.add_argument("--child")
+    parser.add_argument("--imports", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child, args.megabytes)
+        return
+    if args.imports:
+        c = _count_imports()
+        floor = c["floor"]
+        for name, count in c.items():
+            print(f"{name} | {count / 1e6:.1f}M | {count / floor:.2f}x")
+        return
+    print("engine | json.loads | from_json | agentrun | from_json ratio | agentrun ratio")
+    for engine in args.engine or sorted(CORPUS_DIRS):
+        c = _count(engine, args.megabytes)
+        base = c["json.loads"]
+        print(
+            f"{engine} | {base / 1e6:.1f}M | {c['from_json'] / 1e6:.1f}M | "
+            f"{c['agentrun'] / 1e6:.1f}M | {c['from_json'] / base:.2f}x | "
+            f"{c['agentrun'] / base:.2f}x",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
