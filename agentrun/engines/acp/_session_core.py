@@ -336,8 +336,9 @@ class AcpSessionCore(JsonRpcSession):
             return True
         return await self._listed(session_id) is False
 
-    async def _listed(self, session_id: str) -> bool | None:
-        """Whether ``session/list`` names ``session_id`` (``None``: the agent cannot say)."""
+    async def _session_list(self) -> dict[str, Any] | None:
+        """The agent's answer to ``session/list`` for this directory (``None``: it offers none,
+        or refused; a non-object answer is an empty one)."""
         if self.acp_translator.state.capabilities.session_capabilities.list is None:
             return None
         try:
@@ -346,7 +347,13 @@ class AcpSessionCore(JsonRpcSession):
             )
         except JsonRpcError:
             return None
-        fields = cast("dict[str, Any]", result) if isinstance(result, dict) else {}
+        return cast("dict[str, Any]", result) if isinstance(result, dict) else {}
+
+    async def _listed(self, session_id: str) -> bool | None:
+        """Whether ``session/list`` names ``session_id`` (``None``: the agent cannot say)."""
+        fields = await self._session_list()
+        if fields is None:
+            return None
         sessions = fields.get("sessions")
         if not isinstance(sessions, list):
             return None
@@ -360,15 +367,9 @@ class AcpSessionCore(JsonRpcSession):
         return None if fields.get("nextCursor") else False
 
     async def _latest_session(self) -> str | None:
-        if self.acp_translator.state.capabilities.session_capabilities.list is None:
+        fields = await self._session_list()
+        if fields is None:
             return None
-        try:
-            result = await self._call(
-                Method.SESSION_LIST, {"cwd": self._cwd}, self.engine.request_timeout
-            )
-        except JsonRpcError:
-            return None
-        fields = cast("dict[str, Any]", result) if isinstance(result, dict) else {}
         sessions = fields.get("sessions")
         best: tuple[str, str] | None = None
         for item in cast("list[Any]", sessions or []):
