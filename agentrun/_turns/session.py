@@ -109,7 +109,9 @@ class Session(ABC):
         self.observers: tuple[Observer, ...] = () if self.journal is None else (self.journal,)
         self._usage: Usage | None = None
         self._side_usage: Usage | None = None
-        self._unaccounted: list[int] = []
+        #: Runs of consecutive unaccounted turn numbers: flat for a session every turn of
+        #: which is unaccounted (an agent that reports only its last call).
+        self._unaccounted: list[range] = []
 
     def _tap(self, direction: str, line: bytes) -> None:
         """Engines call this for every raw line they read or write.
@@ -194,7 +196,7 @@ class Session(ABC):
     def unaccounted_turns(self) -> tuple[int, ...]:
         """The numbers of the ended turns whose tokens :attr:`usage` does not hold in full:
         no usage reported, ``usage_source`` ``unavailable`` or ``last_call``."""
-        return tuple(self._unaccounted)
+        return tuple(number for run in self._unaccounted for number in run)
 
     def _account_turn(self, number: int, summary: TurnSummary) -> None:
         """Add an ended turn's usage to the session's totals (once per turn)."""
@@ -204,7 +206,11 @@ class Session(ABC):
             usage.input_tokens is not None or usage.output_tokens is not None
         )
         if not known or source in ("unavailable", "last_call"):
-            self._unaccounted.append(number)
+            runs = self._unaccounted
+            if runs and runs[-1].stop == number:
+                runs[-1] = range(runs[-1].start, number + 1)
+            else:
+                runs.append(range(number, number + 1))
         if usage is not None:
             self._usage = usage if self._usage is None else self._usage + usage
         side = summary.side_usage

@@ -64,3 +64,18 @@ async def test_the_sessions_usage_is_the_sum_of_its_turns() -> None:
     # Turn 2 holds only its last call, turn 3 nothing, turn 4 no token figure.
     assert unaccounted == (2, 3, 4)
     assert side == SIDE
+
+
+async def test_a_long_session_of_unaccounted_turns_keeps_flat_books() -> None:
+    # Every turn reports only its last call: the session names them all, and what it keeps
+    # for that does not grow with the number of turns (one run of consecutive numbers).
+    turns = 300
+    script = [[result(str(n), usage=_usage(5, 1, None, "last_call"))] for n in range(turns)]
+    engine = ScriptedEngine(script)  # type: ignore[arg-type]
+    async with engine.start() as session:
+        for n in range(turns):
+            await run_turn(session, str(n))
+        unaccounted = session.unaccounted_turns
+        kept = len(session._unaccounted)  # pyright: ignore[reportPrivateUsage]
+    assert unaccounted == tuple(range(1, turns + 1))
+    assert kept == 1
