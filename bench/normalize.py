@@ -1,7 +1,8 @@
 """Normalization throughput per engine: exactly what ``agentrun replay --engine E FILE --summary``
-does for every transcript of a corpus built from recorded ones — framing, decoding, a fresh
-translator with its context tracker (and Codex's rollout beside the file), turn numbering, one
-``TurnSummary`` per turn and its JSON — minus the write to stdout.
+does for every transcript of a corpus built from recorded ones — :func:`agentrun.replay` (framing,
+decoding, a fresh translator with its context tracker, Codex's rollout beside the file, turn
+numbering, the check that the transcript is the engine's, one ``TurnSummary`` per turn) and each
+summary's JSON — minus the write to stdout.
 
 Two rows per engine: from the files (as ``replay`` reads them), and in memory (the corpus's bytes
 read once beforehand; per transcript the same framing, decoding, translation, turns and summary
@@ -30,7 +31,7 @@ from agentrun import Message, MessageType, TurnSummary, get_translator
 from agentrun.engines._replay import (
     _events_of_chunks,  # pyright: ignore[reportPrivateUsage]
     _split_turns,  # pyright: ignore[reportPrivateUsage]
-    replay_turns,
+    replay,
     translate_events,
 )
 
@@ -105,18 +106,21 @@ def _per_line_memory(
 def agentrun_summary_memory(
     corpus: list[tuple[bytes, dict[str, list[bytes]]]], engine: str
 ) -> Callable[[], object]:
-    """What ``replay --summary`` does per transcript, from bytes already in memory."""
+    """What ``replay --summary`` does per transcript, from bytes already in memory: ``replay``
+    of the bytes; for a transcript with a sidecar (which ``replay`` takes as a path), the same
+    steps by hand, its sidecar's lines already in memory."""
 
     def run() -> int:
         out = 0
         for data, side in corpus:
+            if not side:
+                for turn in replay(data, engine=engine):
+                    out += len(turn.summary.model_dump_json())
+                continue
             translator = get_translator(engine)
-            events: list[object] | object = _events_of_chunks((data,), engine=engine)
-            if side:
-                events = list(events)  # pyright: ignore[reportArgumentType]
-                translator.use_sidecars(side, events)  # pyright: ignore[reportArgumentType]
-            turns = _split_turns(translate_events(events, translator))  # pyright: ignore
-            for turn in turns:
+            events = list(_events_of_chunks((data,), engine=engine))
+            translator.use_sidecars(side, events)
+            for turn in _split_turns(translate_events(events, translator)):
                 out += len(TurnSummary.from_messages(turn).model_dump_json())
         return out
 
@@ -127,8 +131,8 @@ def agentrun_summary(files: list[Path], engine: str) -> Callable[[], object]:
     def run() -> int:
         out = 0
         for path in files:
-            for turn in replay_turns(path, engine=engine):
-                out += len(TurnSummary.from_messages(turn).model_dump_json())
+            for turn in replay(path, engine=engine):
+                out += len(turn.summary.model_dump_json())
         return out
 
     return run

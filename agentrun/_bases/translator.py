@@ -6,16 +6,25 @@ process) and offline (by ``agentrun replay``), so recorded transcripts and real 
 exactly the same code. What the agent writes elsewhere than its wire (Codex's rollout file) is
 read by the engine live, and by replay from the *sidecar* files a recording keeps beside the
 transcript; the translator is handed what was read, never a path.
+
+A translator may also take a framed line's bytes (``feed_line``): the line is parsed and checked
+against the agent's wire schema in one pass in pydantic-core (:func:`wire_event`), and the
+translator builds its messages from values that are already validated. A line the schema does not
+take (not JSON, an unknown shape, nested too deep) is decoded and fed as before, so what comes out
+never depends on which path a line took. :func:`line_feed` is what callers use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict, runtime_checkable
 
 from .._vocabulary.context import ContextTracker
 from .._vocabulary.messages import Message, MessageType, ProcessMeta
-from .._wire.framing import JsonProblem, LineTooLong, capped, decode_json_line
+from .._wire.framing import MAX_NESTING, JsonProblem, LineTooLong, capped, decode_json_line
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 __all__ = [
     "AgentTranslator",
@@ -24,6 +33,8 @@ __all__ = [
     "decode_line",
     "decoded_feed",
     "frame_problem_message",
+    "line_feed",
+    "wire_event",
 ]
 
 #: How many bytes of an undecodable line are kept in the error message's data.
@@ -150,6 +161,47 @@ def decoded_feed(translator: Translator) -> Callable[[Any], list[Message]]:
     its ``feed``."""
     feed: Callable[[Any], list[Message]] | None = getattr(translator, "feed_decoded", None)
     return feed if feed is not None else translator.feed
+
+
+def line_feed(
+    translator: Translator, *, engine: str
+) -> Callable[[bytes | LineTooLong], list[Message]]:
+    """What feeds ``translator`` one framed line (``engine`` names it in problem messages).
+
+    A translator with a ``feed_line(line: bytes) -> list[Message] | None`` is given the line's
+    bytes first: it validates them against its wire schema in one pass and returns its messages,
+    or ``None`` when the schema does not take the line. Every other line is decoded
+    (:func:`decode_json_line`) and fed to :func:`decoded_feed`; a line that cannot be framed or
+    decoded is its problem's ``error`` message."""
+    feed = decoded_feed(translator)
+    fast: Callable[[bytes], list[Message] | None] | None = getattr(translator, "feed_line", None)
+
+    def from_line(item: bytes | LineTooLong) -> list[Message]:
+        if isinstance(item, LineTooLong):
+            return [frame_problem_message(item, engine=engine)]
+        if fast is not None:
+            out = fast(item)
+            if out is not None:
+                return out
+        event = decode_json_line(item)
+        if isinstance(event, JsonProblem):
+            return [frame_problem_message(event, engine=engine)]
+        return feed(event)
+
+    return from_line
+
+
+def wire_event(schema: TypeAdapter[Any], line: bytes) -> Any | None:
+    """``line`` parsed and validated by ``schema`` in one pass from its bytes, or ``None`` when
+    the schema does not take it: not JSON (or not strict UTF-8), a shape the schema refuses, or
+    more brackets than :data:`MAX_NESTING` (whose containers the decoder may have to cut). A
+    ``None`` sends the line down the decoding path, which decides what it is."""
+    if line.count(b"{") + line.count(b"[") > MAX_NESTING:
+        return None
+    try:
+        return schema.validate_json(line)
+    except ValueError:  # pydantic's ValidationError is a ValueError
+        return None
 
 
 def frame_problem_message(problem: LineTooLong | JsonProblem, *, engine: str) -> Message:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._bases.translator import Translator, decoded_feed, frame_problem_message
+from .._bases.translator import Translator, decoded_feed, frame_problem_message, line_feed
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import TurnContext
@@ -40,6 +40,7 @@ __all__ = [
     "replay_turns",
     "sidecar_path",
     "translate_events",
+    "translate_lines",
 ]
 
 #: The largest transcript :func:`replay` reads (a bound, so a device or a runaway file cannot be
@@ -50,42 +51,28 @@ REPLAY_MAX_BYTES = 4 * 1024**3
 TranscriptSource = str | os.PathLike[str] | bytes | bytearray | Iterable[str | bytes]
 
 
-def read_events(
-    path: str | os.PathLike[str], *, engine: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-) -> Iterator[Any | Message]:
-    """Decoded events of a transcript; undecodable lines become ``error`` messages."""
+def _framed_file(
+    path: str | os.PathLike[str], max_line_bytes: int
+) -> Iterator[bytes | LineTooLong]:
     framer = LineFramer(max_line_bytes)
     # Unbuffered: the framer takes chunks of any size, and a transcript is read in one or two.
-    # Framing and decoding in this one frame: no layer of generators or calls per line.
     with open(path, "rb", buffering=0) as fh:
         while True:
             chunk = fh.read(1 << 20)
-            for item in framer.feed(chunk) if chunk else framer.flush():
-                if isinstance(item, LineTooLong):
-                    yield frame_problem_message(item, engine=engine)
-                    continue
-                event = decode_json_line(item)
-                yield (
-                    frame_problem_message(event, engine=engine)
-                    if isinstance(event, JsonProblem)
-                    else event
-                )
+            yield from framer.feed(chunk) if chunk else framer.flush()
             if not chunk:
                 return
 
 
-def _events_of_chunks(
-    chunks: Iterable[bytes], *, engine: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-) -> Iterator[Any | Message]:
-    """:func:`read_events` for a transcript already in memory (its bytes, or its lines)."""
+def _framed_chunks(chunks: Iterable[bytes], max_line_bytes: int) -> Iterator[bytes | LineTooLong]:
     framer = LineFramer(max_line_bytes)
+    for chunk in chunks:
+        yield from framer.feed(chunk)
+    yield from framer.flush()
 
-    def framed() -> Iterator[Any]:
-        for chunk in chunks:
-            yield from framer.feed(chunk)
-        yield from framer.flush()
 
-    for item in framed():
+def _decoded(items: Iterable[bytes | LineTooLong], engine: str) -> Iterator[Any | Message]:
+    for item in items:
         if isinstance(item, LineTooLong):
             yield frame_problem_message(item, engine=engine)
             continue
@@ -93,6 +80,64 @@ def _events_of_chunks(
         yield (
             frame_problem_message(event, engine=engine) if isinstance(event, JsonProblem) else event
         )
+
+
+def read_events(
+    path: str | os.PathLike[str], *, engine: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[Any | Message]:
+    """Decoded events of a transcript; undecodable lines become ``error`` messages."""
+    return _decoded(_framed_file(path, max_line_bytes), engine)
+
+
+def _events_of_chunks(
+    chunks: Iterable[bytes], *, engine: str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[Any | Message]:
+    """:func:`read_events` for a transcript already in memory (its bytes, or its lines)."""
+    return _decoded(_framed_chunks(chunks, max_line_bytes), engine)
+
+
+class _Recognition:
+    """:func:`recognised` counted along the translation itself: the messages each of the first
+    :data:`RECOGNITION_SAMPLE` lines made, classified as they come."""
+
+    __slots__ = ("foreign", "known", "seen")
+
+    def __init__(self) -> None:
+        self.seen = self.known = self.foreign = 0
+
+    def count(self, out: list[Message]) -> None:
+        self.seen += 1
+        if any(_known(m) for m in out):
+            self.known += 1
+        elif any(_foreign(m) for m in out):
+            self.foreign += 1
+
+    @property
+    def recognised(self) -> bool:
+        return self.known > 0 and self.known >= self.foreign
+
+
+def translate_lines(
+    items: Iterable[bytes | LineTooLong],
+    translator: Translator,
+    *,
+    engine: str,
+    recognition: _Recognition | None = None,
+) -> Iterator[Message]:
+    """Every message a translator makes of a transcript's framed lines (each validated by the
+    translator's wire schema in one pass where it has one: :func:`line_feed`), then of the end
+    of the stream. ``recognition`` counts the first lines' messages for :func:`recognised`."""
+    feed = line_feed(translator, engine=engine)
+    if recognition is not None:
+        for item in items:
+            out = feed(item)
+            if recognition.seen < RECOGNITION_SAMPLE:
+                recognition.count(out)
+            yield from out
+    else:
+        for item in items:
+            yield from feed(item)
+    yield from translator.finish()
 
 
 def _line_chunks(lines: Iterable[str | bytes]) -> Iterator[bytes]:
@@ -138,12 +183,13 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
     recorded beside the transcript (Codex's rollout) are read here and handed to the
     translator, which reads no file itself."""
     translator = get_translator(engine)
-    events: Iterable[Any | Message] = read_events(path, engine=engine)
     sidecars = read_sidecars(path, translator.sidecars)
     if sidecars:
-        events = list(events)
+        events = list(read_events(path, engine=engine))
         translator.use_sidecars(sidecars, events)
-    return _split_turns(translate_events(events, translator))
+        return _split_turns(translate_events(events, translator))
+    items = _framed_file(path, DEFAULT_MAX_LINE_BYTES)
+    return _split_turns(translate_lines(items, translator, engine=engine))
 
 
 def _split_turns(messages: Iterable[Message]) -> list[list[Message]]:
@@ -284,27 +330,38 @@ def replay(
     else:
         chunks = list(_line_chunks(source))
     sidecars = _sidecars(translator, engine, path, sidecar)
+    # One pass over the lines: the turns, and whether the first lines are the engine's. With
+    # sidecar files the translator is given every decoded event first, so a fresh translator
+    # reads the sample again, as it would without them.
+    recognition: _Recognition | None = None
     try:
-        events: Iterable[Any | Message] = (
-            read_events(path, engine=engine)
+        items = (
+            _framed_file(path, DEFAULT_MAX_LINE_BYTES)
             if path is not None
-            else _events_of_chunks(chunks or (), engine=engine)
+            else _framed_chunks(chunks or (), DEFAULT_MAX_LINE_BYTES)
         )
         if sidecars:
-            events = list(events)
+            events = list(_decoded(items, engine))
             translator.use_sidecars(sidecars, events)
-        turns = _split_turns(translate_events(events, translator))
+            turns = _split_turns(translate_events(events, translator))
+        else:
+            recognition = _Recognition()
+            turns = _split_turns(
+                translate_lines(items, translator, engine=engine, recognition=recognition)
+            )
     except OSError as exc:
         raise ConfigurationError(
             f"cannot read {path}: {exc.strerror or exc}", option="file"
         ) from None
-    sample = (
-        read_events(path, engine=engine)
-        if path is not None
-        else _events_of_chunks(chunks or (), engine=engine)
-    )
-    if not any(m.type is not MessageType.ERROR for t in turns for m in t) or not recognised(
-        sample, engine
+    if not any(m.type is not MessageType.ERROR for t in turns for m in t) or not (
+        recognition.recognised
+        if recognition is not None
+        else recognised(
+            read_events(path, engine=engine)
+            if path is not None
+            else _events_of_chunks(chunks or (), engine=engine),
+            engine,
+        )
     ):
         shown = path if path is not None else "the transcript"
         raise ConfigurationError(
