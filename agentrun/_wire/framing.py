@@ -15,6 +15,7 @@ after it come through unchanged.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -395,6 +396,41 @@ def decode_json_line(line: bytes) -> object | JsonProblem:
     return value
 
 
+#: A ``\\uD800`` to ``\\uDFFF`` escape: JSON text may spell half a surrogate pair alone, which no
+#: UTF-8 text can hold.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(value: object) -> object:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD, so
+    every message made of it can be written as UTF-8 JSON. The decoder made the containers:
+    they are changed in place."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    stack: list[Any] = [value]
+    while stack:
+        container = stack.pop()
+        if isinstance(container, dict):
+            items = list(cast("dict[Any, Any]", container).items())
+            container.clear()
+            for key, child in items:
+                if isinstance(child, str):
+                    child = _LONE_SURROGATE.sub("\ufffd", child)
+                elif isinstance(child, (dict, list)):
+                    stack.append(child)
+                fixed = _LONE_SURROGATE.sub("\ufffd", key) if isinstance(key, str) else key
+                container[fixed] = child
+        elif isinstance(container, list):
+            entries = cast("list[Any]", container)
+            for index, child in enumerate(entries):
+                if isinstance(child, str):
+                    entries[index] = _LONE_SURROGATE.sub("\ufffd", child)
+                elif isinstance(child, (dict, list)):
+                    stack.append(child)
+    return value
+
+
 def _decode_json_line_slowly(line: bytes) -> object | JsonProblem:
     try:
         text = line.decode("utf-8")
@@ -404,6 +440,8 @@ def _decode_json_line_slowly(line: bytes) -> object | JsonProblem:
         value = json.loads(text)
         if line.count(b"{") + line.count(b"[") > MAX_NESTING:
             value = cap_nesting(value)
+        if _SURROGATE_ESCAPE.search(line) is not None:
+            value = _without_lone_surrogates(value)
         return value
     except json.JSONDecodeError as exc:
         return JsonProblem("invalid_json", f"{exc.msg} at char {exc.pos}", line)

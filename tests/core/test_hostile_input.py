@@ -99,3 +99,46 @@ def test_replay_walks_a_lines_nesting_once_in_the_decoder(
     assert [m.model_dump_json() for m in via_feed] == [
         m.model_dump_json() for m in decoded_feed(get_translator(engine))(event)
     ]
+
+
+@pytest.mark.parametrize("engine", ["claude", "opencode", "codex-app-server", "opencode-acp"])
+def test_a_lone_surrogate_escape_becomes_a_replacement_character_so_every_message_serializes(
+    engine: str,
+) -> None:
+    # JSON may spell half a surrogate pair alone ("\ud800"); no UTF-8 text can hold it, so a
+    # message keeping it could not be written as JSON (every recorded line of the engine is
+    # fed with a lone surrogate in each of its strings, keys included).
+    folder = FIXTURES / ("acp" if engine == "opencode-acp" else engine.split("-")[0])
+    line = next(
+        line
+        for path in sorted(folder.rglob("*.jsonl"))
+        for line in path.read_bytes().splitlines()
+        if b'"' in line
+    )
+    event = json.loads(line)
+
+    def spoil(value: object) -> object:
+        if isinstance(value, str):
+            return value + "\ud800"
+        if isinstance(value, dict):
+            return {spoil(k): spoil(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, list):
+            return [spoil(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+    spoiled = json.dumps(spoil(event)).encode()
+    assert b"\\ud800" in spoiled
+    decoded = decode_json_line(spoiled)
+    assert "\ud800" not in json.dumps(decoded, ensure_ascii=False, default=str).encode(
+        "utf-8", "surrogatepass"
+    ).decode("utf-8", "surrogatepass")
+    assert "\ufffd" in json.dumps(decoded, ensure_ascii=False)
+    messages = decoded_feed(get_translator(engine))(decoded)
+    messages += get_translator(engine).finish()
+    for message in messages:
+        json.loads(message.model_dump_json())
+    json.loads(TurnSummary.from_messages(messages).model_dump_json())
+
+
+def test_a_surrogate_pair_spelled_in_escapes_is_one_character() -> None:
+    assert decode_json_line(b'"\\ud83d\\ude00 \\u00e9"') == "\U0001f600 \u00e9"
