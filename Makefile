@@ -38,9 +38,12 @@ typecheck: $(STAMP)
 	$(BIN)/pyright
 
 # Real agents and the model server run inside a loopback-only network namespace where the
-# machine allows it (see docs/testing-offline.md).
+# machine allows it (see docs/testing-offline.md). The suite runs on one worker per CPU (at most
+# four): most of a test with a real agent is spent waiting on the agent, so workers overlap
+# well even on two CPUs. A docs page's blocks share a worker (they build on each other).
+PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadgroup
 pytest: $(STAMP) $(ENGINES_STAMP)
-	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The engine compliance suite alone, for the engines named in ENGINES (default: all):
 #   make compliance ENGINES=claude,codex

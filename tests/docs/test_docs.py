@@ -147,7 +147,8 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pages]:
 def _params() -> list[object]:
     params: list[object] = []
     for block in BLOCKS:
-        marks = [pytest.mark.timeout(BLOCK_TIMEOUT + 30)]
+        # A page's blocks build on each other (files, names): one worker runs them all.
+        marks = [pytest.mark.timeout(BLOCK_TIMEOUT + 30), pytest.mark.xdist_group(block.page)]
         if block.mode == "run":
             marks.append(pytest.mark.agent)
         params.append(pytest.param(block, id=block.id, marks=marks))
