@@ -1,0 +1,245 @@
+"""The wire schema of a ``codex app-server`` transcript line, for
+:meth:`CodexAppServerTranslator.feed_line`: what the translator reads of the lines it sees most,
+parsed and validated from the line's bytes in one pass by pydantic-core.
+
+A line is ``{"dir": "send"|"recv", "msg": {...}}``. The schema makes a *view* of it: the few
+values the translator reads of that kind of message, each of exactly the type its tolerant
+accessors accept (``as_str`` a ``str``, ``as_int`` an ``int``, ``_dict`` an object), nested as in
+the message, so the translator runs the same code on the view as on the decoded message. Where a
+message keeps the agent's event (``raw``), the view carries the whole ``msg`` as well, in the
+agent's key order. Kinds of view, told apart by their keys:
+
+* a notification the agent sent: ``{"dir", "method", "params"?, "raw"?}``;
+* the agent's response to one of our requests: ``{"dir", "msg": {"id", "result"?, "error"?}}``;
+* a request we sent: ``{"dir", "msg": {"method", "id"?}}``;
+* ``{}``: any other object (a kind the schema leaves to the decoding path).
+
+A value of another type than the accessor takes (a number where a string is read, a list where
+an object is) fails the line, which then takes the decoding path: what comes out never depends on
+which path a line took. Values are strict (no ``"1"`` -> ``1``); ``Any`` values come as
+``from_json`` makes them.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Annotated, Any
+
+from pydantic import GetPydanticSchema, TypeAdapter
+from pydantic_core import CoreSchema
+from pydantic_core import core_schema as cs
+
+__all__ = ["QUIET", "wire_schema"]
+
+#: Notifications that say nothing a caller needs (state the turn already shows).
+QUIET = frozenset(
+    {
+        "remoteControl/status/changed",
+        "thread/status/changed",
+        "thread/readState/changed",
+        "account/rateLimits/updated",
+        "turn/started",
+        "item/reasoning/summaryPartAdded",
+        "deprecationNotice",
+        "turn/diff/updated",
+        "turn/plan/updated",
+        "mcpServer/startupStatus/updated",
+    }
+)
+
+#: The counters of a ``tokenUsage`` reading (``last`` and ``total``).
+_COUNTERS = (
+    "totalTokens",
+    "inputTokens",
+    "cachedInputTokens",
+    "cacheWriteInputTokens",
+    "outputTokens",
+    "reasoningOutputTokens",
+)
+
+
+def _str() -> CoreSchema:
+    """What ``as_str`` reads as a string: a string, or ``null``."""
+    return cs.nullable_schema(cs.str_schema(strict=True))
+
+
+def _int() -> CoreSchema:
+    """What ``as_int`` reads as an integer (and reads alike here): an integer, or ``null``."""
+    return cs.nullable_schema(cs.int_schema(strict=True))
+
+
+def _any() -> CoreSchema:
+    return cs.any_schema()
+
+
+def _object(**fields: CoreSchema) -> CoreSchema:
+    """An object of which only ``fields`` are read, each optional (absent stays absent)."""
+    return cs.typed_dict_schema(
+        {name: cs.typed_dict_field(schema, required=False) for name, schema in fields.items()},
+        extra_behavior="ignore",
+    )
+
+
+def _line(fields: dict[str, cs.TypedDictField], *, send: bool = False) -> CoreSchema:
+    """A line of direction ``send`` (ours) or not (the agent's) with ``fields``; its view names
+    the direction ``dir`` unless ``fields`` name it otherwise."""
+    direction = cs.literal_schema(["send", "->"] if send else ["recv", "<-"])
+    return cs.typed_dict_schema(
+        {"dir": cs.typed_dict_field(direction), **fields}, extra_behavior="ignore"
+    )
+
+
+def _at(schema: CoreSchema, *path: str, required: bool = False) -> cs.TypedDictField:
+    """A field read at ``path`` in the line (absent when any step of it is not an object's)."""
+    alias: str | list[str | int] = path[0] if len(path) == 1 else list(path)
+    return cs.typed_dict_field(schema, required=required, validation_alias=alias)
+
+
+def _notification(params: CoreSchema | None = None, *, raw: bool = False) -> CoreSchema:
+    """An agent's notification (no ``id``, or a ``null`` one): its ``method``, the view of its
+    ``params`` and, when a message keeps the event, the whole ``msg`` as ``raw``. Without
+    ``params``: a notification the translator makes nothing of, whatever it says and whatever
+    the state (its view is ``{"ignored": dir}``)."""
+    fields = {"_id": _at(cs.none_schema(), "msg", "id")}
+    if params is None:
+        direction = cs.literal_schema(["recv", "<-"])
+        return cs.typed_dict_schema(
+            {"ignored": _at(direction, "dir", required=True), **fields}, extra_behavior="ignore"
+        )
+    fields["method"] = _at(cs.str_schema(strict=True), "msg", "method", required=True)
+    fields["params"] = _at(params, "msg", "params")
+    if raw:
+        fields["raw"] = _at(cs.dict_schema(cs.str_schema(), _any()), "msg", required=True)
+    return _line(fields)
+
+
+def _by_item_type(choices: dict[str, CoreSchema]) -> CoreSchema:
+    return cs.tagged_union_schema(choices, discriminator=[["msg", "params", "item", "type"]])
+
+
+#: The requests the engine sends.
+_REQUESTS = (
+    "initialize",
+    "initialized",
+    "thread/start",
+    "thread/resume",
+    "thread/fork",
+    "thread/compact/start",
+    "turn/start",
+    "turn/steer",
+    "turn/interrupt",
+)
+
+
+def _build() -> CoreSchema:
+    ignored = _notification()
+    counters = _object(**{name: _int() for name in _COUNTERS})
+    response = _line(
+        {
+            "response": _at(
+                cs.typed_dict_schema(
+                    {
+                        "id": cs.typed_dict_field(
+                            cs.union_schema(
+                                [cs.int_schema(strict=True), cs.str_schema(strict=True)],
+                                mode="left_to_right",
+                            )
+                        ),
+                        "method": cs.typed_dict_field(cs.none_schema(), required=False),
+                        "result": cs.typed_dict_field(
+                            _object(
+                                thread=_object(id=_str()), model=_str(), turn=_object(id=_str())
+                            ),
+                            required=False,
+                        ),
+                        "error": cs.typed_dict_field(_any(), required=False),
+                    },
+                    extra_behavior="ignore",
+                ),
+                "msg",
+                required=True,
+            )
+        }
+    )
+    request = _line(
+        {
+            "request": _at(
+                cs.typed_dict_schema(
+                    {
+                        "method": cs.typed_dict_field(cs.str_schema(strict=True)),
+                        "id": cs.typed_dict_field(_any(), required=False),
+                    },
+                    extra_behavior="ignore",
+                ),
+                "msg",
+                required=True,
+            )
+        },
+        send=True,
+    )
+    # Tagged by the method, or by the direction where there is none (a response).
+    kinds: dict[str, CoreSchema] = dict.fromkeys(QUIET, ignored)
+    kinds.update(dict.fromkeys(_REQUESTS, request))
+    kinds.update(dict.fromkeys(("recv", "<-"), response))
+    kinds.update(
+        {
+            "turn/started": _notification(_object(turnId=_str(), turn=_object(id=_str()))),
+            "thread/started": _notification(_object(turnId=_str(), thread=_object(id=_str()))),
+            "warning": _notification(_object(turnId=_str(), message=_str()), raw=True),
+            "item/agentMessage/delta": _notification(
+                _object(turnId=_str(), itemId=_str(), delta=cs.str_schema(strict=True))
+            ),
+            "item/reasoning/summaryTextDelta": _notification(
+                _object(turnId=_str(), itemId=_str(), delta=cs.str_schema(strict=True))
+            ),
+            # Started, these kinds make nothing; a user's message makes nothing at all.
+            "item/started": _by_item_type(
+                dict.fromkeys(("userMessage", "agentMessage", "reasoning"), ignored)
+            ),
+            "item/completed": _by_item_type(
+                {
+                    "userMessage": ignored,
+                    "agentMessage": _notification(
+                        _object(turnId=_str(), item=_object(type=_str(), id=_str(), text=_any())),
+                        raw=True,
+                    ),
+                    "reasoning": _notification(
+                        _object(
+                            turnId=_str(), item=_object(type=_str(), id=_str(), summary=_any())
+                        ),
+                        raw=True,
+                    ),
+                }
+            ),
+            "thread/tokenUsage/updated": _notification(
+                _object(
+                    turnId=_str(),
+                    tokenUsage=_object(
+                        modelContextWindow=_int(),
+                        last=cs.nullable_schema(counters),
+                        total=cs.nullable_schema(counters),
+                    ),
+                ),
+                raw=True,
+            ),
+            "turn/completed": _notification(
+                _object(turnId=_str(), turn=_object(status=_str(), error=_any()))
+            ),
+        }
+    )
+    return cs.union_schema(
+        [
+            cs.tagged_union_schema(kinds, discriminator=[["msg", "method"], ["dir"]]),
+            cs.typed_dict_schema({}, extra_behavior="ignore"),
+        ],
+        mode="left_to_right",
+    )
+
+
+@cache
+def wire_schema() -> TypeAdapter[dict[str, Any]]:
+    """The schema, compiled on first use."""
+    schema = _build()
+    return TypeAdapter(
+        Annotated[dict[str, Any], GetPydanticSchema(lambda _source, _handler: schema)]
+    )
