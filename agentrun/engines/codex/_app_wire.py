@@ -9,10 +9,15 @@ the message, so the translator runs the same code on the view as on the decoded 
 message keeps the agent's event (``raw``), the view carries the whole ``msg`` as well, in the
 agent's key order. Kinds of view, told apart by their keys:
 
-* a notification the agent sent: ``{"dir", "method", "params"?, "raw"?}``;
-* the agent's response to one of our requests: ``{"dir", "msg": {"id", "result"?, "error"?}}``;
-* a request we sent: ``{"dir", "msg": {"method", "id"?}}``;
+* a notification the translator makes nothing of, whatever it says and whatever the state (a
+  quiet one, a user's message, an item that started): ``{"ignored": dir}``;
+* another notification the agent sent: ``{"dir", "method", "params"?, "raw"?}``;
+* the agent's response to one of our requests: ``{"dir", "response": {"id", "result"?, ...}}``;
+* a request we sent: ``{"dir", "request": {"method", "id"?}}``;
 * ``{}``: any other object (a kind the schema leaves to the decoding path).
+
+Lines are told apart by their ``method``, or by their direction when they have none, so that the
+common kinds never try a schema that fails.
 
 A value of another type than the accessor takes (a number where a string is read, a list where
 an object is) fails the line, which then takes the decoding path: what comes out never depends on
