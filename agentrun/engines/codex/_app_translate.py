@@ -49,7 +49,7 @@ from ..._vocabulary.messages import (
 )
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import capped
-from ._app_wire import QUIET, wire_schema
+from ._app_wire import DECODED_HEADS, QUIET, wire_schema
 from ._translate import codex_usage, retry_notice, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
@@ -172,6 +172,8 @@ class CodexAppServerTranslator(AgentTranslator):
         """The messages of one line, read through the wire schema (:mod:`._app_wire`) from its
         bytes, or ``None`` when the schema leaves the line to :meth:`feed_decoded`. The view the
         schema makes goes through the same code as a decoded message does."""
+        if line.startswith(DECODED_HEADS):
+            return None
         view = wire_event(wire_schema(), line)
         if view is None:
             return None
@@ -179,7 +181,7 @@ class CodexAppServerTranslator(AgentTranslator):
             return []
         method: str | None = view.get("method")
         if method is not None:
-            return self._notification(method, view.get("params") or {}, view.get("raw", view))
+            return self._notification(method, view.get("params") or {}, view)
         msg: dict[str, Any] | None = view.get("response")
         if msg is not None:
             msg_id = msg["id"]
