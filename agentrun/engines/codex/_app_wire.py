@@ -12,7 +12,7 @@ about 1.4 times its instructions for the same dict). Kinds of view, told apart b
 
 * a notification the translator makes nothing of, whatever it says and whatever the state (a
   quiet one, a user's message, an item that started): ``{"ignored": dir}``;
-* another notification the agent sent: ``{"dir", "method", "params"?, "raw"?}``;
+* another notification the agent sent: ``{"dir", "method", "params"?}``;
 * the agent's response to one of our requests: ``{"dir", "response": {"id", "result"?, ...}}``;
 * a request we sent: ``{"dir", "request": {"method", "id"?}}``;
 * ``{}``: any other object (a kind the schema leaves to the decoding path).
