@@ -196,8 +196,14 @@ def _build() -> CoreSchema:
         },
         send=True,
     )
+    # Left to the decoding path (a view of nothing), without trying a schema that fails.
+    decoded = cs.typed_dict_schema({}, extra_behavior="ignore")
+    tools = [kind.decode() for kind in _TOOL_ITEMS]
     # Tagged by the method, or by the direction where there is none (a response).
-    kinds: dict[str, CoreSchema] = dict.fromkeys(QUIET, ignored)
+    kinds: dict[str, CoreSchema] = dict.fromkeys(
+        ("thread/tokenUsage/updated", "warning", "error"), decoded
+    )
+    kinds.update(dict.fromkeys(QUIET, ignored))
     kinds.update(dict.fromkeys(_REQUESTS, request))
     kinds.update(dict.fromkeys(("recv", "<-"), response))
     kinds.update(
@@ -212,19 +218,24 @@ def _build() -> CoreSchema:
             ),
             # Started, these kinds make nothing; a user's message makes nothing at all.
             "item/started": _by_item_type(
-                dict.fromkeys(("userMessage", "agentMessage", "reasoning"), ignored)
+                {
+                    **dict.fromkeys(("userMessage", "agentMessage", "reasoning"), ignored),
+                    **dict.fromkeys(tools, decoded),
+                }
             ),
-            "item/completed": _by_item_type({"userMessage": ignored}),
+            "item/completed": _by_item_type(
+                {
+                    "userMessage": ignored,
+                    **dict.fromkeys((*tools, "agentMessage", "reasoning"), decoded),
+                }
+            ),
             "turn/completed": _notification(
                 _object(turnId=_str(), turn=_object(status=_str(), error=_any()))
             ),
         }
     )
     return cs.union_schema(
-        [
-            cs.tagged_union_schema(kinds, discriminator=[["msg", "method"], ["dir"]]),
-            cs.typed_dict_schema({}, extra_behavior="ignore"),
-        ],
+        [cs.tagged_union_schema(kinds, discriminator=[["msg", "method"], ["dir"]]), decoded],
         mode="left_to_right",
     )
 
