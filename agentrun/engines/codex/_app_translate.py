@@ -94,7 +94,7 @@ def _dict(value: object) -> dict[str, Any]:
     return as_dict(value) or {}
 
 
-#: Our names of Codex's token counters, and its.
+#: Each of Codex's token counters: our name, its name.
 _COUNTERS = (
     ("input_tokens", "inputTokens"),
     ("cached_input_tokens", "cachedInputTokens"),
