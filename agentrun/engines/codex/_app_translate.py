@@ -36,7 +36,7 @@ from typing import Any
 from typing_extensions import Unpack
 
 from ..._bases.cumulative import RunningTotals
-from ..._bases.translator import AgentTranslator, AgentTranslatorOptions, wire_event
+from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
 from ..._vocabulary.jsonvalues import as_dict, as_int, as_list, as_object, as_str
 from ..._vocabulary.messages import (
     ContextWindow,
@@ -49,7 +49,7 @@ from ..._vocabulary.messages import (
 )
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import capped
-from ._app_wire import DECODED_HEADS, QUIET, wire_schema
+from ._app_wire import DECODED_HEADS, QUIET, wire_view
 from ._translate import codex_usage, retry_notice, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
@@ -174,7 +174,7 @@ class CodexAppServerTranslator(AgentTranslator):
         schema makes goes through the same code as a decoded message does."""
         if line.startswith(DECODED_HEADS):
             return None
-        view = wire_event(wire_schema(), line)
+        view = wire_view(line)
         if view is None:
             return None
         if "ignored" in view:

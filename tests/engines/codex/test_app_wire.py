@@ -261,7 +261,16 @@ def test_changed_lines_read_alike(index: int, rnd: random.Random, values: list[A
     both_paths(out)
 
 
-_ODD = ["1", "", 1, 1.0, -1, True, None, [], {}]
+def _deep(levels: int) -> Any:
+    value: Any = "bottom"
+    for level in range(levels):
+        value = [value] if level % 2 else {"deep": value}
+    return value
+
+
+#: Values of other types, and values nested deeper than the decoder keeps (the schema's path
+#: does not count brackets: no value of its views reaches a message as a container).
+_ODD = ["1", "", 1, 1.0, -1, True, None, [], {}, _deep(120), _deep(300)]
 
 
 def _leaf_paths(value: Any) -> list[tuple[Any, ...]]:
@@ -270,7 +279,8 @@ def _leaf_paths(value: Any) -> list[tuple[Any, ...]]:
 
 def test_every_value_the_schema_reads_of_another_type_reads_alike() -> None:
     """Each value of each line of a few sessions replaced in turn by one of another type (or
-    ``null``, or a container), in the state the session is in at that line."""
+    ``null``, or a container, or one nested too deep), in the state the session is in at that
+    line."""
     for name in ("two_turns.jsonl", "reasoning.jsonl", "interrupt.jsonl"):
         fast, slow = CodexAppServerTranslator(), CodexAppServerTranslator()
         feed = line_feed(fast, engine=ENGINE)
