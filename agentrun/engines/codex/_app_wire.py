@@ -119,9 +119,8 @@ def _at(schema: CoreSchema, *path: str, required: bool = False) -> cs.TypedDictF
 
 def _notification(params: CoreSchema | None = None) -> CoreSchema:
     """An agent's notification (no ``id``, or a ``null`` one): its ``method`` and the view of
-    its ``params``. Without
-    ``params``: a notification the translator makes nothing of, whatever it says and whatever
-    the state (its view is ``{"ignored": dir}``)."""
+    its ``params``. Without ``params``: a notification the translator makes nothing of, whatever
+    it says and whatever the state (its view is ``{"ignored": dir}``)."""
     fields = {"_id": _at(cs.none_schema(), "msg", "id")}
     if params is None:
         direction = cs.literal_schema(["recv", "<-"])
