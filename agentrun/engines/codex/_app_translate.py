@@ -45,9 +45,11 @@ from ..._vocabulary.messages import (
     MessageType,
     PermissionDenial,
     Usage,
+    assemble,
 )
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import capped
+from ._app_wire import DECODED_HEADS, QUIET, wire_view
 from ._translate import codex_usage, retry_notice, tool_messages
 
 __all__ = ["APPROVAL_METHODS", "CodexAppServerTranslator"]
@@ -59,22 +61,6 @@ APPROVAL_METHODS: dict[str, bool] = {
     "execCommandApproval": False,
     "applyPatchApproval": False,
 }
-
-#: Notifications that say nothing a caller needs (state the turn already shows).
-_QUIET = frozenset(
-    {
-        "remoteControl/status/changed",
-        "thread/status/changed",
-        "thread/readState/changed",
-        "account/rateLimits/updated",
-        "turn/started",
-        "item/reasoning/summaryPartAdded",
-        "deprecationNotice",
-        "turn/diff/updated",
-        "turn/plan/updated",
-        "mcpServer/startupStatus/updated",
-    }
-)
 
 #: Notifications that belong to a running turn (dropped outside one).
 _TURN_METHODS = frozenset(
@@ -89,6 +75,12 @@ _TURN_METHODS = frozenset(
     }
 )
 
+#: Deltas of a text or a summary of reasoning, and the messages they make.
+_DELTAS = {
+    "item/agentMessage/delta": MessageType.TEXT_DELTA,
+    "item/reasoning/summaryTextDelta": MessageType.THINKING_DELTA,
+}
+
 _DIRECTIONS = {"send": "send", "->": "send", "recv": "recv", "<-": "recv"}
 
 _TOOLS: dict[str, tuple[str, str]] = {
@@ -102,17 +94,20 @@ def _dict(value: object) -> dict[str, Any]:
     return as_dict(value) or {}
 
 
+#: Each of Codex's token counters: our name, its name.
+_COUNTERS = (
+    ("input_tokens", "inputTokens"),
+    ("cached_input_tokens", "cachedInputTokens"),
+    ("cache_write_input_tokens", "cacheWriteInputTokens"),
+    ("output_tokens", "outputTokens"),
+    ("reasoning_output_tokens", "reasoningOutputTokens"),
+)
+
+
 def _camel_totals(value: object) -> dict[str, int]:
     raw = _dict(value)
-    names = {
-        "input_tokens": "inputTokens",
-        "cached_input_tokens": "cachedInputTokens",
-        "cache_write_input_tokens": "cacheWriteInputTokens",
-        "output_tokens": "outputTokens",
-        "reasoning_output_tokens": "reasoningOutputTokens",
-    }
     out: dict[str, int] = {}
-    for ours, theirs in names.items():
+    for ours, theirs in _COUNTERS:
         number = as_int(raw.get(theirs))
         out[ours] = number if number is not None and number > 0 else 0
     return out
@@ -172,6 +167,38 @@ class CodexAppServerTranslator(AgentTranslator):
         if direction == "send":
             return self._outgoing(msg)
         return self._incoming(msg)
+
+    def feed_line(self, line: bytes) -> list[Message] | None:
+        """The messages of one line, read through the wire schema (:mod:`._app_wire`) from its
+        bytes, or ``None`` when the schema leaves the line to :meth:`feed_decoded`. The view the
+        schema makes goes through the same code as a decoded message does."""
+        if line.startswith(DECODED_HEADS):
+            return None
+        view = wire_view(line)
+        if view is None:
+            return None
+        if "ignored" in view:
+            return []
+        method: str | None = view.get("method")
+        if method is not None:
+            return self._notification(method, view.get("params") or {}, view)
+        msg: dict[str, Any] | None = view.get("response")
+        if msg is not None:
+            msg_id = msg["id"]
+            sent = self._sent.get(msg_id)
+            if sent is None:
+                return []
+            if (
+                sent in ("turn/start", "thread/compact/start")
+                and as_dict(msg.get("error")) is not None
+            ):
+                return None  # its error message keeps the whole response
+            del self._sent[msg_id]
+            return self._response(sent, msg)
+        msg = view.get("request")
+        if msg is not None:
+            return self._outgoing(msg)
+        return None  # a kind the schema leaves to the decoding path
 
     def finish(self) -> list[Message]:
         """The end of the stream: a turn that was running ends without its result."""
@@ -300,29 +327,25 @@ class CodexAppServerTranslator(AgentTranslator):
             thread = _dict(params.get("thread"))
             self.thread_id = as_str(thread.get("id")) or self.thread_id
             return []
-        if method in _QUIET:
+        if method in QUIET:
             if method == "turn/started":
                 self._turn_started(as_str(_dict(params.get("turn")).get("id")))
             return []
         if method == "warning":
             text = as_str(params.get("message")) or "warning"
-            return [Message(type=MessageType.SYSTEM, subtype="warning", text=text, raw=msg)]
+            return [assemble(Message, {"type": MessageType.SYSTEM, "subtype": "warning",
+                                       "text": text, "raw": msg})]  # fmt: skip
         if method not in _TURN_METHODS:
             # A notification of a newer Codex: passed through under its own name.
             return [Message(type=f"codex.{method}", subtype=method, data=params, raw=msg)]
         if not self._in_turn:
             return []
-        if method == "item/agentMessage/delta":
+        if method in _DELTAS:
             delta = params.get("delta")
             if isinstance(delta, str):
-                return [Message(type=MessageType.TEXT_DELTA, text=delta,
-                                message_id=as_str(params.get("itemId")))]  # fmt: skip
-            return []
-        if method == "item/reasoning/summaryTextDelta":
-            delta = params.get("delta")
-            if isinstance(delta, str):
-                return [Message(type=MessageType.THINKING_DELTA, text=delta,
-                                message_id=as_str(params.get("itemId")))]  # fmt: skip
+                item_id = as_str(params.get("itemId"))
+                return [assemble(Message, {"type": _DELTAS[method], "text": delta,
+                                           "message_id": item_id})]  # fmt: skip
             return []
         if method in ("item/started", "item/completed"):
             return self._item(_dict(params.get("item")), method == "item/completed", msg)
@@ -338,7 +361,8 @@ class CodexAppServerTranslator(AgentTranslator):
         if kind == "agentMessage":
             text = item.get("text")
             if completed and isinstance(text, str):
-                return [Message(type=MessageType.TEXT, text=text, message_id=item_id, raw=msg)]
+                return [assemble(Message, {"type": MessageType.TEXT, "text": text,
+                                           "message_id": item_id, "raw": msg})]  # fmt: skip
             return []
         if kind == "reasoning":
             if not completed:
@@ -346,8 +370,8 @@ class CodexAppServerTranslator(AgentTranslator):
             parts = [p for p in as_list(item.get("summary")) if isinstance(p, str)]
             if not parts:
                 return []
-            return [Message(type=MessageType.THINKING, text="\n".join(parts), message_id=item_id,
-                            raw=msg)]  # fmt: skip
+            return [assemble(Message, {"type": MessageType.THINKING, "text": "\n".join(parts),
+                                       "message_id": item_id, "raw": msg})]  # fmt: skip
         if kind in _TOOLS or kind == "mcpToolCall":
             return self._tool(kind, item_id, item, completed, msg)
         if kind == "contextCompaction":
@@ -488,18 +512,18 @@ class CodexAppServerTranslator(AgentTranslator):
         if self.turn_id is not None:
             self._finished_turns.add(self.turn_id)
         stop = {"success": "end_turn", "error": "error", "cancelled": "cancelled"}[subtype]
-        return [
-            Message(
-                type=MessageType.RESULT,
-                subtype=subtype,
-                usage=account_usage(self._usage, model=self.model),
-                stop_reason=stop,
-                error=error,
-                denials=tuple(self._denials) if self._denials else None,
-                resume_id=self.thread_id,
-                data={"turn_id": self.turn_id, **({"model": self.model} if self.model else {})},
-            )
-        ]
+        # Every value is the library's own (a model it validated, a dict it built).
+        fields: dict[str, Any] = {
+            "type": MessageType.RESULT,
+            "subtype": subtype,
+            "usage": account_usage(self._usage, model=self.model),
+            "stop_reason": stop,
+            "error": error,
+            "denials": tuple(self._denials) if self._denials else None,
+            "resume_id": self.thread_id,
+            "data": {"turn_id": self.turn_id, **({"model": self.model} if self.model else {})},
+        }
+        return [assemble(Message, fields)]
 
 
 def _http_status(error: dict[str, Any]) -> int | None:

@@ -60,6 +60,7 @@ from ..._vocabulary.messages import (
     MessageType,
     ToolCall,
     Usage,
+    assemble,
 )
 from ..._vocabulary.prices import account_usage
 from ._rollout import Rollout, codex_totals, rollout_records, rollout_turns
@@ -116,13 +117,22 @@ def codex_usage(totals: Mapping[str, int | float]) -> Usage:
     cached = int(totals.get("cached_input_tokens", 0))
     written = int(totals.get("cache_write_input_tokens", 0))
     prompt = int(totals.get("input_tokens", 0))
-    return Usage(
-        input_tokens=max(prompt - cached - written, 0),
-        cache_read_tokens=cached,
-        cache_write_tokens=written,
-        output_tokens=int(totals.get("output_tokens", 0)),
-        thinking_tokens=int(totals.get("reasoning_output_tokens", 0)),
+    # What ``Usage(...)`` makes of these integers (a negative count: not reported), without
+    # running its validator on every field of every call's usage.
+    return assemble(
+        Usage,
+        {
+            "input_tokens": max(prompt - cached - written, 0),
+            "cache_read_tokens": _count(cached),
+            "cache_write_tokens": _count(written),
+            "output_tokens": _count(int(totals.get("output_tokens", 0))),
+            "thinking_tokens": _count(int(totals.get("reasoning_output_tokens", 0))),
+        },
     )
+
+
+def _count(value: int) -> int | None:
+    return value if value >= 0 else None
 
 
 def _error_code(message: str) -> str:
