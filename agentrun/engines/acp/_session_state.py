@@ -17,7 +17,14 @@ from pydantic import ValidationError
 
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.jsonvalues import as_dict as _dict
-from ..._vocabulary.messages import InitMeta, Message, MessageType, ProcessMeta, UsageSource
+from ..._vocabulary.messages import (
+    InitMeta,
+    Message,
+    MessageType,
+    ProcessMeta,
+    UsageSource,
+    assemble,
+)
 from ._schema import (
     AgentCapabilities,
     InitializeResponse,
@@ -146,7 +153,12 @@ class SessionState:
         return "unavailable" if self.usage_scope == "last_call" else "reported"
 
     def _msg(self, replayed: bool | None = None, **fields: Any) -> Message:
-        return Message(replayed=self.replaying if replayed is None else replayed, **fields)
+        """A message of the translator's own values: validated ones (a model's fields, the
+        wire schema's, values checked to be of their field's type), dicts and tuples it built,
+        models it made. Assembled as :class:`Message` would validate them, without validating
+        them again."""
+        fields["replayed"] = self.replaying if replayed is None else replayed
+        return assemble(Message, fields)
 
     def error(self, text: str, code: str, data: Any = None, *, fatal: bool = False) -> Message:
         message = Message.error_message(

@@ -20,7 +20,13 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from ..._vocabulary.jsonvalues import as_dict as _dict
-from ..._vocabulary.messages import Message, MessageType, PermissionDenial, ToolCall
+from ..._vocabulary.messages import (
+    Message,
+    MessageType,
+    PermissionDenial,
+    ToolCall,
+    assemble,
+)
 from ._message_blocks import MessageBlocks
 from ._meta import terminal_exit_code, terminal_output, tool_name
 from ._schema import ToolCallProgress, ToolCallStart, ToolCallUpdateFields, to_wire
@@ -206,15 +212,19 @@ class ToolCalls(MessageBlocks):
     def _tool_model(
         self, tool: ToolState, *, output: Any = None, error: bool | None = None
     ) -> ToolCall:
-        return ToolCall(
-            id=tool.id,
-            name=tool.name,
-            input=tool.input,
-            output=output,
-            is_error=error,
-            title=tool.title,
-            kind=tool.kind,
-            status=tool.status,
+        # Every value is one of a validated update's (or a bool made of them).
+        return assemble(
+            ToolCall,
+            {
+                "id": tool.id,
+                "name": tool.name,
+                "input": tool.input,
+                "output": output,
+                "is_error": error,
+                "title": tool.title,
+                "kind": tool.kind,
+                "status": tool.status,
+            },
         )
 
     def _announce(self, tool: ToolState, raw: Any = None) -> list[Message]:
