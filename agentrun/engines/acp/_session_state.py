@@ -49,6 +49,17 @@ SESSION_METHODS = frozenset(
 _REPLAYING_METHODS = frozenset({Method.SESSION_LOAD, Method.SESSION_FORK})
 
 
+_NO_CAPABILITIES: list[AgentCapabilities] = []
+
+
+def _no_capabilities() -> AgentCapabilities:
+    """The capabilities of an agent that has not answered ``initialize``: one instance for every
+    session (nothing changes a capabilities model; ``initialize`` replaces it), made once."""
+    if not _NO_CAPABILITIES:
+        _NO_CAPABILITIES.append(AgentCapabilities())
+    return _NO_CAPABILITIES[0]
+
+
 def config_values(option: SessionConfigOption) -> list[str]:
     """The values a ``select`` config option offers (groups flattened)."""
     values: list[str] = []
@@ -86,7 +97,8 @@ class SessionState:
         self.protocol_version: int | None = None
         self.agent_name: str | None = None
         self.agent_version: str | None = None
-        self.capabilities: AgentCapabilities = AgentCapabilities()
+        #: What the agent can do (none of the optional things until ``initialize`` says).
+        self.capabilities: AgentCapabilities = _no_capabilities()
         self.auth_methods: list[dict[str, Any]] = []
         #: The slash commands the agent advertises (``available_commands_update``).
         self.commands: frozenset[str] = frozenset()
@@ -268,18 +280,27 @@ class SessionState:
             data["models"] = to_wire(self.models)
         if self.mode is not None:
             data["mode"] = self.mode
-        return Message(
-            type=MessageType.INIT,
-            init=InitMeta(
-                model=self.model,
-                agent_name=self.agent_name,
-                agent_version=self.agent_version,
-                session_id=self.session_id,
-                cwd=self.cwd,
-            ),
-            process=self.process,
-            resume_id=self.session_id,
-            data=data,
+        # Validated values (the agent's answers' models, ids checked to be strings) and a dict
+        # built here: assembled, not validated again.
+        init = assemble(
+            InitMeta,
+            {
+                "model": self.model,
+                "agent_name": self.agent_name,
+                "agent_version": self.agent_version,
+                "session_id": self.session_id,
+                "cwd": self.cwd,
+            },
+        )
+        return assemble(
+            Message,
+            {
+                "type": MessageType.INIT,
+                "init": init,
+                "process": self.process,
+                "resume_id": self.session_id,
+                "data": data,
+            },
         )
 
     # -- the init ------------------------------------------------------------------------

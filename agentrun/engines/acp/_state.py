@@ -17,17 +17,18 @@ from __future__ import annotations
 
 from typing import Any, Final, cast
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.jsonvalues import as_object
-from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
+from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage, assemble
 from ..._vocabulary.prices import account_usage, estimate_cost
 from ._message_blocks import BlockKind
 from ._meta import quota_usage, side_usage
 from ._schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
+    AvailableCommand,
     AvailableCommandsUpdate,
     ConfigOptionUpdate,
     CurrentModeUpdate,
@@ -55,6 +56,10 @@ from ._tool_calls import ToolCalls
 from ._usage import prompt_usage, usage_of
 
 __all__ = ["AcpState"]
+
+#: The commands of an ``available_commands_update``, dumped as :func:`to_wire` dumps the update.
+_COMMANDS: Final = TypeAdapter(list[AvailableCommand])
+_WIRE_DUMP: Final[dict[str, Any]] = {"mode": "json", "by_alias": True, "exclude_none": True}
 
 #: The block each text chunk kind streams into.
 _CHUNK_KINDS: Final[dict[str, BlockKind]] = {
@@ -123,11 +128,24 @@ class AcpState(ToolCalls):
             out.extend(self._progress(tool, raw))
         else:
             commands = cast("WireCommandsUpdate", update)
-            model = AvailableCommandsUpdate.model_construct(
-                meta=commands.get("_meta"),
-                available_commands=commands.get("availableCommands", []),
-            )
-            out = self._update(model, raw)
+            listed = commands.get("availableCommands", [])
+            meta = commands.get("_meta")
+            if meta is not None:  # dumped with the update, as the model dumps it
+                model = AvailableCommandsUpdate.model_construct(
+                    meta=meta, available_commands=listed
+                )
+                out = self._update(model, raw)
+            else:
+                self.commands = frozenset(c.name.lstrip("/") for c in listed)
+                data = {"availableCommands": _COMMANDS.dump_python(listed, **_WIRE_DUMP)}
+                out = [
+                    self._msg(
+                        type=MessageType.SYSTEM,
+                        subtype="available_commands_update",
+                        data=data,
+                        raw=raw,
+                    )
+                ]
         return self._updated(out)
 
     def _updated(self, out: list[Message]) -> list[Message]:
@@ -279,14 +297,18 @@ class AcpState(ToolCalls):
             if reported.total_tokens is not None:
                 data["total_tokens"] = reported.total_tokens
         self._end_prompt()
+        # A validated stop reason and usage, a dict built here: assembled, not validated again.
         out.append(
-            Message(
-                type=MessageType.RESULT,
-                stop_reason=stop_reason,
-                usage=usage,
-                resume_id=self.session_id,
-                data=data or None,
-                raw=result,
+            assemble(
+                Message,
+                {
+                    "type": MessageType.RESULT,
+                    "stop_reason": stop_reason,
+                    "usage": usage,
+                    "resume_id": self.session_id,
+                    "data": data or None,
+                    "raw": result,
+                },
             )
         )
         return out
