@@ -36,7 +36,13 @@ from ..._vocabulary.messages import Message, ProcessMeta
 from ..._wire.framing import capped
 from ..._wire.jsonrpc import INTERNAL_ERROR
 from ._schema import Method
-from ._schema.wire import WireLine, wire_line_schema
+from ._schema.wire import (
+    WireLine,
+    WireNotification,
+    WireParams,
+    wire_line_schema,
+    wire_notification_schema,
+)
 from ._session_state import SESSION_METHODS, config_values
 from ._state import AcpState
 
@@ -93,7 +99,20 @@ class AcpTranslator(Translator):
         event = wire_event(wire_line_schema(), line)
         if event is None:
             return None
-        params = cast("WireLine", event)["msg"]["params"]
+        return self._wire_update(cast("WireLine", event)["msg"]["params"])
+
+    def feed_received(self, line: bytes) -> list[Message] | None:
+        """:meth:`feed_line` of a line the live engine received from the agent (a bare
+        JSON-RPC message, read as :meth:`feed` reads ``{"dir": "recv", "msg": ...}`` of it
+        decoded)."""
+        if b"session/update" not in line or self._bare:
+            return None
+        event = wire_event(wire_notification_schema(), line)
+        if event is None:
+            return None
+        return self._wire_update(cast("WireNotification", event)["params"])
+
+    def _wire_update(self, params: WireParams) -> list[Message]:
         state = self.state
         if state.init_pending and not state.in_prompt and not state.replaying:
             state.before_init.extend(state.wire_update(params["update"], params["raw"]))

@@ -19,7 +19,7 @@ from repo_paths import FIXTURES
 
 from agentrun import Message
 from agentrun._bases.translator import line_feed
-from agentrun._wire.framing import decode_json_line
+from agentrun._wire.framing import JsonProblem, decode_json_line
 from agentrun.engines.acp import AcpTranslator
 
 SESSION = "ses_1"
@@ -81,14 +81,16 @@ def dumped(messages: list[Message]) -> list[tuple[str, str, str]]:
 
 
 class BothPaths:
-    """Two translators fed the same lines: one through ``line_feed`` (the wire schema first),
-    one through ``feed_decoded`` only."""
+    """Translators fed the same lines: one through ``line_feed`` (the wire schema first), one
+    through ``feed_decoded`` only, and one as the live engine feeds it (a received message's
+    bytes to ``feed_received`` first)."""
 
     def __init__(self) -> None:
         self.fast = AcpTranslator(engine="opencode-acp")
         self.slow = AcpTranslator(engine="opencode-acp")
         self.feed_fast = line_feed(self.fast, engine="opencode-acp")
-        self.taken = 0
+        self.live = AcpTranslator(engine="opencode-acp")
+        self.taken = self.taken_live = 0
         self.nan = False
 
     def both(self, data: bytes) -> None:
@@ -102,6 +104,21 @@ class BothPaths:
             got = taken
         self.nan = self.nan or b"NaN" in data
         self.same(got, expected, data)
+        if isinstance(decoded, JsonProblem):
+            return  # (live, the connection reports it; the translator never sees it)
+        self.same(self.live_feed(decoded), expected, data)
+
+    def live_feed(self, decoded: Any) -> list[Message]:
+        """What the live engine feeds the translator: a received line's bytes first
+        (``feed_received``), else ``{"dir": ..., "msg": <decoded>}``."""
+        if isinstance(decoded, dict) and decoded.get("dir") == "recv" and "msg" in decoded:
+            received = json.dumps(decoded["msg"], allow_nan=True).encode()
+            out = self.live.feed_received(received)
+            if out is not None:
+                self.taken_live += 1
+                return out
+            return self.live.feed({"dir": "recv", "msg": decode_json_line(received)})
+        return self.live.feed_decoded(decoded)
 
     def same(self, got: list[Message], expected: list[Message], data: bytes = b"") -> None:
         assert dumped(got) == dumped(expected), data
@@ -109,7 +126,11 @@ class BothPaths:
             assert got == expected, data
 
     def finish(self) -> None:
-        self.same(self.fast.finish(), self.slow.finish())
+        expected = self.slow.finish()
+        self.same(self.fast.finish(), expected)
+        self.same(self.live.finish(), expected)
+        # (the test writes the received message again: an escaped "\/" in its method is gone)
+        assert self.taken_live >= self.taken
 
 
 def session(updates: list[list[bytes]], method: str = "session/new") -> int:

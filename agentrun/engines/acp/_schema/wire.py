@@ -2,8 +2,10 @@
 pass (pydantic-core parses and checks it at once; no Python runs per value but the tool-call
 content's own models).
 
-It takes a line ``{"dir": "recv", "msg": {"jsonrpc": ..., "method": "session/update",
-"params": {"sessionId": ..., "update": {...}}}}`` whose update is of a kind the translator reads
+It takes a transcript line ``{"dir": "recv", "msg": {"jsonrpc": ..., "method":
+"session/update", "params": {"sessionId": ..., "update": {...}}}}`` (:class:`WireLine`), or the
+message alone as received live (:class:`WireNotification`), whose update is of a kind the
+translator reads
 from plain values -- text chunks, ``usage_update``, ``tool_call`` / ``tool_call_update``,
 ``available_commands_update`` -- and nothing else. It is stricter than the models of
 :mod:`.updates` and never looser: every object is closed (a key it does not name, a snake_case
@@ -32,11 +34,14 @@ __all__ = [
     "TOOL_CALL_TAGS",
     "WireCommandsUpdate",
     "WireLine",
+    "WireNotification",
+    "WireParams",
     "WireTextChunk",
     "WireToolCall",
     "WireUpdate",
     "WireUsageUpdate",
     "wire_line_schema",
+    "wire_notification_schema",
 ]
 
 _CLOSED = ConfigDict(strict=True, extra="forbid")
@@ -122,7 +127,9 @@ WireUpdate: TypeAlias = Annotated[
 
 
 @with_config(_CLOSED)
-class _WireParams(TypedDict):
+class WireParams(TypedDict):
+    """The params of a ``session/update`` the wire schema takes."""
+
     _meta: NotRequired[_Meta]
     sessionId: str
     update: WireUpdate
@@ -131,10 +138,13 @@ class _WireParams(TypedDict):
 
 
 @with_config(_CLOSED)
-class _WireNotification(TypedDict):
+class WireNotification(TypedDict):
+    """A ``session/update`` notification as the agent sends it (``id`` would make it a
+    request: refused)."""
+
     jsonrpc: NotRequired[Any]
     method: Literal["session/update"]
-    params: _WireParams
+    params: WireParams
 
 
 @with_config(ConfigDict(strict=True, extra="ignore"))
@@ -143,14 +153,25 @@ class WireLine(TypedDict):
     recorder's timestamp, are ignored, as the translator ignores them)."""
 
     dir: Literal["recv"]
-    msg: _WireNotification
+    msg: WireNotification
 
 
-_SCHEMA: list[TypeAdapter[WireLine]] = []
+_SCHEMAS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _compiled(kind: type[Any]) -> TypeAdapter[Any]:
+    schema = _SCHEMAS.get(kind)
+    if schema is None:
+        schema = _SCHEMAS[kind] = TypeAdapter(kind)
+    return schema
 
 
 def wire_line_schema() -> TypeAdapter[WireLine]:
     """The compiled schema of :class:`WireLine` (built on first use)."""
-    if not _SCHEMA:
-        _SCHEMA.append(TypeAdapter(WireLine))
-    return _SCHEMA[0]
+    return _compiled(WireLine)
+
+
+def wire_notification_schema() -> TypeAdapter[WireNotification]:
+    """The compiled schema of :class:`WireNotification`, a line received live (built on first
+    use)."""
+    return _compiled(WireNotification)
