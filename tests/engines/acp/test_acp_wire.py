@@ -17,10 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo_paths import FIXTURES
 
-from agentrun import Message
+from agentrun import Message, Usage
 from agentrun._bases.translator import line_feed
 from agentrun._wire.framing import JsonProblem, decode_json_line
 from agentrun.engines.acp import AcpTranslator
+from agentrun.engines.acp._schema import Usage as AcpUsage
+from agentrun.engines.acp._usage import _output_with_thoughts, usage_of  # pyright: ignore[reportPrivateUsage]
 
 SESSION = "ses_1"
 
@@ -531,3 +533,35 @@ def test_recorded_updates_are_taken_by_the_wire_schema(path: Path) -> None:
         pair.both(data)
     pair.finish()
     assert pair.taken == updates
+
+
+FIGURES = st.none() | st.integers(-5, 10**9)
+
+
+@HYPOTHESIS
+@given(
+    figures=st.tuples(FIGURES, FIGURES, FIGURES, FIGURES, FIGURES, FIGURES),
+    cost=st.none() | st.floats(-1, 1, allow_nan=False),
+)
+def test_a_prompts_usage_is_assembled_as_validation_makes_it(
+    figures: tuple[int | None, ...], cost: float | None
+) -> None:
+    """The prompt's usage is assembled from the model's figures, not validated again: the same
+    values (a negative one not reported), the same fields set."""
+    names = ("input", "output", "total", "thought", "cached_read", "cached_write")
+    reported = AcpUsage.model_validate(
+        {f"{n}_tokens": v for n, v in zip(names, figures, strict=True)}
+    )
+    got = usage_of(reported, cost)
+    assert got is not None
+    expected = Usage(
+        input_tokens=reported.input_tokens,
+        output_tokens=_output_with_thoughts(reported),
+        cache_read_tokens=reported.cached_read_tokens,
+        cache_write_tokens=reported.cached_write_tokens,
+        thinking_tokens=reported.thought_tokens,
+        cost_usd=cost,
+    )
+    assert got == expected
+    assert got.model_fields_set == expected.model_fields_set
+    assert got.model_dump_json(exclude_unset=True) == expected.model_dump_json(exclude_unset=True)
