@@ -1,9 +1,10 @@
-"""The ACP translator's two ways of reading a line agree: ``feed_line`` (the line's bytes validated
-by the wire schema in one pass, the messages made from its values) and ``feed_decoded`` (the line
-decoded, then read by the models). Generated sessions of valid, odd and malformed
-``session/update`` lines go through both, line by line; every message must be equal and dump to
-the same JSON, with its ``raw`` in the agent's key order. A line the wire schema refuses takes the
-decoding path, so a refusal is always safe; an acceptance must be exact."""
+"""The ACP translator's ways of reading a line agree: ``feed_line`` (a transcript line's bytes
+validated by the wire schema in one pass, the messages made from its values), ``feed_received``
+(the same for a message received live) and ``feed_decoded`` (the line decoded, then read by the
+models). Generated sessions of valid, odd and malformed ``session/update`` lines go through all
+three, line by line; every message must be equal and dump to the same JSON, with its ``raw`` in
+the agent's key order. A line the wire schema refuses takes the decoding path, so a refusal is
+always safe; an acceptance must be exact."""
 
 from __future__ import annotations
 
