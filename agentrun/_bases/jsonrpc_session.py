@@ -110,6 +110,24 @@ class JsonRpcSession(LongLivedSession):
     async def _observe_received(self, msg: Any) -> None:
         await self._observe("recv", msg)
 
+    def _line_taker(
+        self, feed: Callable[[bytes], list[Message] | None]
+    ) -> Callable[[bytes], Awaitable[bool] | bool]:
+        """The connection's ``on_line`` for a translator with a ``feed_received(line)``: a
+        received line it reads from its bytes in one pass (a notification its wire schema
+        takes, read as ``{"dir": "recv", "msg": <the line decoded>}`` would be), its messages
+        routed, the line not decoded nor dispatched; ``None`` from it for any other line."""
+
+        def take(line: bytes) -> Awaitable[bool] | bool:
+            out = feed(line)
+            return False if out is None else self._routed(out)
+
+        return take
+
+    async def _routed(self, messages: list[Message]) -> bool:
+        await self._route(messages)
+        return True
+
     async def _send_line(self, data: bytes) -> None:
         if self._proc is None:
             raise SessionTerminatedError(
@@ -147,12 +165,16 @@ class JsonRpcSession(LongLivedSession):
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         proc = await self._spawn(task_group)
+        feed_received: Callable[[bytes], list[Message] | None] | None = getattr(
+            self.translator, "feed_received", None
+        )
         conn = JsonRpcConnection(
             self._send_line,
             on_request=self._on_request,
             on_problem=self._on_problem,
             engine=self.engine_name,
             on_message=self._observe_received,
+            on_line=None if feed_received is None else self._line_taker(feed_received),
         )
         self.conn = conn
         # Until the session is open, the agent has nothing to finish, and one still loading may

@@ -111,6 +111,11 @@ ProblemHandler = Callable[["JsonRpcProblem"], "Awaitable[None] | None"]
 #: ``on_message(decoded)``: every decoded incoming line, before it is dispatched (a transcript,
 #: a translator that mirrors the session). Exceptions propagate out of :meth:`run`.
 MessageObserver = Callable[[Any], "Awaitable[None] | None"]
+#: ``on_line(line) -> taken``: every incoming line's bytes, before they are decoded. ``True``
+#: when the observer took the line whole: a notification it read itself that needs nothing of
+#: the connection (no ``on_notification`` for its method, not the cancel method); the line is
+#: then neither decoded nor dispatched, nor shown to ``on_message``. ``False``: as usual.
+LineTaker = Callable[[bytes], "Awaitable[bool] | bool"]
 
 # A late response to a request we gave up on (timeout, cancellation) is expected and
 # dropped quietly; remember that many abandoned ids at most.
@@ -280,9 +285,11 @@ class JsonRpcConnection:
         cancel_method: str | None = None,
         engine: str | None = None,
         on_message: MessageObserver | None = None,
+        on_line: LineTaker | None = None,
     ) -> None:
         self._send_line = send_line
         self._on_message = on_message
+        self._take_line = on_line
         self._on_notification = on_notification
         self._on_request = on_request
         self._on_problem = on_problem
@@ -464,6 +471,13 @@ class JsonRpcConnection:
     async def _on_line(self, line: bytes) -> None:
         if not line:
             return
+        take = self._take_line
+        if take is not None:
+            taken = take(line)
+            if not isinstance(taken, bool):
+                taken = await taken
+            if taken:
+                return
         decoded = decode_json_line(line)
         observer = self._on_message
         if observer is not None and not isinstance(decoded, JsonProblem):

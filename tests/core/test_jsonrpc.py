@@ -524,6 +524,54 @@ async def test_observer_sees_each_decoded_message_once_before_dispatch() -> None
     assert rec.codes() == ["invalid_json"]
 
 
+@pytest.mark.parametrize("awaited", [False, True], ids=["plain", "async"])
+async def test_a_line_taker_sees_each_line_first_and_what_it_takes_goes_no_further(
+    awaited: bool,
+) -> None:
+    order: list[str] = []
+
+    def take(line: bytes) -> bool:
+        taken = b'"take"' in line
+        order.append(f"{'took' if taken else 'passed'} {json.loads(line).get('method')}")
+        return taken
+
+    async def take_later(line: bytes) -> bool:
+        await anyio.sleep(0)
+        return take(line)
+
+    def observe(msg: Any) -> None:
+        order.append(f"seen {msg.get('method') or msg.get('id')}")
+
+    def note(method: str, params: Any) -> None:
+        order.append(f"delivered {method}")
+
+    taker = take_later if awaited else take
+    async with peer_connection(on_line=taker, on_message=observe, on_notification=note) as (
+        conn,
+        peer,
+        rec,
+    ):
+        async with anyio.create_task_group() as tg:
+
+            async def script() -> None:
+                msg = await peer.read()
+                await peer.feed({"jsonrpc": "2.0", "method": "take", "params": {}})
+                await peer.feed({"jsonrpc": "2.0", "method": "other", "params": {}})
+                await peer.feed({"jsonrpc": "2.0", "id": msg["id"], "result": "done"})
+
+            tg.start_soon(script)
+            assert await conn.request("go") == "done"
+    assert order == [
+        "took take",
+        "passed other",
+        "seen other",
+        "delivered other",
+        "passed None",
+        "seen 1",
+    ]
+    assert rec.problems == []
+
+
 async def test_notification_callback_error_is_reported_and_reading_continues() -> None:
     rec = Recorder()
 

@@ -59,11 +59,21 @@ class MessageBlocks(SessionState):
                 )
             )
             return out
-        meta = chunk.meta
+        return self._text_chunk(kind, content.text, chunk.message_id, chunk.meta, raw)
+
+    def _text_chunk(
+        self,
+        kind: BlockKind,
+        text: str,
+        message_id: str | None,
+        meta: dict[str, Any] | None,
+        raw: Any,
+    ) -> list[Message]:
+        """A chunk of text (``text``, validated: a chunk's model or the wire schema's)."""
         notice = None
         if meta and kind == "text":
             usage = call_usage(meta)
-            if usage is not None and not content.text:
+            if usage is not None and not text:
                 # One model call's usage on an empty chunk (Qwen Code), not text.
                 self.call_usage.append(usage)
                 return []
@@ -75,7 +85,7 @@ class MessageBlocks(SessionState):
                 self._msg(
                     type=MessageType.SYSTEM,
                     subtype="notice",
-                    text=content.text,
+                    text=text,
                     data={"level": notice.get("level")},
                     raw=raw,
                 )
@@ -83,18 +93,16 @@ class MessageBlocks(SessionState):
             return out
         out: list[Message] = []
         block = self._block
-        if block is None or block.kind != kind or block.message_id != chunk.message_id:
+        if block is None or block.kind != kind or block.message_id != message_id:
             out.extend(self._flush_block())
             out.extend(self._announce_pending())
-            block = self._block = Block(kind, chunk.message_id, self.replaying)
+            block = self._block = Block(kind, message_id, self.replaying)
         else:
             out.extend(self._announce_pending())
-        block.parts.append(content.text)
-        if content.text and kind != "user" and self.deltas:
+        block.parts.append(text)
+        if text and kind != "user" and self.deltas:
             delta = MessageType.TEXT_DELTA if kind == "text" else MessageType.THINKING_DELTA
-            out.append(
-                self._msg(type=delta, text=content.text, message_id=chunk.message_id, raw=raw)
-            )
+            out.append(self._msg(type=delta, text=text, message_id=message_id, raw=raw))
         return out
 
     def _flush_block(self) -> list[Message]:

@@ -128,10 +128,12 @@ def side_usage(meta: Any, main_model: str | None) -> list[tuple[str | None, dict
     """The side calls' tokens per model: the ``model_usage`` rows less the main loop's
     ``token_count`` (taken from the row of ``main_model``, else the first row that holds it).
     Empty when the rows hold nothing beyond the main loop."""
-    quota = _dict((_dict(meta) or {}).get("quota")) or {}
+    quota = _dict((_dict(meta) or {}).get("quota"))
+    rows_raw = quota.get("model_usage") if quota is not None else None
+    if quota is None or not isinstance(rows_raw, list):
+        return []  # (no rows: the main loop's counts are not needed)
     main = _counts(_dict(quota.get("token_count")))
-    rows_raw = quota.get("model_usage")
-    if not main or not isinstance(rows_raw, list):
+    if not main:
         return []
     rows: list[tuple[str | None, dict[str, int]]] = []
     for row in cast("list[Any]", rows_raw):

@@ -17,7 +17,14 @@ from pydantic import ValidationError
 
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.jsonvalues import as_dict as _dict
-from ..._vocabulary.messages import InitMeta, Message, MessageType, ProcessMeta, UsageSource
+from ..._vocabulary.messages import (
+    InitMeta,
+    Message,
+    MessageType,
+    ProcessMeta,
+    UsageSource,
+    assemble,
+)
 from ._schema import (
     AgentCapabilities,
     InitializeResponse,
@@ -40,6 +47,17 @@ SESSION_METHODS = frozenset(
 )
 #: Those during which the agent replays the session's history.
 _REPLAYING_METHODS = frozenset({Method.SESSION_LOAD, Method.SESSION_FORK})
+
+
+_NO_CAPABILITIES: list[AgentCapabilities] = []
+
+
+def _no_capabilities() -> AgentCapabilities:
+    """The capabilities of an agent that has not answered ``initialize``: one instance for every
+    session (nothing changes a capabilities model; ``initialize`` replaces it), made once."""
+    if not _NO_CAPABILITIES:
+        _NO_CAPABILITIES.append(AgentCapabilities())
+    return _NO_CAPABILITIES[0]
 
 
 def config_values(option: SessionConfigOption) -> list[str]:
@@ -79,7 +97,8 @@ class SessionState:
         self.protocol_version: int | None = None
         self.agent_name: str | None = None
         self.agent_version: str | None = None
-        self.capabilities: AgentCapabilities = AgentCapabilities()
+        #: What the agent can do (none of the optional things until ``initialize`` says).
+        self.capabilities: AgentCapabilities = _no_capabilities()
         self.auth_methods: list[dict[str, Any]] = []
         #: The slash commands the agent advertises (``available_commands_update``).
         self.commands: frozenset[str] = frozenset()
@@ -146,7 +165,12 @@ class SessionState:
         return "unavailable" if self.usage_scope == "last_call" else "reported"
 
     def _msg(self, replayed: bool | None = None, **fields: Any) -> Message:
-        return Message(replayed=self.replaying if replayed is None else replayed, **fields)
+        """A message of the translator's own values: validated ones (a model's fields, the
+        wire schema's, values checked to be of their field's type), dicts and tuples it built,
+        models it made. Assembled as :class:`Message` would validate them, without validating
+        them again."""
+        fields["replayed"] = self.replaying if replayed is None else replayed
+        return assemble(Message, fields)
 
     def error(self, text: str, code: str, data: Any = None, *, fatal: bool = False) -> Message:
         message = Message.error_message(
@@ -256,18 +280,27 @@ class SessionState:
             data["models"] = to_wire(self.models)
         if self.mode is not None:
             data["mode"] = self.mode
-        return Message(
-            type=MessageType.INIT,
-            init=InitMeta(
-                model=self.model,
-                agent_name=self.agent_name,
-                agent_version=self.agent_version,
-                session_id=self.session_id,
-                cwd=self.cwd,
-            ),
-            process=self.process,
-            resume_id=self.session_id,
-            data=data,
+        # Validated values (the agent's answers' models, ids checked to be strings) and a dict
+        # built here: assembled, not validated again.
+        init = assemble(
+            InitMeta,
+            {
+                "model": self.model,
+                "agent_name": self.agent_name,
+                "agent_version": self.agent_version,
+                "session_id": self.session_id,
+                "cwd": self.cwd,
+            },
+        )
+        return assemble(
+            Message,
+            {
+                "type": MessageType.INIT,
+                "init": init,
+                "process": self.process,
+                "resume_id": self.session_id,
+                "data": data,
+            },
         )
 
     # -- the init ------------------------------------------------------------------------

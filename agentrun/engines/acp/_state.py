@@ -15,18 +15,20 @@ turn, on top of the session's description, message blocks and tool calls.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, cast
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.jsonvalues import as_object
-from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
+from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage, assemble
 from ..._vocabulary.prices import account_usage, estimate_cost
+from ._message_blocks import BlockKind
 from ._meta import quota_usage, side_usage
 from ._schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
+    AvailableCommand,
     AvailableCommandsUpdate,
     ConfigOptionUpdate,
     CurrentModeUpdate,
@@ -40,11 +42,31 @@ from ._schema import (
     parse_session_notification,
     to_wire,
 )
+from ._schema.wire import (
+    TEXT_CHUNK_TAGS,
+    TOOL_CALL_TAGS,
+    WireCommandsUpdate,
+    WireTextChunk,
+    WireToolCall,
+    WireUpdate,
+    WireUsageUpdate,
+)
 from ._session_state import not_found
 from ._tool_calls import ToolCalls
 from ._usage import prompt_usage, usage_of
 
 __all__ = ["AcpState"]
+
+#: The commands of an ``available_commands_update``, dumped as :func:`to_wire` dumps the update.
+_COMMANDS: Final = TypeAdapter(list[AvailableCommand])
+_WIRE_DUMP: Final[dict[str, Any]] = {"mode": "json", "by_alias": True, "exclude_none": True}
+
+#: The block each text chunk kind streams into.
+_CHUNK_KINDS: Final[dict[str, BlockKind]] = {
+    "agent_message_chunk": "text",
+    "agent_thought_chunk": "thinking",
+    "user_message_chunk": "user",
+}
 
 
 class AcpState(ToolCalls):
@@ -60,7 +82,73 @@ class AcpState(ToolCalls):
             return [
                 self.error("session/update without a session id", "protocol", {"params": params})
             ]
-        out = self._update(note.update, (_dict(params) or {}).get("update"))
+        return self._updated(self._update(note.update, (_dict(params) or {}).get("update")))
+
+    def wire_update(self, update: WireUpdate, raw: dict[str, Any]) -> list[Message]:
+        """:meth:`update` of an update the wire schema validated from the line's bytes
+        (:mod:`._schema.wire`): the same messages, made from its values without validating
+        them again. ``raw`` is the update object as the agent wrote it."""
+        kind = update["session_update"]
+        if kind in TEXT_CHUNK_TAGS:
+            chunk = cast("WireTextChunk", update)
+            out = self._text_chunk(
+                _CHUNK_KINDS[kind],
+                chunk["content"]["text"],
+                chunk.get("messageId"),
+                chunk.get("_meta"),
+                raw,
+            )
+        elif kind == "usage_update":
+            usage = cast("WireUsageUpdate", update)
+            cost = usage.get("cost")
+            out = self._usage_values(
+                usage["used"],
+                usage["size"],
+                None if cost is None else (cost["amount"], cost["currency"]),
+                raw,
+            )
+        elif kind in TOOL_CALL_TAGS:
+            call = cast("WireToolCall", update)
+            if kind == "tool_call":
+                out, tool = self._tool_started(call["toolCallId"])
+            else:
+                out, tool = self._tool_updated(call["toolCallId"])
+            self._merge_values(
+                tool,
+                title=call.get("title"),
+                kind=call.get("kind"),
+                status=call.get("status"),
+                raw_input=call.get("rawInput"),
+                raw_output=call.get("rawOutput"),
+                content=call.get("content"),
+                locations=call.get("locations"),
+                name=call.get("name"),
+                meta=call.get("_meta"),
+            )
+            out.extend(self._progress(tool, raw))
+        else:
+            commands = cast("WireCommandsUpdate", update)
+            listed = commands.get("availableCommands", [])
+            meta = commands.get("_meta")
+            if meta is not None:  # dumped with the update, as the model dumps it
+                model = AvailableCommandsUpdate.model_construct(
+                    meta=meta, available_commands=listed
+                )
+                out = self._update(model, raw)
+            else:
+                self.commands = frozenset(c.name.lstrip("/") for c in listed)
+                data = {"availableCommands": _COMMANDS.dump_python(listed, **_WIRE_DUMP)}
+                out = [
+                    self._msg(
+                        type=MessageType.SYSTEM,
+                        subtype="available_commands_update",
+                        data=data,
+                        raw=raw,
+                    )
+                ]
+        return self._updated(out)
+
+    def _updated(self, out: list[Message]) -> list[Message]:
         if not self.in_prompt and not self.replaying:
             # Said outside any prompt (between turns): complete at once, so that nothing of it
             # is carried into the next turn's blocks.
@@ -103,13 +191,27 @@ class AcpState(ToolCalls):
     # -- usage -----------------------------------------------------------------------------
 
     def _usage(self, update: UsageUpdate, raw: Any) -> list[Message]:
-        if update.cost is not None:
-            self.cost_currency: str | None = update.cost.currency
-            if update.cost.currency.upper() == "USD":
-                self.session_cost: float | None = round(update.cost.amount, 9)
-        used = update.used if update.used > 0 else None
-        size = update.size if update.size > 0 else None
-        message = self.tracker.observe_reported(used, size, raw=raw)
+        cost = update.cost
+        return self._usage_values(
+            update.used,
+            update.size,
+            None if cost is None else (cost.amount, cost.currency),
+            raw,
+        )
+
+    def _usage_values(
+        self, used: int, size: int, cost: tuple[float, str] | None, raw: Any
+    ) -> list[Message]:
+        """A ``usage_update`` (validated: the model's or the wire schema's values); ``cost`` is
+        its amount and currency."""
+        if cost is not None:
+            amount, currency = cost
+            self.cost_currency: str | None = currency
+            if currency.upper() == "USD":
+                self.session_cost: float | None = round(amount, 9)
+        message = self.tracker.observe_reported(
+            used if used > 0 else None, size if size > 0 else None, raw=raw
+        )
         if self.replaying:
             message = message.model_copy(update={"replayed": True})
         return [message]
@@ -195,14 +297,18 @@ class AcpState(ToolCalls):
             if reported.total_tokens is not None:
                 data["total_tokens"] = reported.total_tokens
         self._end_prompt()
+        # A validated stop reason and usage, a dict built here: assembled, not validated again.
         out.append(
-            Message(
-                type=MessageType.RESULT,
-                stop_reason=stop_reason,
-                usage=usage,
-                resume_id=self.session_id,
-                data=data or None,
-                raw=result,
+            assemble(
+                Message,
+                {
+                    "type": MessageType.RESULT,
+                    "stop_reason": stop_reason,
+                    "usage": usage,
+                    "resume_id": self.session_id,
+                    "data": data or None,
+                    "raw": result,
+                },
             )
         )
         return out

@@ -13,11 +13,20 @@ allow option.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from pydantic import BaseModel
+
 from ..._vocabulary.jsonvalues import as_dict as _dict
-from ..._vocabulary.messages import Message, MessageType, PermissionDenial, ToolCall
+from ..._vocabulary.messages import (
+    Message,
+    MessageType,
+    PermissionDenial,
+    ToolCall,
+    assemble,
+)
 from ._message_blocks import MessageBlocks
 from ._meta import terminal_exit_code, terminal_output, tool_name
 from ._schema import ToolCallProgress, ToolCallStart, ToolCallUpdateFields, to_wire
@@ -82,28 +91,56 @@ class ToolCalls(MessageBlocks):
         self._unannounced: list[str] = []
 
     def _merge(self, tool: ToolState, fields: ToolCallUpdateFields) -> None:
-        if fields.title is not None:
-            tool.title = fields.title
+        self._merge_values(
+            tool,
+            title=fields.title,
+            kind=fields.kind,
+            status=fields.status,
+            raw_input=fields.raw_input,
+            raw_output=fields.raw_output,
+            content=fields.content,
+            locations=fields.locations,
+            name=(fields.model_extra or {}).get("name"),
+            meta=fields.meta,
+        )
+
+    def _merge_values(
+        self,
+        tool: ToolState,
+        *,
+        title: str | None,
+        kind: str | None,
+        status: str | None,
+        raw_input: Any,
+        raw_output: Any,
+        content: Sequence[BaseModel] | None,
+        locations: Sequence[BaseModel] | None,
+        name: Any,
+        meta: dict[str, Any] | None,
+    ) -> None:
+        """Merge one update's fields (validated: a model's, or the wire schema's) into
+        ``tool``."""
+        if title is not None:
+            tool.title = title
             if tool.name is None:
-                tool.name = fields.title
-        if fields.kind is not None:
-            tool.kind = fields.kind
-        if fields.status is not None:
-            tool.status = fields.status
-        if fields.raw_input is not None and not (
-            placeholder_input(fields.raw_input) and not placeholder_input(tool.input)
+                tool.name = title
+        if kind is not None:
+            tool.kind = kind
+        if status is not None:
+            tool.status = status
+        if raw_input is not None and not (
+            placeholder_input(raw_input) and not placeholder_input(tool.input)
         ):
-            tool.input = fields.raw_input
-        if fields.raw_output is not None:
-            tool.raw_output = fields.raw_output
-        if fields.content is not None:
-            tool.content = [to_wire(c) for c in fields.content]
-        if fields.locations is not None:
-            tool.locations = [to_wire(loc) for loc in fields.locations]
-        named = (fields.model_extra or {}).get("name")
-        if isinstance(named, str) and named:
-            tool.name = named  # the tool's own name beats its human title
-        meta = fields.meta or {}
+            tool.input = raw_input
+        if raw_output is not None:
+            tool.raw_output = raw_output
+        if content is not None:
+            tool.content = [to_wire(c) for c in content]
+        if locations is not None:
+            tool.locations = [to_wire(loc) for loc in locations]
+        if isinstance(name, str) and name:
+            tool.name = name  # the tool's own name beats its human title
+        meta = meta or {}
         name = tool_name(meta)
         if name is not None:
             tool.name = name
@@ -118,29 +155,35 @@ class ToolCalls(MessageBlocks):
         return tool.status not in (None, "pending") or not placeholder_input(tool.input)
 
     def _tool_call(self, update: ToolCallStart, raw: Any) -> list[Message]:
-        out = self._flush_block()
-        tool = self.tools.get(update.tool_call_id)
-        if tool is None:
-            tool = self.tools[update.tool_call_id] = ToolState(
-                update.tool_call_id, replayed=self.replaying
-            )
-        # Calls announced earlier come first, in the order the agent started them.
-        out.extend(self._announce_pending(but=tool.id))
+        out, tool = self._tool_started(update.tool_call_id)
         self._merge(tool, update)
         out.extend(self._progress(tool, raw))
         return out
 
     def _tool_update(self, update: ToolCallProgress, raw: Any) -> list[Message]:
-        tool = self.tools.get(update.tool_call_id)
-        out: list[Message] = []
-        if tool is None:
-            tool = self.tools[update.tool_call_id] = ToolState(
-                update.tool_call_id, replayed=self.replaying
-            )
-            out.extend(self._flush_block())
+        out, tool = self._tool_updated(update.tool_call_id)
         self._merge(tool, update)
         out.extend(self._progress(tool, raw))
         return out
+
+    def _tool_started(self, tool_id: str) -> tuple[list[Message], ToolState]:
+        """A ``tool_call`` of ``tool_id``: what comes before its fields are merged."""
+        out = self._flush_block()
+        tool = self.tools.get(tool_id)
+        if tool is None:
+            tool = self.tools[tool_id] = ToolState(tool_id, replayed=self.replaying)
+        # Calls announced earlier come first, in the order the agent started them.
+        out.extend(self._announce_pending(but=tool.id))
+        return out, tool
+
+    def _tool_updated(self, tool_id: str) -> tuple[list[Message], ToolState]:
+        """A ``tool_call_update`` of ``tool_id``: what comes before its fields are merged."""
+        tool = self.tools.get(tool_id)
+        out: list[Message] = []
+        if tool is None:
+            tool = self.tools[tool_id] = ToolState(tool_id, replayed=self.replaying)
+            out.extend(self._flush_block())
+        return out, tool
 
     def _progress(self, tool: ToolState, raw: Any) -> list[Message]:
         out: list[Message] = []
@@ -169,15 +212,19 @@ class ToolCalls(MessageBlocks):
     def _tool_model(
         self, tool: ToolState, *, output: Any = None, error: bool | None = None
     ) -> ToolCall:
-        return ToolCall(
-            id=tool.id,
-            name=tool.name,
-            input=tool.input,
-            output=output,
-            is_error=error,
-            title=tool.title,
-            kind=tool.kind,
-            status=tool.status,
+        # Every value is one of a validated update's (or a bool made of them).
+        return assemble(
+            ToolCall,
+            {
+                "id": tool.id,
+                "name": tool.name,
+                "input": tool.input,
+                "output": output,
+                "is_error": error,
+                "title": tool.title,
+                "kind": tool.kind,
+                "status": tool.status,
+            },
         )
 
     def _announce(self, tool: ToolState, raw: Any = None) -> list[Message]:

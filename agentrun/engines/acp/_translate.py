@@ -29,13 +29,20 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ..._bases.translator import Translator
+from ..._bases.translator import Translator, wire_event
 from ..._vocabulary.context import Catalog
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.messages import Message, ProcessMeta
 from ..._wire.framing import capped
 from ..._wire.jsonrpc import INTERNAL_ERROR
 from ._schema import Method
+from ._schema.wire import (
+    WireLine,
+    WireNotification,
+    WireParams,
+    wire_line_schema,
+    wire_notification_schema,
+)
 from ._session_state import SESSION_METHODS, config_values
 from ._state import AcpState
 
@@ -81,6 +88,36 @@ class AcpTranslator(Translator):
     def feed(self, event: Any) -> list[Message]:
         # Nested no deeper than every message can serialize.
         return self.feed_decoded(capped(event))
+
+    def feed_line(self, line: bytes) -> list[Message] | None:
+        """The messages of a transcript line (its bytes) that is a received ``session/update``
+        the wire schema takes (:mod:`._schema.wire`): parsed and validated in one pass, the
+        messages made from its values. ``None`` for every other line (decoded and fed as
+        before)."""
+        if b"session/update" not in line or self._bare:
+            return None
+        event = wire_event(wire_line_schema(), line)
+        if event is None:
+            return None
+        return self._wire_update(cast("WireLine", event)["msg"]["params"])
+
+    def feed_received(self, line: bytes) -> list[Message] | None:
+        """:meth:`feed_line` of a line the live engine received from the agent (a bare
+        JSON-RPC message, read as :meth:`feed` reads ``{"dir": "recv", "msg": ...}`` of it
+        decoded)."""
+        if b"session/update" not in line or self._bare:
+            return None
+        event = wire_event(wire_notification_schema(), line)
+        if event is None:
+            return None
+        return self._wire_update(cast("WireNotification", event)["params"])
+
+    def _wire_update(self, params: WireParams) -> list[Message]:
+        state = self.state
+        if state.init_pending and not state.in_prompt and not state.replaying:
+            state.before_init.extend(state.wire_update(params["update"], params["raw"]))
+            return []
+        return state.wire_update(params["update"], params["raw"])
 
     def feed_decoded(self, event: Any) -> list[Message]:
         """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
