@@ -20,7 +20,7 @@ from typing import Any
 
 from typing_extensions import Unpack
 
-from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
+from ..._bases.translator import AgentTranslator, AgentTranslatorOptions, wire_event
 from ..._vocabulary.jsonvalues import as_dict, as_str
 from ..._vocabulary.jsonvalues import as_float as _float
 from ..._vocabulary.jsonvalues import as_int as _int
@@ -34,6 +34,7 @@ from ..._vocabulary.messages import (
     assemble,
 )
 from ..._vocabulary.prices import account_usage
+from ._wire import event_schema
 
 __all__ = ["AGENT_NAME", "REJECTED_PERMISSION", "STOP_REASONS", "OpenCodeTranslator"]
 
@@ -110,6 +111,14 @@ class OpenCodeTranslator(AgentTranslator):
         self._message_id: str | None = None
 
     # -- events ----------------------------------------------------------------------------
+
+    def feed_line(self, line: bytes) -> list[Message] | None:
+        """The messages of one line OpenCode printed, when its wire schema takes the line
+        (:mod:`._wire`: parsed and checked in one pass from the bytes), else ``None`` (the line
+        is then decoded and fed as before). The schema takes only what decoding would make of
+        the line, and the messages are made by the same code either way."""
+        ev = wire_event(event_schema(), line)
+        return None if ev is None else self._feed_event(ev)
 
     def _feed_event(self, ev: dict[str, Any]) -> list[Message]:
         session_id = ev.get("sessionID")
