@@ -3,10 +3,10 @@ knows, told apart by ``type``, checked by pydantic-core straight from a line's b
 
 A line the schema takes is exactly what decoding it would give (strict types, no conversion; the
 values typed ``Any`` come through as they are), so :class:`~.OpenCodeTranslator` makes the same
-messages of it as of the decoded line, without checking or validating the values again. A line
-it does not take (another kind of event, a key it does not know, a value of another type, a
-negative token count, a non-finite cost) is decoded and translated as before: the schema only decides which lines may
-skip the checks, never what a line means.
+messages of it, by the same code, as of the decoded line, and validates none of them again. A
+line it does not take (another kind of event, a key it does not know, a value of another type,
+a negative token count, a non-finite cost) is decoded and translated as before: the schema only
+decides which lines are read in one pass, never what a line means.
 
 Every key OpenCode writes is declared, in the order OpenCode writes it (``docs/engines/
 opencode.md``, the recordings in ``fixtures/opencode/``), and no other key is taken: a validated
@@ -20,13 +20,10 @@ The schema is compiled once, when the first line is read (importing the engine b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
-
-if TYPE_CHECKING:
-    from pydantic_core import SchemaValidator
 
 __all__ = [
     "ErrorEvent",
@@ -195,8 +192,3 @@ def event_schema() -> TypeAdapter[Any]:
     if not _schema:
         _schema.append(TypeAdapter(Event))
     return _schema[0]
-
-
-def event_validator() -> SchemaValidator:
-    """pydantic-core's validator of :data:`Event` itself (without the adapter's Python layer)."""
-    return event_schema().validator  # pyright: ignore[reportReturnType]
