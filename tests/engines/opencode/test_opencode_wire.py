@@ -133,7 +133,7 @@ def obj(draw: st.DrawFn, fields: list[tuple[str, st.SearchStrategy[Any]]], keep:
         if index < keep or draw(st.integers(0, 9))
     ]
     if draw(st.integers(0, 9)) == 0:
-        items.append((draw(st.sampled_from(["extra", "snapshot", "id"])), draw(anything)))
+        items.append((draw(st.sampled_from(["extra", "future"])), draw(anything)))
     if items and draw(st.integers(0, 19)) == 0:
         key, _ = draw(st.sampled_from(items))
         items.append((key, draw(anything)))
@@ -142,7 +142,7 @@ def obj(draw: st.DrawFn, fields: list[tuple[str, st.SearchStrategy[Any]]], keep:
     return Obj(tuple(items))
 
 
-#: Whether objects are written in another order than OpenCode's (``st.just(False)`` by default).
+#: Whether the objects of one example are written in another order than OpenCode's.
 SHUFFLED: st.SearchStrategy[bool] = st.shared(st.booleans(), key="shuffled")
 
 
