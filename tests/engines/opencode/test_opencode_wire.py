@@ -103,11 +103,13 @@ scalars = (
     | st.floats()
     | st.text(max_size=8)
 )
+#: Any JSON value; its objects' keys are none that OpenCode writes (a value of another type where
+#: an object is expected is refused, never taken in another key order).
 anything = st.recursive(
     scalars,
     lambda inner: (
         st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(["a", "id", "text", "type"]), inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "k"]), inner, max_size=3)
     ),
     max_leaves=6,
 )
