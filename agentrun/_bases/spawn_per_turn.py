@@ -12,9 +12,10 @@ on it says only:
   :meth:`~SpawnPerTurnSession._before_finish` — what to read once the process has exited.
 
 The base owns the rest: spawning in its own process group with the session's environment,
-writing stdin in the background (a large prompt never blocks reading), framing and decoding
-stdout, tapping every line, turn numbering through :class:`~agentrun.Turn`, capturing the resume
-id, and cancellation: ``interrupt_signal`` to the process group, ``cancel_grace`` seconds to
+writing stdin in the background (a large prompt never blocks reading), framing stdout and
+reading each line in one pass where the translator has a wire schema (else decoding it), tapping
+every line, turn numbering through :class:`~agentrun.Turn`, capturing the resume id, and
+cancellation: ``interrupt_signal`` to the process group, ``cancel_grace`` seconds to
 exit, then SIGKILL to the group — the thread stays resumable and
 nothing of the cancelled turn can reach the next one (its process is gone before the turn ends).
 """
@@ -37,7 +38,7 @@ from .._vocabulary.errors import ProcessExitError, SessionNotFoundError, Session
 from .._vocabulary.messages import Message, MessageType, ProcessMeta
 from .._vocabulary.options import SessionOptions
 from .._wire.process import AgentProcess, ProcessSpec, merge_env, open_process
-from .translator import Translator, decode_line, decoded_feed
+from .translator import Translator, line_feed
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 
@@ -260,11 +261,12 @@ class SpawnPerTurnSession(Session):
                 # In the background: input larger than the pipe buffer must not block reading
                 # stdout, and a program that died early must not hang the write.
                 tg.start_soon(self._send_stdin, proc, stdin)
-            feed = decoded_feed(translator)
+            # Each line is checked against the agent's wire schema in one pass where the
+            # translator has one, else decoded; a line that cannot be read is its problem's error.
+            feed = line_feed(translator, engine=self.engine_name)
             async for item in proc.lines():
                 self._tap_received(item)
-                event, problem = decode_line(item, engine=self.engine_name)
-                messages = [problem] if problem is not None else feed(event)
+                messages = feed(item)
                 self._capture(translator)
                 for message in messages:
                     await ctx.emit(message)

@@ -63,20 +63,26 @@ def _str(value: object) -> str | None:
 def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
     """Our :class:`Usage` of one step from ``step_finish.part.tokens`` (and its ``cost``)."""
     cache = _dict(tokens.get("cache"))
+    inp = _int(tokens.get("input"))
     output = _int(tokens.get("output"))
     reasoning = _int(tokens.get("reasoning"))
     if output is not None or reasoning is not None:
         total_output: int | None = (output or 0) + (reasoning or 0)
     else:
         total_output = None
-    return Usage(
-        input_tokens=_int(tokens.get("input")),
-        output_tokens=total_output,
-        cache_read_tokens=_int(cache.get("read")),
-        cache_write_tokens=_int(cache.get("write")),
-        thinking_tokens=reasoning,
-        cost_usd=_float(cost),
-    )
+    fields: dict[str, Any] = {
+        "input_tokens": inp,
+        "output_tokens": total_output,
+        "cache_read_tokens": _int(cache.get("read")),
+        "cache_write_tokens": _int(cache.get("write")),
+        "thinking_tokens": reasoning,
+        "cost_usd": _float(cost),
+    }
+    for value in fields.values():
+        if value is not None and value < 0:
+            return Usage.model_validate(fields)  # which drops what is below zero
+    # Every figure is already what validation returns: an int or a float, none below zero.
+    return assemble(Usage, fields)
 
 
 class OpenCodeTranslator(AgentTranslator):
@@ -168,6 +174,8 @@ class OpenCodeTranslator(AgentTranslator):
         ]
 
     def _tool(self, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:
+        # Every value is already what validation returns: checked strings, the agent's values
+        # where any value goes (input, output, metadata), dicts made here.
         state = _dict(part.get("state"))
         call_id = _str(part.get("callID")) or _str(part.get("id"))
         name = _str(part.get("tool"))
@@ -175,11 +183,16 @@ class OpenCodeTranslator(AgentTranslator):
         title = _str(state.get("title"))
         message_id = _str(part.get("messageID")) or self._message_id
         tool_input = state.get("input")
-        use = Message(
-            type=MessageType.TOOL_USE,
-            tool=ToolCall(id=call_id, name=name, input=tool_input, title=title),
-            message_id=message_id,
-            raw=ev,
+        use = assemble(
+            Message,
+            {
+                "type": MessageType.TOOL_USE,
+                "tool": assemble(
+                    ToolCall, {"id": call_id, "name": name, "input": tool_input, "title": title}
+                ),
+                "message_id": message_id,
+                "raw": ev,
+            },
         )
         if status not in ("completed", "error"):
             # Run mode prints tools only once they ended; anything else has no result yet.
@@ -195,20 +208,30 @@ class OpenCodeTranslator(AgentTranslator):
             data["time"] = timing
         denials: tuple[PermissionDenial, ...] | None = None
         if is_error and isinstance(output, str) and output.strip() == REJECTED_PERMISSION:
-            denial = PermissionDenial(
-                tool_name=name, tool_use_id=call_id, input=tool_input, reason=output
+            denial = assemble(
+                PermissionDenial,
+                {"tool_name": name, "tool_use_id": call_id, "input": tool_input, "reason": output},
             )
             self.denials.append(denial)
             denials = (denial,)
-        result = Message(
-            type=MessageType.TOOL_RESULT,
-            tool=ToolCall(
-                id=call_id, name=name, output=output, is_error=is_error, title=title, status=status
-            ),
-            message_id=message_id,
-            denials=denials,
-            data=data or None,
-            raw=ev,
+        tool = {
+            "id": call_id,
+            "name": name,
+            "output": output,
+            "is_error": is_error,
+            "title": title,
+            "status": status,
+        }
+        result = assemble(
+            Message,
+            {
+                "type": MessageType.TOOL_RESULT,
+                "tool": assemble(ToolCall, tool),
+                "message_id": message_id,
+                "denials": denials,
+                "data": data or None,
+                "raw": ev,
+            },
         )
         return [use, result]
 
@@ -228,15 +251,24 @@ class OpenCodeTranslator(AgentTranslator):
         name = _str(error.get("name")) or "UnknownError"
         text = _str(data.get("message")) or _str(error.get("message")) or "unknown error"
         status = _int(data.get("statusCode"))
-        info = ErrorInfo(message=text, code=name, status=status, fatal=True)
+        # Every value is already what validation returns (checked strings and integers, the
+        # agent's values where any value goes, dicts made here).
+        info = assemble(ErrorInfo, {"message": text, "code": name, "status": status, "fatal": True})
         self.errors.append(info)
         extra: dict[str, Any] = {"name": name}
         for key in ("isRetryable", "responseBody", "ref"):
             if key in data:
                 extra[key] = data[key]
+        # What Message.error_message makes: the same text and code as the result's error, so a
+        # summary keeps one record of it.
+        shown = assemble(
+            ErrorInfo, {"message": text, "code": name, "status": status, "fatal": False}
+        )
         return [
-            # Same text and code as the result's error, so a summary keeps one record of it.
-            Message.error_message(text, code=name, status=status, data=extra, raw=ev)
+            assemble(
+                Message,
+                {"type": MessageType.ERROR, "error": shown, "data": extra, "raw": ev},
+            )
         ]
 
     @property
@@ -281,16 +313,17 @@ class OpenCodeTranslator(AgentTranslator):
             data["model"] = self.model
         if len(self.errors) > 1:
             data["errors"] = len(self.errors)
-        out.append(
-            Message(
-                type=MessageType.RESULT,
-                subtype="cancelled" if cancelled else ("error" if error else "success"),
-                usage=account_usage(self.usage, model=self.model),
-                stop_reason=stop_reason,
-                error=error,
-                denials=tuple(self.denials) if self.denials else None,
-                resume_id=self.session_id,
-                data=data,
-            )
-        )
+        # Every value is already what validation returns: strings the translator checked or
+        # chose, the usage and errors it made, dicts and tuples made here.
+        result = {
+            "type": MessageType.RESULT,
+            "subtype": "cancelled" if cancelled else ("error" if error else "success"),
+            "usage": account_usage(self.usage, model=self.model),
+            "stop_reason": stop_reason,
+            "error": error,
+            "denials": tuple(self.denials) if self.denials else None,
+            "resume_id": self.session_id,
+            "data": data,
+        }
+        out.append(assemble(Message, result))
         return out
