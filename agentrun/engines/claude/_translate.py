@@ -138,15 +138,19 @@ class ClaudeTranslator(LenientTranslator):
 
     def feed_line(self, line: bytes) -> list[Message] | None:
         """The messages of one framed line: decoded as :func:`decode_json_line` decodes it and
-        read by :meth:`feed_wire`; ``None`` for a line that is not JSON (the caller's decoder
-        says what it is)."""
+        read as :meth:`feed_wire` reads it; ``None`` for a line that is not JSON (the caller's
+        decoder says what it is)."""
         try:
-            ev = from_json(line)
+            ev: Any = from_json(line)
         except ValueError:
             return None
         if line.count(b"{") + line.count(b"[") > MAX_NESTING:
             ev = cap_nesting(ev)
-        return self.feed_wire(ev)
+        try:
+            view = self._view(ev)
+        except ValidationError:
+            return self.feed_decoded(ev)
+        return _READERS[view["type"]](self, view, ev)
 
     def feed_wire(self, event: Any) -> list[Message]:
         """:meth:`feed_decoded` of an event checked against Claude Code's wire schema
@@ -157,17 +161,7 @@ class ClaudeTranslator(LenientTranslator):
             view = self._view(event)
         except ValidationError:
             return self.feed_decoded(event)
-        ev: Json = event  # a dict: the schema took it
-        kind = view["type"]
-        if kind == "stream_event":
-            return self._wire_stream_event(view, ev)
-        if kind == "assistant":
-            return self._wire_assistant(view, ev)
-        if kind == "system":
-            return self._wire_system(view, ev)
-        if kind == "result":
-            return self._wire_result(view, ev)
-        return self._wire_user(view, ev)
+        return _READERS[view["type"]](self, view, event)
 
     # -- events that passed the wire schema ---------------------------------------------------
     # ``view`` is the event as the schema validated it (the fields read, with their types), ``ev``
@@ -371,7 +365,8 @@ class ClaudeTranslator(LenientTranslator):
         if subtype in _SYSTEM_READ or (subtype == "init" and self._tasks):
             return self._system(ev)
         if subtype != "init":
-            data = {k: v for k, v in ev.items() if k != "type" and k != "subtype"}
+            data = ev.copy()  # without the two keys the schema found
+            del data["type"], data["subtype"]
             return [
                 assemble(
                     Message,
@@ -548,3 +543,13 @@ class ClaudeTranslator(LenientTranslator):
                 cost = total_cost
         usage = copy_with(usage, {"cost_usd": cost})
         return account_usage(usage, model=model, cost=cost_source)
+
+
+#: The reading of each event kind the schema takes.
+_READERS: dict[str, Callable[[ClaudeTranslator, Json, Json], list[Message]]] = {
+    "stream_event": ClaudeTranslator._wire_stream_event,  # pyright: ignore[reportPrivateUsage]
+    "assistant": ClaudeTranslator._wire_assistant,  # pyright: ignore[reportPrivateUsage]
+    "user": ClaudeTranslator._wire_user,  # pyright: ignore[reportPrivateUsage]
+    "system": ClaudeTranslator._wire_system,  # pyright: ignore[reportPrivateUsage]
+    "result": ClaudeTranslator._wire_result,  # pyright: ignore[reportPrivateUsage]
+}
