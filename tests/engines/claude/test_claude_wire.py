@@ -385,6 +385,10 @@ EDGES: dict[str, list[dict[str, Any]]] = {
             permission_denials=[{"tool_name": "Bash", "tool_use_id": "t", "tool_input": {"a": 1}}],
         )
     ],
+    "a window table whose cost no float holds": [
+        _init(),
+        _result_with(modelUsage={"claude-opus-5-5": {"costUSD": 10**400, "contextWindow": 9}}),
+    ],
     "a system event without a subtype name": [_first("system/status") | {"subtype": ""}],
 }
 
