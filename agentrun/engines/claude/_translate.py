@@ -54,7 +54,6 @@ from ._lenient import (
     Json,
     LenientTranslator,
 )
-from ._wire import wire_schema
 
 __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
 
@@ -132,8 +131,10 @@ class ClaudeTranslator(LenientTranslator):
 
     @cached_property
     def _view(self) -> Callable[[Any], Json]:
-        """The wire schema's validation (compiled once, on the first event of the first
-        session)."""
+        """The wire schema's validation: its module is loaded and the schema compiled on the
+        first event of the first session (importing the engine does neither)."""
+        from ._wire import wire_schema
+
         return wire_schema().validator.validate_python
 
     def feed_line(self, line: bytes) -> list[Message] | None:
