@@ -211,7 +211,9 @@ class ClaudeSession(LongLivedSession):
     # -- the reader --------------------------------------------------------------------------
 
     async def _read_stdout(self, proc: AgentProcess) -> None:
-        feed = self.claude_translator.feed_decoded  # one translator per session
+        # One translator per session; every event but the control traffic answered here is
+        # read through the wire schema.
+        feed = self.claude_translator.feed_wire
         try:
             async for item in proc.lines():
                 self._tap_received(item)

@@ -1,0 +1,768 @@
+"""Claude Code stream-json events read value by value: the lenient reading, which takes any
+decoded value and checks each field as it reads it (a value of a surprising type counts as
+absent). :class:`~._translate.ClaudeTranslator` reads the events its wire schema takes from the
+validated values instead, and every other event this way; both make the same messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from ..._bases.translator import Translator
+from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.jsonvalues import as_dict as _obj
+from ..._vocabulary.jsonvalues import as_float as _float
+from ..._vocabulary.jsonvalues import as_int as _int
+from ..._vocabulary.jsonvalues import as_list as _list
+from ..._vocabulary.jsonvalues import as_str as _str
+from ..._vocabulary.messages import (
+    BackgroundTask,
+    ContextWindow,
+    ErrorInfo,
+    InitMeta,
+    Message,
+    MessageType,
+    PermissionDenial,
+    ProcessMeta,
+    ToolCall,
+    Usage,
+    UsageSource,
+    assemble,
+    copy_with,
+)
+from ..._vocabulary.prices import account_usage
+from ..._wire.framing import capped
+
+__all__ = [
+    "RESULT_DATA",
+    "SESSION_NOT_FOUND",
+    "SYNTHETIC_MODEL",
+    "TERMINAL_CODES",
+    "UNKNOWN_SESSION_WORDS",
+    "Json",
+    "LenientTranslator",
+    "call_usage",
+]
+
+#: ``ErrorInfo.code`` of the result the CLI prints for ``--resume <unknown id>``.
+SESSION_NOT_FOUND = "session_not_found"
+#: How Claude Code refuses a ``--resume`` id: no saved conversation of that id, or an id that is
+#: neither a UUID nor a session title.
+UNKNOWN_SESSION_WORDS = ("No conversation found", "does not match any session title")
+
+SYNTHETIC_MODEL = "<synthetic>"
+
+#: terminal_reason -> ErrorInfo.code of a failed result.
+TERMINAL_CODES = {
+    "api_error": "api_error",
+    "prompt_too_long": "prompt_too_long",
+    "max_turns": "max_turns",
+    "aborted_streaming": "cancelled",
+    "aborted_tools": "cancelled",
+}
+
+#: What a result passes on as it is, when the CLI sent it.
+RESULT_DATA = ("errors", "api_error_status", "api_error_type", "api_error", "result_index")
+
+Json = dict[str, Any]
+
+
+def _without(event: Json, *keys: str) -> Json:
+    return {k: v for k, v in event.items() if k not in keys}
+
+
+def call_usage(usage: Json | None) -> Usage:
+    """Usage of one API call (Anthropic shape) in our convention (already the same)."""
+    if usage is None:
+        return assemble(Usage, {})
+    details = _obj(usage.get("output_tokens_details")) or {}
+    return Usage(
+        input_tokens=_int(usage.get("input_tokens")),
+        output_tokens=_int(usage.get("output_tokens")),
+        cache_read_tokens=_int(usage.get("cache_read_input_tokens")),
+        cache_write_tokens=_int(usage.get("cache_creation_input_tokens")),
+        thinking_tokens=_int(details.get("thinking_tokens")),
+    )
+
+
+def _model_usage_sum(per_model: Json) -> Usage:
+    total = Usage()
+    for entry in per_model.values():
+        e = _obj(entry)
+        if e is None:
+            continue
+        total = total + Usage(
+            input_tokens=_int(e.get("inputTokens")),
+            output_tokens=_int(e.get("outputTokens")),
+            cache_read_tokens=_int(e.get("cacheReadInputTokens")),
+            cache_write_tokens=_int(e.get("cacheCreationInputTokens")),
+            thinking_tokens=_int(e.get("thinkingTokens")),
+            cost_usd=_float(e.get("costUSD")),
+        )
+    return total
+
+
+class LenientTranslator(Translator):
+    """Stateful for one session. ``process`` (set by the engine) is attached to ``init``
+    messages; ``resumed`` says the session continues an earlier one (its cumulative cost then
+    cannot be used as the first turn's cost)."""
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        context_window_tokens: int | None = None,
+        catalog: Catalog | None = None,
+        process: ProcessMeta | None = None,
+        resumed: bool = False,
+    ) -> None:
+        self.tracker: ContextTracker = ContextTracker(
+            model=model, override=context_window_tokens, catalog=catalog
+        )
+        self.process = process
+        self.resumed = resumed
+        self.session_id: str | None = None
+        self.model: str | None = model
+        #: True once a ``system/init`` was seen (a failed ``--resume`` prints none).
+        self.saw_init: bool = False
+        #: Set when a result said the resumed session does not exist.
+        self.session_not_found: str | None = None
+        self._last_total_cost: float | None = None
+        #: Background tasks now running, by id (``background_tasks_changed``), and the tool
+        #: call that started each (``task_started``, which may come after).
+        self._tasks: dict[str, Json] = {}
+        self._task_tools: dict[str, str] = {}
+        #: Model calls whose context reading was made, this turn and the previous one (a late
+        #: repeat of the previous turn's call is still recognised); older ids are forgotten at
+        #: each result, so a long session keeps a flat memory.
+        self._observed_calls: set[str] = set()
+        self._previous_calls: set[str] = set()
+        #: Tool names by tool-use id, for naming tool results: this turn's and the previous
+        #: turn's, and those of background tasks still running (their results come later).
+        self._tool_names: dict[str, str] = {}
+        self._previous_tool_names: dict[str, str] = {}
+        #: (message id, block index) -> (tool id, tool name) for input_json deltas.
+        self._stream_tools: dict[tuple[str, int], tuple[str | None, str | None]] = {}
+        self._last_stop_reason: str | None = None
+        self._call_output: dict[str, Usage] = {}
+
+    # -- protocol ----------------------------------------------------------------------------
+
+    def feed(self, event: Any) -> list[Message]:
+        # Nested no deeper than every message can serialize.
+        return self.feed_decoded(capped(event))
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
+        ev = _obj(event)
+        if ev is None:
+            return [
+                Message.error_message(
+                    "claude: a stream-json line was not a JSON object",
+                    code="protocol",
+                    data={"value": event},
+                    raw=event,
+                )
+            ]
+        kind = ev.get("type")
+        if kind == "system":
+            return self._system(ev)
+        if kind == "assistant":
+            return self._assistant(ev)
+        if kind == "user":
+            return self._user(ev)
+        if kind == "stream_event":
+            return self._stream_event(ev)
+        if kind == "result":
+            return self._result(ev)
+        if kind in ("control_response", "control_request", "control_cancel_request"):
+            return [
+                Message(
+                    type=MessageType.SYSTEM, subtype=str(kind), data=_without(ev, "type"), raw=ev
+                )
+            ]
+        if isinstance(kind, str) and kind:
+            # A newer CLI's event kind: pass it through under its own type string.
+            return [Message(type=kind, subtype=_str(ev.get("subtype")), data=ev, raw=ev)]
+        return [
+            Message.error_message(
+                "claude: an event had no 'type'", code="protocol", data={"event": ev}, raw=ev
+            )
+        ]
+
+    def finish(self) -> list[Message]:
+        return []
+
+    # -- system --------------------------------------------------------------------------------
+
+    def _system(self, ev: Json) -> list[Message]:
+        subtype = _str(ev.get("subtype")) or ""
+        if subtype == "init":
+            if self._tasks:
+                # Still running from an earlier turn: this turn's summary says so too.
+                return [self._init(ev), self._background(ev)]
+            return [self._init(ev)]
+        if subtype == "api_retry":
+            return [self._retry(ev)]
+        if subtype == "compact_boundary":
+            return self._compacted(ev)
+        if subtype == "background_tasks_changed":
+            self._tasks = {}
+            for item in _list(ev.get("tasks")):
+                task = _obj(item) or {}
+                task_id = _str(task.get("task_id"))
+                if task_id is not None:
+                    self._tasks[task_id] = task
+            return [self._background(ev)]
+        if subtype == "task_started":
+            task_id, tool_use_id = _str(ev.get("task_id")), _str(ev.get("tool_use_id"))
+            if task_id is not None and tool_use_id is not None:
+                self._task_tools[task_id] = tool_use_id
+            if task_id in self._tasks:
+                return [self._background(ev)]
+        data = _without(ev, "type", "subtype")
+        if subtype == "permission_denied":
+            denial = PermissionDenial(
+                tool_name=_str(ev.get("tool_name")),
+                tool_use_id=_str(ev.get("tool_use_id")),
+                input=ev.get("tool_input"),
+                reason=_str(ev.get("message")),
+            )
+            return [
+                Message(
+                    type=MessageType.SYSTEM, subtype=subtype, denials=(denial,), data=data, raw=ev
+                )
+            ]
+        return [Message(type=MessageType.SYSTEM, subtype=subtype or None, data=data, raw=ev)]
+
+    def _background(self, ev: Json) -> Message:
+        """The set of background tasks still running (it changes as they start and end)."""
+        tasks = [
+            BackgroundTask(
+                id=task_id,
+                description=_str(task.get("description")),
+                tool_use_id=_str(task.get("tool_use_id")) or self._task_tools.get(task_id),
+                kind=_str(task.get("task_type")),
+            ).model_dump(mode="json")
+            for task_id, task in self._tasks.items()
+        ]
+        return Message(
+            type=MessageType.SYSTEM, subtype="background_tasks", data={"tasks": tasks}, raw=ev
+        )
+
+    def _compacted(self, ev: Json) -> list[Message]:
+        """``/compact`` (or the CLI's own auto-compaction) replaced the conversation with a
+        summary: the gauge drops to the size the CLI reports after it."""
+        meta = _obj(ev.get("compact_metadata")) or {}
+        before = _int(meta.get("pre_tokens"))
+        if before is None and self.tracker.last is not None:
+            before = self.tracker.last.used_tokens
+        after = _int(meta.get("post_tokens"))
+        out: list[Message] = []
+        reading: ContextWindow | None = None
+        if after is not None:
+            gauge = self.tracker.observe_reported(after, raw=ev)
+            reading = gauge.context
+            out.append(gauge)
+        trigger = _str(meta.get("trigger"))
+        out.insert(0, Message.compaction(trigger=trigger, before_tokens=before, after=reading,
+                                         raw=ev))  # fmt: skip
+        return out
+
+    def _retry(self, ev: Json) -> Message:
+        status = _int(ev.get("error_status"))
+        reason = _str(ev.get("error")) or "api_error"
+        delay_ms = _float(ev.get("retry_delay_ms"))
+        attempt, most = _int(ev.get("attempt")), _int(ev.get("max_retries"))
+        progress = f" {attempt}/{most}" if attempt is not None and most is not None else ""
+        return Message.retry_notice(
+            f"claude: model call failed ({reason}{f', HTTP {status}' if status else ''}); "
+            f"retry{progress}",
+            attempt=attempt,
+            max_attempts=most,
+            delay_s=None if delay_ms is None else round(delay_ms / 1000, 3),
+            code=reason,
+            status=status,
+            raw=ev,
+        )
+
+    def _init(self, ev: Json) -> Message:
+        self.saw_init = True
+        session_id = _str(ev.get("session_id"))
+        if session_id:
+            self.session_id = session_id
+        model = _str(ev.get("model"))
+        if model:
+            self.model = model
+            self.tracker.set_model(model)
+        tools = tuple(t for t in _list(ev.get("tools")) if isinstance(t, str))
+        init = InitMeta(
+            model=model,
+            agent_name="claude-code",
+            agent_version=_str(ev.get("claude_code_version")),
+            session_id=session_id,
+            cwd=_str(ev.get("cwd")),
+            tools=tools or None,
+            permission_mode=_str(ev.get("permissionMode")),
+        )
+        return Message(
+            type=MessageType.INIT,
+            init=init,
+            process=self.process,
+            resume_id=session_id,
+            raw=ev,
+        )
+
+    # -- assistant -------------------------------------------------------------------------------
+
+    def _assistant(self, ev: Json) -> list[Message]:
+        message = _obj(ev.get("message")) or {}
+        parent = _str(ev.get("parent_tool_use_id"))
+        message_id = _str(message.get("id"))
+        content = message.get("content")
+        blocks = _list(content)
+        if message.get("model") == SYNTHETIC_MODEL or ev.get("is_api_error_message") is True:
+            texts = [_str(b.get("text")) for b in (_obj(x) for x in blocks) if b is not None]
+            text = "\n".join(t for t in texts if t)
+            keys = ("error", "api_error_status", "api_error_type", "api_error")
+            data = {k: ev[k] for k in keys if k in ev}
+            return [
+                Message(
+                    type=MessageType.ERROR,
+                    error=ErrorInfo(
+                        message=text or "claude: API error",
+                        code="api_error",
+                        status=_int(ev.get("api_error_status")),
+                    ),
+                    message_id=message_id,
+                    parent_tool_use_id=parent,
+                    data=data or None,
+                    raw=ev,
+                )
+            ]
+        out: list[Message] = []
+        if parent is None and message_id is not None:
+            reading = self._observe_call(message_id, _obj(message.get("usage")), ev)
+            if reading is not None:
+                out.append(reading)
+        if isinstance(content, str):
+            blocks = [{"type": "text", "text": content}]
+        for block in blocks:
+            b = _obj(block)
+            if b is None:
+                continue
+            out.append(self._block(b, message_id, parent, ev))
+        return out
+
+    def _block(self, b: Json, message_id: str | None, parent: str | None, ev: Json) -> Message:
+        btype = b.get("type")
+        if btype == "text":
+            return Message(
+                type=MessageType.TEXT,
+                text=_str(b.get("text")) or "",
+                message_id=message_id,
+                parent_tool_use_id=parent,
+                raw=ev,
+            )
+        if btype == "thinking":
+            return Message(
+                type=MessageType.THINKING,
+                text=_str(b.get("thinking")) or "",
+                message_id=message_id,
+                parent_tool_use_id=parent,
+                raw=ev,
+            )
+        if btype == "tool_use" or btype == "server_tool_use":
+            tool_id = _str(b.get("id"))
+            name = _str(b.get("name"))
+            if tool_id is not None and name is not None:
+                self._tool_names[tool_id] = name
+            return Message(
+                type=MessageType.TOOL_USE,
+                tool=ToolCall(id=tool_id, name=name, input=b.get("input")),
+                message_id=message_id,
+                parent_tool_use_id=parent,
+                raw=ev,
+            )
+        # redacted_thinking and block kinds a newer CLI adds.
+        return Message(
+            type=MessageType.SYSTEM,
+            subtype=f"assistant_block:{btype}",
+            message_id=message_id,
+            parent_tool_use_id=parent,
+            data={"block": b},
+            raw=ev,
+        )
+
+    def _observe_call(self, message_id: str, usage: Json | None, raw: Any) -> Message | None:
+        """The context reading of one main-thread model call, once per message id."""
+        if message_id in self._observed_calls or message_id in self._previous_calls:
+            return None
+        if usage is None:
+            return None
+        self._observed_calls.add(message_id)
+        u = call_usage(usage)
+        # The prompt side of the call's usage, validated just now.
+        prompt = assemble(
+            Usage,
+            {
+                "input_tokens": u.input_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+            },
+        )
+        return self.tracker.observe_call(prompt, raw=raw)
+
+    # -- user ------------------------------------------------------------------------------------
+
+    def _user(self, ev: Json) -> list[Message]:
+        message = _obj(ev.get("message")) or {}
+        parent = _str(ev.get("parent_tool_use_id"))
+        content = message.get("content")
+        replayed = ev.get("isReplay") is True
+        out: list[Message] = []
+        texts: list[str] = []
+        if isinstance(content, str):
+            texts.append(content)
+        for block in _list(content):
+            b = _obj(block)
+            if b is None:
+                continue
+            if b.get("type") == "tool_result":
+                tool_id = _str(b.get("tool_use_id"))
+                is_error = b.get("is_error")
+                out.append(
+                    Message(
+                        type=MessageType.TOOL_RESULT,
+                        tool=ToolCall(
+                            id=tool_id,
+                            name=self._tool_name(tool_id),
+                            output=b.get("content"),
+                            is_error=is_error if isinstance(is_error, bool) else None,
+                        ),
+                        parent_tool_use_id=parent,
+                        replayed=replayed,
+                        raw=ev,
+                    )
+                )
+            elif isinstance(b.get("text"), str):
+                texts.append(cast(str, b["text"]))
+        if texts or not out:
+            # Prompts the CLI adds itself (continuation after a mid-stream error, the
+            # interrupt marker) and replayed user messages: information, not agent output.
+            data: Json = {"text": "\n".join(texts)}
+            for key in ("isSynthetic", "isReplay"):
+                if key in ev:
+                    data[key] = ev[key]
+            out.append(
+                Message(
+                    type=MessageType.SYSTEM,
+                    subtype="user_message",
+                    parent_tool_use_id=parent,
+                    replayed=replayed,
+                    data=data,
+                    raw=ev,
+                )
+            )
+        return out
+
+    # -- stream_event ----------------------------------------------------------------------------
+
+    def _stream_event(self, ev: Json) -> list[Message]:
+        event = _obj(ev.get("event"))
+        parent = _str(ev.get("parent_tool_use_id"))
+        message_id = _str(ev.get("api_message_id"))
+        if event is None:
+            return [
+                Message.error_message(
+                    "claude: stream_event without an event object",
+                    code="protocol",
+                    data={"event": ev},
+                    raw=ev,
+                )
+            ]
+        etype = event.get("type")
+        if etype == "message_start":
+            message = _obj(event.get("message")) or {}
+            mid = _str(message.get("id")) or message_id
+            if parent is None and mid is not None:
+                reading = self._observe_call(mid, _obj(message.get("usage")), ev)
+                return [] if reading is None else [reading]
+            return []
+        if etype == "content_block_start":
+            block = _obj(event.get("content_block")) or {}
+            index = _int(event.get("index"))
+            if block.get("type") in ("tool_use", "server_tool_use") and index is not None:
+                tool_id, name = _str(block.get("id")), _str(block.get("name"))
+                self._stream_tools[(message_id or "", index)] = (tool_id, name)
+                return [
+                    Message(
+                        type=MessageType.TOOL_USE_DELTA,
+                        text="",
+                        tool=ToolCall(id=tool_id, name=name),
+                        message_id=message_id,
+                        parent_tool_use_id=parent,
+                        raw=ev,
+                    )
+                ]
+            return []
+        if etype == "content_block_delta":
+            return self._delta(event, message_id, parent, ev)
+        if etype == "message_delta":
+            delta = _obj(event.get("delta")) or {}
+            stop = _str(delta.get("stop_reason"))
+            if parent is None and stop is not None:
+                self._last_stop_reason = stop
+            usage = call_usage(_obj(event.get("usage")))
+            # The output side of the call's usage, validated just now.
+            per_call = assemble(
+                Usage,
+                {"output_tokens": usage.output_tokens, "thinking_tokens": usage.thinking_tokens},
+            )
+            if message_id is not None:
+                self._call_output[message_id] = per_call
+            return [
+                Message(
+                    type=MessageType.SYSTEM,
+                    subtype="message_delta",
+                    stop_reason=stop,
+                    usage=None if per_call.is_empty() else per_call,
+                    message_id=message_id,
+                    parent_tool_use_id=parent,
+                    raw=ev,
+                )
+            ]
+        if etype == "message_stop":
+            abandoned = event.get("abandoned_blocks")
+            if abandoned is None:
+                return []
+            return [
+                Message(
+                    type=MessageType.SYSTEM,
+                    subtype="message_stop",
+                    message_id=message_id,
+                    parent_tool_use_id=parent,
+                    data={"abandoned_blocks": abandoned},
+                    raw=ev,
+                )
+            ]
+        if etype in ("content_block_stop", "ping"):
+            return []
+        return [
+            Message(
+                type=MessageType.SYSTEM,
+                subtype=f"stream_event:{etype}",
+                message_id=message_id,
+                parent_tool_use_id=parent,
+                data={"event": event},
+                raw=ev,
+            )
+        ]
+
+    def _delta(
+        self, event: Json, message_id: str | None, parent: str | None, ev: Json
+    ) -> list[Message]:
+        delta = _obj(event.get("delta")) or {}
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            return [
+                Message(
+                    type=MessageType.TEXT_DELTA,
+                    text=_str(delta.get("text")) or "",
+                    message_id=message_id,
+                    parent_tool_use_id=parent,
+                    raw=ev,
+                )
+            ]
+        if dtype == "thinking_delta":
+            return [
+                Message(
+                    type=MessageType.THINKING_DELTA,
+                    text=_str(delta.get("thinking")) or "",
+                    message_id=message_id,
+                    parent_tool_use_id=parent,
+                    raw=ev,
+                )
+            ]
+        if dtype == "input_json_delta":
+            index = _int(event.get("index"))
+            tool_id, name = self._stream_tools.get((message_id or "", index or 0), (None, None))
+            return [
+                Message(
+                    type=MessageType.TOOL_USE_DELTA,
+                    text=_str(delta.get("partial_json")) or "",
+                    tool=ToolCall(id=tool_id, name=name),
+                    message_id=message_id,
+                    parent_tool_use_id=parent,
+                    raw=ev,
+                )
+            ]
+        if dtype == "signature_delta":
+            return []
+        return [
+            Message(
+                type=MessageType.SYSTEM,
+                subtype=f"content_block_delta:{dtype}",
+                message_id=message_id,
+                parent_tool_use_id=parent,
+                data={"delta": delta},
+                raw=ev,
+            )
+        ]
+
+    # -- result ----------------------------------------------------------------------------------
+
+    def _result(self, ev: Json) -> list[Message]:
+        out: list[Message] = []
+        subtype = _str(ev.get("subtype"))
+        is_error = ev.get("is_error") is True or (subtype is not None and subtype != "success")
+        model_usage = _obj(ev.get("modelUsage")) or {}
+        since_last = _obj(ev.get("model_usage_since_last_result"))
+        # The window the CLI reports is authoritative for the rest of the session.
+        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
+        if window is not None:
+            self.tracker.report_size(window)
+            refreshed = self.tracker.refresh()
+            if refreshed is not None:
+                out.append(refreshed)
+        usage = self._turn_usage(ev, since_last)
+        last = self.tracker.last
+        if last is not None:
+            usage = copy_with(
+                usage,
+                {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
+            )
+        errors = [e for e in _list(ev.get("errors")) if isinstance(e, str)]
+        text = _str(ev.get("result"))
+        terminal = _str(ev.get("terminal_reason"))
+        error: ErrorInfo | None = None
+        if is_error:
+            code = TERMINAL_CODES.get(terminal or "", subtype or "error")
+            joined = "; ".join(errors)
+            said = joined + (text or "")
+            if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
+                code = SESSION_NOT_FOUND
+                self.session_not_found = joined or text
+            error = ErrorInfo(
+                message=text or joined or f"claude turn ended with {subtype or 'an error'}",
+                code=code,
+                status=_int(ev.get("api_error_status")),
+                fatal=True,
+            )
+        denials = tuple(
+            PermissionDenial(
+                tool_name=_str(d.get("tool_name")),
+                tool_use_id=_str(d.get("tool_use_id")),
+                input=d.get("tool_input"),
+            )
+            for d in (_obj(item) for item in _list(ev.get("permission_denials")))
+            if d is not None
+        )
+        session_id = _str(ev.get("session_id")) or self.session_id
+        if session_id:
+            self.session_id = session_id
+        model = self.model or next(iter(model_usage), None)
+        data: Json = {
+            "subtype": subtype,
+            "is_error": is_error,
+            "terminal_reason": terminal,
+            "num_turns": ev.get("num_turns"),
+            "model": model,
+            "session_cost_usd": ev.get("total_cost_usd"),
+        }
+        for key in RESULT_DATA:
+            if ev.get(key) is not None:
+                data[key] = ev[key]
+        stop = _str(ev.get("stop_reason"))
+        if stop is None and not is_error:
+            stop = self._last_stop_reason
+        if TERMINAL_CODES.get(terminal or "") == "cancelled":
+            # An interrupted turn says so like every engine's, whatever the last call said.
+            stop = "cancelled"
+        out.append(
+            Message(
+                type=MessageType.RESULT,
+                subtype=subtype,
+                text=None if is_error else text,
+                usage=usage,
+                stop_reason=stop
+                if stop is not None
+                else (None if is_error else self._last_stop_reason),
+                denials=denials or None,
+                error=error,
+                resume_id=None if self.session_not_found else session_id,
+                data=data,
+                raw=ev,
+            )
+        )
+        self._last_stop_reason = None
+        self._call_output.clear()
+        self._stream_tools.clear()
+        self._forget_older_turns()
+        return out
+
+    def _forget_older_turns(self) -> None:
+        """At a result: keep the ids this turn and the next can still refer to, nothing older."""
+        self._previous_calls = self._observed_calls
+        self._observed_calls = set()
+        running = {
+            _str(task.get("tool_use_id")) or self._task_tools.get(task_id)
+            for task_id, task in self._tasks.items()
+        }
+        kept = {
+            tool_id: name
+            for tool_id, name in self._previous_tool_names.items()
+            if tool_id in running
+        }
+        kept.update(self._tool_names)
+        self._previous_tool_names = kept
+        self._tool_names = {}
+
+    def _tool_name(self, tool_id: str | None) -> str | None:
+        if tool_id is None:
+            return None
+        name = self._tool_names.get(tool_id)
+        return name if name is not None else self._previous_tool_names.get(tool_id)
+
+    @property
+    def remembered_ids(self) -> int:
+        """How many model-call and tool-use ids the translator holds (bounded by two turns'
+        worth and the running background tasks, however long the session)."""
+        return (
+            len(self._observed_calls)
+            + len(self._previous_calls)
+            + len(self._tool_names)
+            + len(self._previous_tool_names)
+        )
+
+    def _reported_window(self, per_model: Json) -> int | None:
+        entries = {k: _obj(v) for k, v in per_model.items()}
+        preferred = entries.get(self.model or "") if self.model else None
+        for entry in [preferred, *entries.values()]:
+            if entry is not None:
+                size = _int(entry.get("contextWindow"))
+                if size:
+                    return size
+        return None
+
+    def _turn_usage(self, ev: Json, since_last: Json | None) -> Usage:
+        total_cost = _float(ev.get("total_cost_usd"))
+        previous = self._last_total_cost
+        if total_cost is not None:
+            self._last_total_cost = total_cost
+        model = self.model or next(iter(since_last or {}), None)
+        if since_last:
+            # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
+            # counts the interrupted call, which was paid for.
+            return account_usage(_model_usage_sum(since_last), model=model)
+        usage = call_usage(_obj(ev.get("usage")))
+        cost: float | None = None
+        cost_source: UsageSource = "reported"
+        if total_cost is not None:
+            if previous is not None:
+                cost = round(max(total_cost - previous, 0.0), 12)
+                cost_source = "derived"
+            elif not self.resumed:
+                cost = total_cost
+        usage = copy_with(usage, {"cost_usd": cost})
+        return account_usage(usage, model=model, cost=cost_source)
