@@ -59,6 +59,23 @@ WIND_DOWN_TEXT = (
 
 _setattr = object.__setattr__
 
+# The kinds :meth:`TurnSummary.add` tells apart, as module constants: reading a member off the
+# enum class costs about as much as a dozen plain global reads, and every message is compared
+# with up to thirteen of them.
+_TEXT = MessageType.TEXT
+_TEXT_DELTA = MessageType.TEXT_DELTA
+_THINKING = MessageType.THINKING
+_THINKING_DELTA = MessageType.THINKING_DELTA
+_TOOL_USE = MessageType.TOOL_USE
+_TOOL_RESULT = MessageType.TOOL_RESULT
+_CONTEXT_WINDOW = MessageType.CONTEXT_WINDOW
+_INIT = MessageType.INIT
+_ERROR = MessageType.ERROR
+_RESULT = MessageType.RESULT
+_RETRY = MessageType.RETRY
+_QUESTION = MessageType.QUESTION
+_SYSTEM = MessageType.SYSTEM
+
 
 class ToolCallSummary(BaseModel):
     """A tool use paired with its result."""
@@ -326,53 +343,53 @@ class TurnSummary(BaseModel):
             own["turn"] = fields["turn"]
             fields_set.add("turn")
         kind = fields["type"]
-        if kind is MessageType.TEXT_DELTA or kind is MessageType.THINKING_DELTA:
+        if kind is _TEXT_DELTA or kind is _THINKING_DELTA:
             pass
-        elif kind is MessageType.TEXT:
+        elif kind is _TEXT:
             text = fields["text"]
             if text and fields["parent_tool_use_id"] is None:
                 state = self._state()
                 state.tail_text.append(text)
                 state.all_text.append(text)
                 state.joined_text = state.joined_all_text = None
-        elif kind is MessageType.THINKING:
+        elif kind is _THINKING:
             text = fields["text"]
             if text and fields["parent_tool_use_id"] is None:
                 state = self._state()
                 state.thinking.append(text)
                 state.tail_thinking += 1
                 state.joined_thinking = None
-        elif kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
+        elif kind is _TOOL_USE or kind is _TOOL_RESULT:
             if fields["tool"] is not None:
-                self._tool(message, is_result=kind is MessageType.TOOL_RESULT)
+                self._tool(message, is_result=kind is _TOOL_RESULT)
             if fields["parent_tool_use_id"] is None:
                 state = self._state()
                 state.tail_thinking = 0
                 if state.tail_text:
                     state.tail_text.clear()
                     state.joined_text = None
-        elif kind is MessageType.CONTEXT_WINDOW:
+        elif kind is _CONTEXT_WINDOW:
             reading = fields["context"]
             if reading is not None and fields["parent_tool_use_id"] is None:
                 own["context"] = ContextSummary.from_reading(reading)
                 fields_set.add("context")
                 self._merge_context_into_usage()
-        elif kind is MessageType.INIT:
+        elif kind is _INIT:
             self._init(message)
-        elif kind is MessageType.ERROR:
+        elif kind is _ERROR:
             error = fields["error"]
             if error is not None:
                 own["errors"].append(error)
                 if error.fatal:
                     own["ok"] = False
                     fields_set.add("ok")
-        elif kind is MessageType.RESULT:
+        elif kind is _RESULT:
             self._result(message)
-        elif kind is MessageType.RETRY:
+        elif kind is _RETRY:
             self._retried()
-        elif kind is MessageType.QUESTION and fields["data"] is not None:
+        elif kind is _QUESTION and fields["data"] is not None:
             self.questions.append(QuestionRecord.model_validate(fields["data"]))
-        elif kind is MessageType.SYSTEM and fields["subtype"] == "background_tasks":
+        elif kind is _SYSTEM and fields["subtype"] == "background_tasks":
             tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
             self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
         denials = fields["denials"]
