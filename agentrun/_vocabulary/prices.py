@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from .context import (
+    FOUND_LIMIT,
     SharedDefault,
     alias_list,
     extend_from,
@@ -93,6 +94,8 @@ class PriceCatalog:
     def __init__(self, data: dict[str, Any] | None = None) -> None:
         self._models: dict[str, ModelPrice] = {}
         self._aliases: dict[str, str] = {}
+        #: What :meth:`lookup` found per model name since the last :meth:`extend`.
+        self._found: dict[str, ModelPrice | None] = {}
         if data is not None:
             self.extend(data)
 
@@ -120,11 +123,23 @@ class PriceCatalog:
                 aliases[alias.lower()] = key
         self._models.update(models)
         self._aliases.update(aliases)
+        self._found = {}
 
     def lookup(self, model: str | None) -> ModelPrice | None:
         """The prices of ``model``, or ``None`` when the catalog does not know it."""
         if not model:
             return None
+        # Every turn's accounting asks for its model: each name is matched once.
+        found = self._found
+        if model in found:
+            return found[model]
+        price = self._match(model)
+        if len(found) >= FOUND_LIMIT:
+            found.clear()
+        found[model] = price
+        return price
+
+    def _match(self, model: str) -> ModelPrice | None:
         keys = model_keys(model)
         keys += [undated for key in keys if (undated := _DATE_SUFFIX.sub("", key)) != key]
         for key in keys:
