@@ -323,82 +323,94 @@ class TurnSummary(BaseModel):
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
         summary = cls() if cls is not TurnSummary else _empty_summary()
-        add = summary.add
-        for message in messages:
-            add(message)
+        if type(summary).add is TurnSummary.add:
+            summary._fold_in(messages)
+        else:  # a subclass's own add sees every message
+            add = summary.add
+            for message in messages:
+                add(message)
         return summary
 
     def add(self, message: Message) -> None:
         """Fold one message into the summary."""
+        self._fold_in((message,))
+
+    def _fold_in(self, messages: Iterable[Message]) -> None:
+        """Fold messages into the summary, in order (:meth:`add` of each, in one loop)."""
         # Fields are written to the instance's own dict (what pydantic's assignment does when
         # it does not validate, less its per-call dispatch) and marked set, as assignment would.
-        fields = vars(message)
-        if fields["replayed"]:
-            return
         own = vars(self)
-        own["messages"] += 1
         fields_set = self.__pydantic_fields_set__
-        fields_set.add("messages")
-        if own["turn"] is None and fields["turn"] is not None:
-            own["turn"] = fields["turn"]
-            fields_set.add("turn")
-        kind = fields["type"]
-        if kind is _TEXT_DELTA or kind is _THINKING_DELTA:
-            pass
-        elif kind is _TEXT:
-            text = fields["text"]
-            if text and fields["parent_tool_use_id"] is None:
-                state = self._state()
-                state.tail_text.append(text)
-                state.all_text.append(text)
-                state.joined_text = state.joined_all_text = None
-        elif kind is _THINKING:
-            text = fields["text"]
-            if text and fields["parent_tool_use_id"] is None:
-                state = self._state()
-                state.thinking.append(text)
-                state.tail_thinking += 1
-                state.joined_thinking = None
-        elif kind is _TOOL_USE or kind is _TOOL_RESULT:
-            if fields["tool"] is not None:
-                self._tool(message, is_result=kind is _TOOL_RESULT)
-            if fields["parent_tool_use_id"] is None:
-                state = self._state()
-                state.tail_thinking = 0
-                if state.tail_text:
-                    state.tail_text.clear()
-                    state.joined_text = None
-        elif kind is _CONTEXT_WINDOW:
-            reading = fields["context"]
-            if reading is not None and fields["parent_tool_use_id"] is None:
-                own["context"] = ContextSummary.from_reading(reading)
-                fields_set.add("context")
-                self._merge_context_into_usage()
-        elif kind is _INIT:
-            self._init(message)
-        elif kind is _ERROR:
-            error = fields["error"]
-            if error is not None:
-                own["errors"].append(error)
-                if error.fatal:
-                    own["ok"] = False
-                    fields_set.add("ok")
-        elif kind is _RESULT:
-            self._result(message)
-        elif kind is _RETRY:
-            self._retried()
-        elif kind is _QUESTION and fields["data"] is not None:
-            self.questions.append(QuestionRecord.model_validate(fields["data"]))
-        elif kind is _SYSTEM and fields["subtype"] == "background_tasks":
-            tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
-            self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
-        denials = fields["denials"]
-        if denials:
-            for denial in denials:
-                self._deny(denial)
-        if fields["resume_id"]:
-            own["resume_id"] = fields["resume_id"]
-            fields_set.add("resume_id")
+        state = self._state()
+        # The messages counted, written once at the end (nothing in between reads the count).
+        counted = 0
+        try:
+            for message in messages:
+                fields = vars(message)
+                if fields["replayed"]:
+                    continue
+                counted += 1
+                if own["turn"] is None and fields["turn"] is not None:
+                    own["turn"] = fields["turn"]
+                    fields_set.add("turn")
+                kind = fields["type"]
+                if kind is _TEXT_DELTA or kind is _THINKING_DELTA:
+                    pass
+                elif kind is _TEXT:
+                    text = fields["text"]
+                    if text and fields["parent_tool_use_id"] is None:
+                        state.tail_text.append(text)
+                        state.all_text.append(text)
+                        state.joined_text = state.joined_all_text = None
+                elif kind is _THINKING:
+                    text = fields["text"]
+                    if text and fields["parent_tool_use_id"] is None:
+                        state.thinking.append(text)
+                        state.tail_thinking += 1
+                        state.joined_thinking = None
+                elif kind is _TOOL_USE or kind is _TOOL_RESULT:
+                    if fields["tool"] is not None:
+                        self._tool(message, is_result=kind is _TOOL_RESULT)
+                    if fields["parent_tool_use_id"] is None:
+                        state.tail_thinking = 0
+                        if state.tail_text:
+                            state.tail_text.clear()
+                            state.joined_text = None
+                elif kind is _CONTEXT_WINDOW:
+                    reading = fields["context"]
+                    if reading is not None and fields["parent_tool_use_id"] is None:
+                        own["context"] = ContextSummary.from_reading(reading)
+                        fields_set.add("context")
+                        self._merge_context_into_usage()
+                elif kind is _INIT:
+                    self._init(message)
+                elif kind is _ERROR:
+                    error = fields["error"]
+                    if error is not None:
+                        own["errors"].append(error)
+                        if error.fatal:
+                            own["ok"] = False
+                            fields_set.add("ok")
+                elif kind is _RESULT:
+                    self._result(message)
+                elif kind is _RETRY:
+                    self._retried()
+                elif kind is _QUESTION and fields["data"] is not None:
+                    self.questions.append(QuestionRecord.model_validate(fields["data"]))
+                elif kind is _SYSTEM and fields["subtype"] == "background_tasks":
+                    tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
+                    self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
+                denials = fields["denials"]
+                if denials:
+                    for denial in denials:
+                        self._deny(denial)
+                if fields["resume_id"]:
+                    own["resume_id"] = fields["resume_id"]
+                    fields_set.add("resume_id")
+        finally:
+            if counted:
+                own["messages"] += counted
+                fields_set.add("messages")
 
     # -- parts -------------------------------------------------------------------------------
 
