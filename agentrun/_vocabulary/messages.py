@@ -112,17 +112,22 @@ _set_private: Callable[[object, object], None] = _slots["__pydantic_private__"].
 del _slots
 
 
-def unvalidated(cls: type[_B], fields: dict[str, Any], fields_set: set[str]) -> _B:
+def unvalidated(
+    cls: type[_B],
+    fields: dict[str, Any],
+    fields_set: set[str],
+    private: dict[str, Any] | None = None,
+) -> _B:
     """An instance of ``cls`` holding ``fields`` (every field, in order), ``fields_set`` marked
     set, not validated: for values that already are what validation returns and that the
     library made itself (constants, figures it computed, fields of models it validated; never
-    a value read from an agent's event). Only for models with no extra fields and no private
-    attributes (the caller sets private state itself)."""
+    a value read from an agent's event). Only for models with no extra fields; a model with
+    private attributes is given every one of them in ``private``."""
     model = _new(cls)
     _set_dict(model, fields)
     _set_fields_set(model, fields_set)
     _set_extra(model, None)
-    _set_private(model, None)
+    _set_private(model, private)
     return model
 
 
@@ -193,10 +198,13 @@ class Usage(_Model):
     @property
     def prompt_tokens(self) -> int | None:
         """The whole prompt of a call: input + cache read + cache write (None if none known)."""
-        parts = (self.input_tokens, self.cache_read_tokens, self.cache_write_tokens)
-        if all(p is None for p in parts):
+        fields = self.__dict__
+        read = fields["cache_read_tokens"]
+        write = fields["cache_write_tokens"]
+        new = fields["input_tokens"]
+        if new is None and read is None and write is None:
             return None
-        return sum(p or 0 for p in parts)
+        return (new or 0) + (read or 0) + (write or 0)
 
     @field_validator(
         "input_tokens",

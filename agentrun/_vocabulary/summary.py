@@ -57,8 +57,6 @@ WIND_DOWN_TEXT = (
     "is running, then give your final answer now, saying what is done and what is left."
 )
 
-_setattr = object.__setattr__
-
 # The kinds :meth:`TurnSummary.add` tells apart, as module constants: reading a member off the
 # enum class costs about as much as a dozen plain global reads, and every message is compared
 # with up to thirteen of them.
@@ -121,31 +119,21 @@ class ContextSummary(BaseModel):
 class _Fold:
     """The running state of a :class:`TurnSummary` (private; plain attributes)."""
 
-    __slots__ = (
-        "all_text",
-        "joined_all_text",
-        "joined_text",
-        "joined_thinking",
-        "result_text",
-        "side_usage",
-        "tail_text",
-        "tail_thinking",
-        "thinking",
-        "tools",
-    )
+    # The immutable starting values are the class's: a fresh state makes only its containers
+    # (one per turn summarised), and an assignment shadows the class's value.
+    #: Thinking blocks since the last tool activity (text: ``tail_text``).
+    tail_thinking: int = 0
+    joined_text: str | None = None
+    joined_all_text: str | None = None
+    joined_thinking: str | None = None
+    result_text: str | None = None
+    side_usage: Usage | None = None
 
     def __init__(self) -> None:
         self.tail_text: list[str] = []
         self.all_text: list[str] = []
         self.thinking: list[str] = []
-        #: Thinking blocks since the last tool activity (text: ``tail_text``).
-        self.tail_thinking = 0
-        self.joined_text: str | None = None
-        self.joined_all_text: str | None = None
-        self.joined_thinking: str | None = None
         self.tools: dict[str, ToolCallSummary] = {}
-        self.result_text: str | None = None
-        self.side_usage: Usage | None = None
 
     def _key(self) -> tuple[object, ...]:
         # What the state holds (the joined strings are caches of it).
@@ -285,7 +273,8 @@ class TurnSummary(BaseModel):
     def text(self) -> str:
         """The final answer: the result's text, else the main thread's text blocks after its last
         tool activity, joined by blank lines."""
-        state = self._state()
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
         if state.result_text is not None:
             return state.result_text
         if state.joined_text is None:
@@ -297,7 +286,8 @@ class TurnSummary(BaseModel):
     def all_text(self) -> str:
         """Every main-thread text block of the turn, in order, joined by blank lines (what the
         agent said before its tools ran included)."""
-        state = self._state()
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
         if state.joined_all_text is None:
             state.joined_all_text = "\n\n".join(state.all_text)
         return state.joined_all_text
@@ -306,7 +296,8 @@ class TurnSummary(BaseModel):
     @property
     def thinking(self) -> str:
         """Every main-thread thinking block, joined by blank lines."""
-        state = self._state()
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
         if state.joined_thinking is None:
             state.joined_thinking = "\n\n".join(state.thinking)
         return state.joined_thinking
@@ -567,6 +558,4 @@ def _empty_summary() -> TurnSummary:
     fields = _DEFAULTS.copy()
     for name in _FRESH_LISTS:
         fields[name] = []
-    summary = unvalidated(TurnSummary, fields, set())
-    _setattr(summary, "__pydantic_private__", {"_fold": _Fold()})
-    return summary
+    return unvalidated(TurnSummary, fields, set(), {"_fold": _Fold()})
