@@ -102,18 +102,31 @@ class ContextSummary(BaseModel):
 
     @classmethod
     def from_reading(cls, reading: ContextWindow) -> ContextSummary:
+        if cls is ContextSummary and type(reading) is ContextWindow:
+            # The reading's fields were validated when it was made; the fraction is a float
+            # (``ContextWindow.fraction``, read from the reading's dict).
+            known = reading.__dict__
+            used = known["used_tokens"]
+            size = known["size_tokens"]
+            return unvalidated(
+                ContextSummary,
+                {
+                    "used": used,
+                    "size": size,
+                    "fraction": None if used is None or not size else round(used / size, 6),
+                    "used_source": known["used_source"],
+                    "size_source": known["size_source"],
+                },
+                {"used", "size", "fraction", "used_source", "size_source"},
+            )
         fraction = reading.fraction
-        fields: dict[str, Any] = {
-            "used": reading.used_tokens,
-            "size": reading.size_tokens,
-            "fraction": None if fraction is None else round(fraction, 6),
-            "used_source": reading.used_source,
-            "size_source": reading.size_source,
-        }
-        if cls is not ContextSummary or type(reading) is not ContextWindow:
-            return cls(**fields)
-        # The reading's fields were validated when it was made; the fraction is a float.
-        return unvalidated(cls, fields, {*fields})
+        return cls(
+            used=reading.used_tokens,
+            size=reading.size_tokens,
+            fraction=None if fraction is None else round(fraction, 6),
+            used_source=reading.used_source,
+            size_source=reading.size_source,
+        )
 
 
 class _Fold:
@@ -313,8 +326,12 @@ class TurnSummary(BaseModel):
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
-        summary = cls() if cls is not TurnSummary else _empty_summary()
-        if type(summary).add is TurnSummary.add:
+        if cls is TurnSummary:
+            summary = _empty_summary()
+            summary._fold_in(messages)
+            return summary
+        summary = cls()
+        if cls.add is TurnSummary.add:
             summary._fold_in(messages)
         else:  # a subclass's own add sees every message
             add = summary.add
@@ -332,7 +349,8 @@ class TurnSummary(BaseModel):
         # it does not validate, less its per-call dispatch) and marked set, as assignment would.
         own = vars(self)
         fields_set = self.__pydantic_fields_set__
-        state = self._state()
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
         # The messages counted, written once at the end (nothing in between reads the count).
         counted = 0
         try:
@@ -503,7 +521,11 @@ class TurnSummary(BaseModel):
                 errors[same[-1]] = error
             else:
                 errors.append(error)
-        fatal = any(e.fatal for e in errors)
+        fatal = False
+        for known in errors:
+            if known.fatal:
+                fatal = True
+                break
         cancelled = stop_reason == "cancelled"
         own["ok"] = error is None and not fatal and not cancelled
         fields_set.add("ok")
