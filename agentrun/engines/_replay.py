@@ -244,6 +244,15 @@ def _replay_lines(
     return turns.done(), recognition
 
 
+def _only_errors(turns: list[list[Message]]) -> bool:
+    """Whether every message of ``turns`` (none at all included) is an ``error``."""
+    for turn in turns:
+        for message in turn:
+            if message.type is not _ERROR:
+                return False
+    return True
+
+
 def _check_path(path: Path, max_bytes: int) -> None:
     shown = str(path)
     if not path.exists():
@@ -360,7 +369,9 @@ def replay(
     translator = get_translator(engine)
     path: Path | None = None
     chunks: Iterable[bytes] | None = None
-    if isinstance(source, (str, os.PathLike)):
+    if type(source) is bytes:  # the common case first: a bytes object is no path
+        chunks = (source,)
+    elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         _check_path(path, max_bytes)
     elif isinstance(source, (bytes, bytearray)):
@@ -388,7 +399,7 @@ def replay(
         raise ConfigurationError(
             f"cannot read {path}: {exc.strerror or exc}", option="file"
         ) from None
-    if not any(m.type is not _ERROR for t in turns for m in t) or not (
+    if _only_errors(turns) or not (
         recognition.recognised
         if recognition is not None
         else recognised(
