@@ -138,11 +138,13 @@ def copy_with(model: _M, update: dict[str, Any]) -> _M:
     cls = type(model)
     if cls.__private_attributes__ or model.__pydantic_extra__ is not None:
         return model.model_copy(update=update)
-    fields = model.__dict__.copy()
-    fields.update(update)
-    fields_set = model.__pydantic_fields_set__.copy()
-    fields_set.update(update)
-    return unvalidated(cls, fields, fields_set)
+    # :func:`unvalidated`, inlined.
+    copy = _new(cls)
+    _set_dict(copy, {**model.__dict__, **update})
+    _set_fields_set(copy, {*model.__pydantic_fields_set__, *update})
+    _set_extra(copy, None)
+    _set_private(copy, None)
+    return copy
 
 
 _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}

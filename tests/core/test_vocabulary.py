@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -21,6 +22,7 @@ from agentrun import (
     SessionOptions,
     Usage,
 )
+from agentrun._vocabulary.messages import copy_with
 
 PUBLIC = {
     "ERROR_CODES", "AgentAccountError", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
@@ -270,3 +272,15 @@ def test_a_message_in_its_turn_is_a_copy_with_the_turn_set(
     assert tagged.turn == number and message.turn == turn
     assert (tagged is message) == (turn == number)
     assert tagged.raw is message.raw
+
+
+@given(
+    usage=st.builds(Usage, input_tokens=opt_int, cost_usd=st.none() | st.floats(0, 5)),
+    update=st.dictionaries(
+        st.sampled_from(["output_tokens", "cost_usd", "usage_source", "context_size_tokens"]),
+        st.none() | st.integers(0, 9),
+        max_size=3,
+    ),
+)
+def test_copy_with_is_model_copy(usage: Usage, update: dict[str, Any]) -> None:
+    _same_model(copy_with(usage, update), usage.model_copy(update=update))
