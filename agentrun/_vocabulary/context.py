@@ -303,14 +303,15 @@ class SharedDefault(Generic[_T]):
         """Read the variable from the table behind ``environ`` (CPython's ``os._Environ``
         keeps its encoded keys and values in ``_data``); a mapping without one (a stand-in put
         in place of ``os.environ``) is asked through ``get``."""
-        self._environ = environ
         table: object = getattr(environ, "_data", None)
         encodekey: object = getattr(environ, "encodekey", None)
         if type(table) is dict and callable(encodekey):
-            self._table = cast("dict[Any, Any]", table)
             self._key = encodekey(self._env)
+            self._table = cast("dict[Any, Any]", table)
         else:
             self._table = None
+        # Last: a thread that sees this environment bound sees its table and key.
+        self._environ = environ
 
 
 _tracker_catalog = SharedDefault(CATALOG_ENV, default_catalog).get
