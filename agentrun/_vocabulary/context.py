@@ -42,6 +42,11 @@ class ModelInfo:
     matched_by: Literal["exact", "alias", "family"] = "exact"
 
 
+#: How many model names a catalog (or a price catalog) remembers the match of; beyond, it
+#: starts over (a process that meets that many names is not the common case worth keeping).
+FOUND_LIMIT = 256
+
+
 class Catalog:
     """Context window and max output per model id, with aliases and family prefixes.
 
@@ -52,6 +57,8 @@ class Catalog:
         self._models: dict[str, ModelInfo] = {}
         self._aliases: dict[str, str] = {}
         self._families: list[tuple[str, ModelInfo]] = []
+        #: What :meth:`lookup` found per model name since the last :meth:`extend`.
+        self._found: dict[str, ModelInfo | None] = {}
         self.extend(data)
 
     def extend(self, data: dict[str, Any]) -> None:
@@ -93,6 +100,7 @@ class Catalog:
         self._aliases.update(aliases)
         # Longest prefix first, so specific families beat generic ones.
         self._families = sorted(new + self._families, key=lambda item: -len(item[0]))
+        self._found = {}
 
     def names(self) -> list[str]:
         """Every model id and alias the catalog knows (family prefixes aside), sorted."""
@@ -101,6 +109,17 @@ class Catalog:
     def lookup(self, model: str | None) -> ModelInfo | None:
         if not model:
             return None
+        # A session asks for its model at every reading: each name is matched once.
+        found = self._found
+        if model in found:
+            return found[model]
+        info = self._match(model)
+        if len(found) >= FOUND_LIMIT:
+            found.clear()
+        found[model] = info
+        return info
+
+    def _match(self, model: str) -> ModelInfo | None:
         candidates = model_keys(model)
         for candidate in candidates:
             if candidate in self._models:
@@ -261,13 +280,38 @@ class SharedDefault(Generic[_T]):
     def __init__(self, env: str, build: Callable[[], _T]) -> None:
         self._env = env
         self._build = build
-        self._built: tuple[str | None, _T] | None = None
+        self._built: tuple[object, _T] | None = None
+        self._environ: object = None
+        self._table: dict[Any, Any] | None = None
+        self._key: object = None
 
     def get(self) -> _T:
-        extra = os.environ.get(self._env)
-        if self._built is None or self._built[0] != extra:
-            self._built = (extra, self._build())
-        return self._built[1]
+        environ = os.environ
+        if environ is not self._environ:
+            self._bind(environ)
+        table = self._table
+        # The variable's value as ``os.environ`` keeps it: equal exactly when the decoded values
+        # are, read with one dict lookup where ``os.environ.get`` runs four Python functions
+        # (every context tracker and every turn's accounting asks).
+        extra = table.get(self._key) if table is not None else environ.get(self._env)
+        built = self._built
+        if built is None or built[0] != extra:
+            built = self._built = (extra, self._build())
+        return built[1]
+
+    def _bind(self, environ: object) -> None:
+        """Read the variable from the table behind ``environ`` (CPython's ``os._Environ``
+        keeps its encoded keys and values in ``_data``); a mapping without one (a stand-in put
+        in place of ``os.environ``) is asked through ``get``."""
+        table: object = getattr(environ, "_data", None)
+        encodekey: object = getattr(environ, "encodekey", None)
+        if type(table) is dict and callable(encodekey):
+            self._key = encodekey(self._env)
+            self._table = cast("dict[Any, Any]", table)
+        else:
+            self._table = None
+        # Last: a thread that sees this environment bound sees its table and key.
+        self._environ = environ
 
 
 _tracker_catalog = SharedDefault(CATALOG_ENV, default_catalog).get

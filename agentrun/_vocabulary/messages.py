@@ -20,6 +20,7 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -80,6 +81,18 @@ class MessageType(str, enum.Enum):
 ContextSource = Literal["agent", "agent_effective", "call_usage", "user", "catalog"]
 
 
+_INIT = MessageType.INIT
+
+
+def _strings_or_none(*values: object) -> bool:
+    """Whether each value is exactly a ``str`` or ``None``: what a ``str | None`` field keeps
+    as it is (a subclass, bytes or an enum would be converted)."""
+    return set(map(type, values)) <= _STR_OR_NONE
+
+
+_STR_OR_NONE = frozenset({str, type(None)})
+
+
 class _Model(BaseModel):
     model_config: ClassVar[ConfigDict] = ConfigDict(
         frozen=True, extra="forbid", ser_json_inf_nan="null"
@@ -88,21 +101,33 @@ class _Model(BaseModel):
 
 _M = TypeVar("_M", bound=_Model)
 _B = TypeVar("_B", bound=BaseModel)
-_setattr = object.__setattr__
 _new = object.__new__
+# The setters of the four slots every pydantic model has, taken once: calling them is cheaper
+# than ``object.__setattr__``, which looks each name up again.
+_slots = BaseModel.__dict__
+_set_dict: Callable[[object, object], None] = _slots["__dict__"].__set__
+_set_fields_set: Callable[[object, object], None] = _slots["__pydantic_fields_set__"].__set__
+_set_extra: Callable[[object, object], None] = _slots["__pydantic_extra__"].__set__
+_set_private: Callable[[object, object], None] = _slots["__pydantic_private__"].__set__
+del _slots
 
 
-def unvalidated(cls: type[_B], fields: dict[str, Any], fields_set: set[str]) -> _B:
+def unvalidated(
+    cls: type[_B],
+    fields: dict[str, Any],
+    fields_set: set[str],
+    private: dict[str, Any] | None = None,
+) -> _B:
     """An instance of ``cls`` holding ``fields`` (every field, in order), ``fields_set`` marked
     set, not validated: for values that already are what validation returns and that the
     library made itself (constants, figures it computed, fields of models it validated; never
-    a value read from an agent's event). Only for models with no extra fields and no private
-    attributes (the caller sets private state itself)."""
+    a value read from an agent's event). Only for models with no extra fields; a model with
+    private attributes is given every one of them in ``private``."""
     model = _new(cls)
-    _setattr(model, "__dict__", fields)
-    _setattr(model, "__pydantic_fields_set__", fields_set)
-    _setattr(model, "__pydantic_extra__", None)
-    _setattr(model, "__pydantic_private__", None)
+    _set_dict(model, fields)
+    _set_fields_set(model, fields_set)
+    _set_extra(model, None)
+    _set_private(model, private)
     return model
 
 
@@ -113,11 +138,13 @@ def copy_with(model: _M, update: dict[str, Any]) -> _M:
     cls = type(model)
     if cls.__private_attributes__ or model.__pydantic_extra__ is not None:
         return model.model_copy(update=update)
-    fields = model.__dict__.copy()
-    fields.update(update)
-    fields_set = model.__pydantic_fields_set__.copy()
-    fields_set.update(update)
-    return unvalidated(cls, fields, fields_set)
+    # :func:`unvalidated`, inlined.
+    copy = _new(cls)
+    _set_dict(copy, {**model.__dict__, **update})
+    _set_fields_set(copy, {*model.__pydantic_fields_set__, *update})
+    _set_extra(copy, None)
+    _set_private(copy, None)
+    return copy
 
 
 _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
@@ -134,9 +161,13 @@ def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
         defaults = _DEFAULTS[cls] = {
             name: field.default for name, field in cls.model_fields.items()
         }
-    values = defaults.copy()
-    values.update(fields)
-    return unvalidated(cls, values, set(fields))
+    # :func:`unvalidated`, inlined: every message a translator builds comes through here.
+    model = _new(cls)
+    _set_dict(model, {**defaults, **fields})
+    _set_fields_set(model, {*fields})
+    _set_extra(model, None)
+    _set_private(model, None)
+    return model
 
 
 #: Where a turn's token figures or cost came from.
@@ -169,10 +200,13 @@ class Usage(_Model):
     @property
     def prompt_tokens(self) -> int | None:
         """The whole prompt of a call: input + cache read + cache write (None if none known)."""
-        parts = (self.input_tokens, self.cache_read_tokens, self.cache_write_tokens)
-        if all(p is None for p in parts):
+        fields = self.__dict__
+        read = fields["cache_read_tokens"]
+        write = fields["cache_write_tokens"]
+        new = fields["input_tokens"]
+        if new is None and read is None and write is None:
             return None
-        return sum(p or 0 for p in parts)
+        return (new or 0) + (read or 0) + (write or 0)
 
     @field_validator(
         "input_tokens",
@@ -401,9 +435,13 @@ class Message(_Model):
             return self
         fields = fields.copy()
         fields["turn"] = turn
-        fields_set = self.__pydantic_fields_set__.copy()
-        fields_set.add("turn")
-        return unvalidated(type(self), fields, fields_set)
+        # :func:`unvalidated`, inlined.
+        model = _new(type(self))
+        _set_dict(model, fields)
+        _set_fields_set(model, {*self.__pydantic_fields_set__, "turn"})
+        _set_extra(model, None)
+        _set_private(model, None)
+        return model
 
     # -- constructors used by engines ------------------------------------------------------
 
@@ -491,6 +529,32 @@ class Message(_Model):
         raw: Any = None,
     ) -> Message:
         """An ``init`` message; ``session_id`` is also the ``resume_id``."""
+        meta = {
+            "model": model,
+            "agent_name": agent,
+            "agent_version": version,
+            "session_id": session_id,
+            "cwd": cwd,
+            "permission_mode": permission_mode,
+        }
+        if (
+            cls is Message
+            and (process is None or type(process) is ProcessMeta)
+            and _strings_or_none(agent, model, version, session_id, cwd, permission_mode)
+        ):
+            # Each value is already what validation would return (a string or None, a model
+            # that was validated when it was made): the message every translator opens with is
+            # assembled, as the validating constructor below would make it.
+            return assemble(
+                Message,
+                {
+                    "type": _INIT,
+                    "init": assemble(InitMeta, meta),
+                    "process": process,
+                    "resume_id": session_id,
+                    "raw": raw,
+                },
+            )
         return cls(
             type=MessageType.INIT,
             init=InitMeta(

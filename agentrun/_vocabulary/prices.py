@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from .context import (
+    FOUND_LIMIT,
     SharedDefault,
     alias_list,
     extend_from,
@@ -65,21 +66,20 @@ class ModelPrice:
 
     def cost(self, usage: Usage) -> float | None:
         """The cost of ``usage`` at these prices; ``None`` when it has no token figures."""
-        figures = (
-            usage.input_tokens,
-            usage.cache_read_tokens,
-            usage.cache_write_tokens,
-            usage.output_tokens,
-        )
-        if all(f is None for f in figures):
+        fields = usage.__dict__
+        new = fields["input_tokens"]
+        read = fields["cache_read_tokens"]
+        written = fields["cache_write_tokens"]
+        output = fields["output_tokens"]
+        if new is None and read is None and written is None and output is None:
             return None
         cached = self.input if self.cached_input is None else self.cached_input
         write = self.input if self.cache_write is None else self.cache_write
         total = (
-            (usage.input_tokens or 0) * self.input
-            + (usage.cache_read_tokens or 0) * cached
-            + (usage.cache_write_tokens or 0) * write
-            + (usage.output_tokens or 0) * self.output
+            (new or 0) * self.input
+            + (read or 0) * cached
+            + (written or 0) * write
+            + (output or 0) * self.output
         )
         return round(total / 1_000_000, 10)
 
@@ -93,6 +93,8 @@ class PriceCatalog:
     def __init__(self, data: dict[str, Any] | None = None) -> None:
         self._models: dict[str, ModelPrice] = {}
         self._aliases: dict[str, str] = {}
+        #: What :meth:`lookup` found per model name since the last :meth:`extend`.
+        self._found: dict[str, ModelPrice | None] = {}
         if data is not None:
             self.extend(data)
 
@@ -120,11 +122,23 @@ class PriceCatalog:
                 aliases[alias.lower()] = key
         self._models.update(models)
         self._aliases.update(aliases)
+        self._found = {}
 
     def lookup(self, model: str | None) -> ModelPrice | None:
         """The prices of ``model``, or ``None`` when the catalog does not know it."""
         if not model:
             return None
+        # Every turn's accounting asks for its model: each name is matched once.
+        found = self._found
+        if model in found:
+            return found[model]
+        price = self._match(model)
+        if len(found) >= FOUND_LIMIT:
+            found.clear()
+        found[model] = price
+        return price
+
+    def _match(self, model: str) -> ModelPrice | None:
         keys = model_keys(model)
         keys += [undated for key in keys if (undated := _DATE_SUFFIX.sub("", key)) != key]
         for key in keys:
@@ -226,16 +240,14 @@ def account_usage(
     """
     if usage is None:
         return None
-    has_tokens = any(
-        f is not None
-        for f in (
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.cache_read_tokens,
-            usage.cache_write_tokens,
-        )
+    fields = usage.__dict__
+    has_tokens = (
+        fields["input_tokens"] is not None
+        or fields["output_tokens"] is not None
+        or fields["cache_read_tokens"] is not None
+        or fields["cache_write_tokens"] is not None
     )
-    cost_usd = usage.cost_usd
+    cost_usd = fields["cost_usd"]
     if cost_usd is not None:
         cost_source: UsageSource = "reported" if cost == "unavailable" else cost
     elif has_tokens and cost != "unavailable":

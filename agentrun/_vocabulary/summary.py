@@ -57,7 +57,22 @@ WIND_DOWN_TEXT = (
     "is running, then give your final answer now, saying what is done and what is left."
 )
 
-_setattr = object.__setattr__
+# The kinds :meth:`TurnSummary.add` tells apart, as module constants: reading a member off the
+# enum class costs about as much as a dozen plain global reads, and every message is compared
+# with up to thirteen of them.
+_TEXT = MessageType.TEXT
+_TEXT_DELTA = MessageType.TEXT_DELTA
+_THINKING = MessageType.THINKING
+_THINKING_DELTA = MessageType.THINKING_DELTA
+_TOOL_USE = MessageType.TOOL_USE
+_TOOL_RESULT = MessageType.TOOL_RESULT
+_CONTEXT_WINDOW = MessageType.CONTEXT_WINDOW
+_INIT = MessageType.INIT
+_ERROR = MessageType.ERROR
+_RESULT = MessageType.RESULT
+_RETRY = MessageType.RETRY
+_QUESTION = MessageType.QUESTION
+_SYSTEM = MessageType.SYSTEM
 
 
 class ToolCallSummary(BaseModel):
@@ -87,48 +102,51 @@ class ContextSummary(BaseModel):
 
     @classmethod
     def from_reading(cls, reading: ContextWindow) -> ContextSummary:
+        if cls is ContextSummary and type(reading) is ContextWindow:
+            # The reading's fields were validated when it was made; the fraction is a float
+            # (``ContextWindow.fraction``, read from the reading's dict).
+            known = reading.__dict__
+            used = known["used_tokens"]
+            size = known["size_tokens"]
+            return unvalidated(
+                ContextSummary,
+                {
+                    "used": used,
+                    "size": size,
+                    "fraction": None if used is None or not size else round(used / size, 6),
+                    "used_source": known["used_source"],
+                    "size_source": known["size_source"],
+                },
+                {"used", "size", "fraction", "used_source", "size_source"},
+            )
         fraction = reading.fraction
-        fields: dict[str, Any] = {
-            "used": reading.used_tokens,
-            "size": reading.size_tokens,
-            "fraction": None if fraction is None else round(fraction, 6),
-            "used_source": reading.used_source,
-            "size_source": reading.size_source,
-        }
-        if cls is not ContextSummary or type(reading) is not ContextWindow:
-            return cls(**fields)
-        # The reading's fields were validated when it was made; the fraction is a float.
-        return unvalidated(cls, fields, {*fields})
+        return cls(
+            used=reading.used_tokens,
+            size=reading.size_tokens,
+            fraction=None if fraction is None else round(fraction, 6),
+            used_source=reading.used_source,
+            size_source=reading.size_source,
+        )
 
 
 class _Fold:
     """The running state of a :class:`TurnSummary` (private; plain attributes)."""
 
-    __slots__ = (
-        "all_text",
-        "joined_all_text",
-        "joined_text",
-        "joined_thinking",
-        "result_text",
-        "side_usage",
-        "tail_text",
-        "tail_thinking",
-        "thinking",
-        "tools",
-    )
+    # The immutable starting values are the class's: a fresh state makes only its containers
+    # (one per turn summarised), and an assignment shadows the class's value.
+    #: Thinking blocks since the last tool activity (text: ``tail_text``).
+    tail_thinking: int = 0
+    joined_text: str | None = None
+    joined_all_text: str | None = None
+    joined_thinking: str | None = None
+    result_text: str | None = None
+    side_usage: Usage | None = None
 
     def __init__(self) -> None:
         self.tail_text: list[str] = []
         self.all_text: list[str] = []
         self.thinking: list[str] = []
-        #: Thinking blocks since the last tool activity (text: ``tail_text``).
-        self.tail_thinking = 0
-        self.joined_text: str | None = None
-        self.joined_all_text: str | None = None
-        self.joined_thinking: str | None = None
         self.tools: dict[str, ToolCallSummary] = {}
-        self.result_text: str | None = None
-        self.side_usage: Usage | None = None
 
     def _key(self) -> tuple[object, ...]:
         # What the state holds (the joined strings are caches of it).
@@ -268,7 +286,8 @@ class TurnSummary(BaseModel):
     def text(self) -> str:
         """The final answer: the result's text, else the main thread's text blocks after its last
         tool activity, joined by blank lines."""
-        state = self._state()
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
         if state.result_text is not None:
             return state.result_text
         if state.joined_text is None:
@@ -280,7 +299,8 @@ class TurnSummary(BaseModel):
     def all_text(self) -> str:
         """Every main-thread text block of the turn, in order, joined by blank lines (what the
         agent said before its tools ran included)."""
-        state = self._state()
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
         if state.joined_all_text is None:
             state.joined_all_text = "\n\n".join(state.all_text)
         return state.joined_all_text
@@ -289,7 +309,8 @@ class TurnSummary(BaseModel):
     @property
     def thinking(self) -> str:
         """Every main-thread thinking block, joined by blank lines."""
-        state = self._state()
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
         if state.joined_thinking is None:
             state.joined_thinking = "\n\n".join(state.thinking)
         return state.joined_thinking
@@ -305,83 +326,100 @@ class TurnSummary(BaseModel):
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
-        summary = cls() if cls is not TurnSummary else _empty_summary()
-        add = summary.add
-        for message in messages:
-            add(message)
+        if cls is TurnSummary:
+            summary = _empty_summary()
+            summary._fold_in(messages)
+            return summary
+        summary = cls()
+        if cls.add is TurnSummary.add:
+            summary._fold_in(messages)
+        else:  # a subclass's own add sees every message
+            add = summary.add
+            for message in messages:
+                add(message)
         return summary
 
     def add(self, message: Message) -> None:
         """Fold one message into the summary."""
+        self._fold_in((message,))
+
+    def _fold_in(self, messages: Iterable[Message]) -> None:
+        """Fold messages into the summary, in order (:meth:`add` of each, in one loop)."""
         # Fields are written to the instance's own dict (what pydantic's assignment does when
         # it does not validate, less its per-call dispatch) and marked set, as assignment would.
-        fields = vars(message)
-        if fields["replayed"]:
-            return
         own = vars(self)
-        own["messages"] += 1
         fields_set = self.__pydantic_fields_set__
-        fields_set.add("messages")
-        if own["turn"] is None and fields["turn"] is not None:
-            own["turn"] = fields["turn"]
-            fields_set.add("turn")
-        kind = fields["type"]
-        if kind is MessageType.TEXT_DELTA or kind is MessageType.THINKING_DELTA:
-            pass
-        elif kind is MessageType.TEXT:
-            text = fields["text"]
-            if text and fields["parent_tool_use_id"] is None:
-                state = self._state()
-                state.tail_text.append(text)
-                state.all_text.append(text)
-                state.joined_text = state.joined_all_text = None
-        elif kind is MessageType.THINKING:
-            text = fields["text"]
-            if text and fields["parent_tool_use_id"] is None:
-                state = self._state()
-                state.thinking.append(text)
-                state.tail_thinking += 1
-                state.joined_thinking = None
-        elif kind is MessageType.TOOL_USE or kind is MessageType.TOOL_RESULT:
-            if fields["tool"] is not None:
-                self._tool(message, is_result=kind is MessageType.TOOL_RESULT)
-            if fields["parent_tool_use_id"] is None:
-                state = self._state()
-                state.tail_thinking = 0
-                if state.tail_text:
-                    state.tail_text.clear()
-                    state.joined_text = None
-        elif kind is MessageType.CONTEXT_WINDOW:
-            reading = fields["context"]
-            if reading is not None and fields["parent_tool_use_id"] is None:
-                own["context"] = ContextSummary.from_reading(reading)
-                fields_set.add("context")
-                self._merge_context_into_usage()
-        elif kind is MessageType.INIT:
-            self._init(message)
-        elif kind is MessageType.ERROR:
-            error = fields["error"]
-            if error is not None:
-                own["errors"].append(error)
-                if error.fatal:
-                    own["ok"] = False
-                    fields_set.add("ok")
-        elif kind is MessageType.RESULT:
-            self._result(message)
-        elif kind is MessageType.RETRY:
-            self._retried()
-        elif kind is MessageType.QUESTION and fields["data"] is not None:
-            self.questions.append(QuestionRecord.model_validate(fields["data"]))
-        elif kind is MessageType.SYSTEM and fields["subtype"] == "background_tasks":
-            tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
-            self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
-        denials = fields["denials"]
-        if denials:
-            for denial in denials:
-                self._deny(denial)
-        if fields["resume_id"]:
-            own["resume_id"] = fields["resume_id"]
-            fields_set.add("resume_id")
+        private: dict[str, _Fold] = self.__pydantic_private__  # pyright: ignore[reportAssignmentType]
+        state = private["_fold"]
+        # The messages counted, written once at the end (nothing in between reads the count).
+        counted = 0
+        try:
+            for message in messages:
+                fields = vars(message)
+                if fields["replayed"]:
+                    continue
+                counted += 1
+                if own["turn"] is None and fields["turn"] is not None:
+                    own["turn"] = fields["turn"]
+                    fields_set.add("turn")
+                kind = fields["type"]
+                if kind is _TEXT_DELTA or kind is _THINKING_DELTA:
+                    pass
+                elif kind is _TEXT:
+                    text = fields["text"]
+                    if text and fields["parent_tool_use_id"] is None:
+                        state.tail_text.append(text)
+                        state.all_text.append(text)
+                        state.joined_text = state.joined_all_text = None
+                elif kind is _THINKING:
+                    text = fields["text"]
+                    if text and fields["parent_tool_use_id"] is None:
+                        state.thinking.append(text)
+                        state.tail_thinking += 1
+                        state.joined_thinking = None
+                elif kind is _TOOL_USE or kind is _TOOL_RESULT:
+                    if fields["tool"] is not None:
+                        self._tool(message, is_result=kind is _TOOL_RESULT)
+                    if fields["parent_tool_use_id"] is None:
+                        state.tail_thinking = 0
+                        if state.tail_text:
+                            state.tail_text.clear()
+                            state.joined_text = None
+                elif kind is _CONTEXT_WINDOW:
+                    reading = fields["context"]
+                    if reading is not None and fields["parent_tool_use_id"] is None:
+                        own["context"] = ContextSummary.from_reading(reading)
+                        fields_set.add("context")
+                        self._merge_context_into_usage()
+                elif kind is _INIT:
+                    self._init(message)
+                elif kind is _ERROR:
+                    error = fields["error"]
+                    if error is not None:
+                        own["errors"].append(error)
+                        if error.fatal:
+                            own["ok"] = False
+                            fields_set.add("ok")
+                elif kind is _RESULT:
+                    self._result(message)
+                elif kind is _RETRY:
+                    self._retried()
+                elif kind is _QUESTION and fields["data"] is not None:
+                    self.questions.append(QuestionRecord.model_validate(fields["data"]))
+                elif kind is _SYSTEM and fields["subtype"] == "background_tasks":
+                    tasks = cast("list[dict[str, Any]]", (message.data or {}).get("tasks") or [])
+                    self.background_tasks = [BackgroundTask.model_validate(t) for t in tasks]
+                denials = fields["denials"]
+                if denials:
+                    for denial in denials:
+                        self._deny(denial)
+                if fields["resume_id"]:
+                    own["resume_id"] = fields["resume_id"]
+                    fields_set.add("resume_id")
+        finally:
+            if counted:
+                own["messages"] += counted
+                fields_set.add("messages")
 
     # -- parts -------------------------------------------------------------------------------
 
@@ -483,7 +521,11 @@ class TurnSummary(BaseModel):
                 errors[same[-1]] = error
             else:
                 errors.append(error)
-        fatal = any(e.fatal for e in errors)
+        fatal = False
+        for known in errors:
+            if known.fatal:
+                fatal = True
+                break
         cancelled = stop_reason == "cancelled"
         own["ok"] = error is None and not fatal and not cancelled
         fields_set.add("ok")
@@ -538,6 +580,4 @@ def _empty_summary() -> TurnSummary:
     fields = _DEFAULTS.copy()
     for name in _FRESH_LISTS:
         fields[name] = []
-    summary = unvalidated(TurnSummary, fields, set())
-    _setattr(summary, "__pydantic_private__", {"_fold": _Fold()})
-    return summary
+    return unvalidated(TurnSummary, fields, set(), {"_fold": _Fold()})

@@ -53,6 +53,20 @@ class ReplayedTurn:
     prompt: str | None = None
 
 
+_set_turn_dict = ReplayedTurn.__dict__["__dict__"].__set__
+
+
+def replayed_turn(number: int, messages: tuple[Message, ...], summary: TurnSummary) -> ReplayedTurn:
+    """``ReplayedTurn(number, messages, summary)`` without the frozen dataclass's ``__init__``
+    (which sets each field through ``object.__setattr__``): replay makes one per turn. Every
+    field of :class:`ReplayedTurn` is here, in order."""
+    turn = object.__new__(ReplayedTurn)
+    _set_turn_dict(
+        turn, {"number": number, "messages": messages, "summary": summary, "prompt": None}
+    )
+    return turn
+
+
 @dataclass
 class TrajectoryTurns:
     """What :func:`from_atif` reads back: the turns and the document's agent and session."""

@@ -21,6 +21,7 @@ from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
 from .._vocabulary.trajectory import ReplayedTurn
+from .._vocabulary.trajectory_load import replayed_turn
 from .._wire.framing import (
     DEFAULT_MAX_LINE_BYTES,
     JsonProblem,
@@ -42,6 +43,10 @@ __all__ = [
     "translate_events",
     "translate_lines",
 ]
+
+_RESULT = MessageType.RESULT
+_INIT = MessageType.INIT
+_ERROR = MessageType.ERROR
 
 #: The largest transcript :func:`replay` reads (a bound, so a device or a runaway file cannot be
 #: read forever).
@@ -107,10 +112,14 @@ class _Recognition:
 
     def count(self, out: list[Message]) -> None:
         self.seen += 1
-        if any(_known(m) for m in out):
-            self.known += 1
-        elif any(_foreign(m) for m in out):
-            self.foreign += 1
+        for message in out:
+            if _known(message):
+                self.known += 1
+                return
+        for message in out:
+            if _foreign(message):
+                self.foreign += 1
+                return
 
     @property
     def recognised(self) -> bool:
@@ -118,25 +127,14 @@ class _Recognition:
 
 
 def translate_lines(
-    items: Iterable[bytes | LineTooLong],
-    translator: Translator,
-    *,
-    engine: str,
-    recognition: _Recognition | None = None,
+    items: Iterable[bytes | LineTooLong], translator: Translator, *, engine: str
 ) -> Iterator[Message]:
     """Every message a translator makes of a transcript's framed lines (each validated by the
     translator's wire schema in one pass where it has one: :func:`line_feed`), then of the end
-    of the stream. ``recognition`` counts the first lines' messages for :func:`recognised`."""
+    of the stream."""
     feed = line_feed(translator, engine=engine)
-    if recognition is not None:
-        for item in items:
-            out = feed(item)
-            if recognition.seen < RECOGNITION_SAMPLE:
-                recognition.count(out)
-            yield from out
-    else:
-        for item in items:
-            yield from feed(item)
+    for item in items:
+        yield from feed(item)
     yield from translator.finish()
 
 
@@ -193,19 +191,66 @@ def replay_turns(path: str | os.PathLike[str], *, engine: str) -> list[list[Mess
 
 
 def _split_turns(messages: Iterable[Message]) -> list[list[Message]]:
-    turns: list[list[Message]] = []
-    current: list[Message] = []
-    number = 1
-    result = MessageType.RESULT
-    for message in messages:
-        current.append(message.in_turn(number))
-        if message.type is result:
-            turns.append(current)
-            current = []
-            number += 1
-    if current:
-        turns.append(current)
-    return turns
+    turns = _Turns()
+    turns.add(messages)
+    return turns.done()
+
+
+class _Turns:
+    """A transcript's messages split into turns as they come: each tagged with its turn's
+    number, a turn ending with its ``result``; the messages after the last result form a final,
+    unfinished turn."""
+
+    __slots__ = ("current", "number", "turns")
+
+    def __init__(self) -> None:
+        self.turns: list[list[Message]] = []
+        self.current: list[Message] = []
+        self.number = 1
+
+    def add(self, messages: Iterable[Message]) -> None:
+        current = self.current
+        number = self.number
+        for message in messages:
+            current.append(message.in_turn(number))
+            if message.type is _RESULT:
+                self.turns.append(current)
+                current = self.current = []
+                number = self.number = number + 1
+
+    def done(self) -> list[list[Message]]:
+        if self.current:
+            self.turns.append(self.current)
+            self.current = []
+        return self.turns
+
+
+def _replay_lines(
+    items: Iterable[bytes | LineTooLong], translator: Translator, *, engine: str
+) -> tuple[list[list[Message]], _Recognition]:
+    """:func:`translate_lines` with the recognition count, split into turns as by
+    :func:`_split_turns`, in one loop (no generator between the translator and the turns)."""
+    feed = line_feed(translator, engine=engine)
+    recognition = _Recognition()
+    turns = _Turns()
+    add = turns.add
+    count = recognition.count
+    for item in items:
+        out = feed(item)
+        if recognition.seen < RECOGNITION_SAMPLE:
+            count(out)
+        add(out)
+    add(translator.finish())
+    return turns.done(), recognition
+
+
+def _only_errors(turns: list[list[Message]]) -> bool:
+    """Whether every message of ``turns`` (none at all included) is an ``error``."""
+    for turn in turns:
+        for message in turn:
+            if message.type is not _ERROR:
+                return False
+    return True
 
 
 def _check_path(path: Path, max_bytes: int) -> None:
@@ -235,11 +280,12 @@ _UNREADABLE = frozenset({"protocol", "invalid_json", "invalid_utf8", "line_too_l
 def _known(message: Message) -> bool:
     """Whether the translator made something of its own of an event: not a pass-through of an
     unknown kind, not an unreadable line, not the ``init`` every translator opens with."""
-    if not isinstance(message.type, MessageType) or message.type is MessageType.INIT:
+    kind = message.type
+    if kind is _INIT or not isinstance(kind, MessageType):
         return False
-    if message.model_fields_set <= _PASSTHROUGH_FIELDS:
+    if message.__pydantic_fields_set__ <= _PASSTHROUGH_FIELDS:
         return False
-    if message.type is MessageType.ERROR:
+    if kind is _ERROR:
         return message.error is not None and message.error.code not in _UNREADABLE
     return True
 
@@ -248,9 +294,10 @@ def _foreign(message: Message) -> bool:
     """Whether a message is an event of a kind the translator does not know (passed through
     under its own type), or a line that could not be read. A ``system`` message of an unknown
     subtype is neither known nor foreign: agents add subtypes of events their engine knows."""
-    if not isinstance(message.type, MessageType):
+    kind = message.type
+    if not isinstance(kind, MessageType):
         return True
-    if message.type is MessageType.ERROR:
+    if kind is _ERROR:
         return message.error is None or message.error.code in _UNREADABLE
     return False
 
@@ -322,7 +369,9 @@ def replay(
     translator = get_translator(engine)
     path: Path | None = None
     chunks: Iterable[bytes] | None = None
-    if isinstance(source, (str, os.PathLike)):
+    if type(source) is bytes:  # the common case first: a bytes object is no path
+        chunks = (source,)
+    elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
         _check_path(path, max_bytes)
     elif isinstance(source, (bytes, bytearray)):
@@ -345,15 +394,12 @@ def replay(
             translator.use_sidecars(sidecars, events)
             turns = _split_turns(translate_events(events, translator))
         else:
-            recognition = _Recognition()
-            turns = _split_turns(
-                translate_lines(items, translator, engine=engine, recognition=recognition)
-            )
+            turns, recognition = _replay_lines(items, translator, engine=engine)
     except OSError as exc:
         raise ConfigurationError(
             f"cannot read {path}: {exc.strerror or exc}", option="file"
         ) from None
-    if not any(m.type is not MessageType.ERROR for t in turns for m in t) or not (
+    if _only_errors(turns) or not (
         recognition.recognised
         if recognition is not None
         else recognised(
@@ -368,7 +414,7 @@ def replay(
             f"{shown} holds no {engine} events (empty, or not a transcript of it)", option="file"
         )
     return [
-        ReplayedTurn(number=i, messages=tuple(t), summary=TurnSummary.from_messages(t))
+        replayed_turn(i, tuple(t), TurnSummary.from_messages(t))
         for i, t in enumerate(turns, start=1)
     ]
 

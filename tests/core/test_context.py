@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,48 @@ def test_a_reading_of_a_call_is_what_validation_makes(model: str) -> None:
         assert type(ours) is type(theirs)
         assert list(vars(ours).items()) == list(vars(theirs).items())
         assert ours.model_fields_set == theirs.model_fields_set
+
+
+def test_a_catalog_matches_a_name_again_after_it_is_extended() -> None:
+    catalog = Catalog({"models": {}})
+    assert catalog.lookup("acme/fake-model") is None
+    catalog.extend({"models": {"fake-model": {"context_window": 1000}}})
+    found = catalog.lookup("acme/fake-model")
+    assert found is not None and found.context_window == 1000
+    assert catalog.lookup("fake-other") is None
+    catalog.extend({"families": [{"prefix": "fake-", "context_window": 2000}]})
+    family = catalog.lookup("fake-other")
+    assert family is not None
+    assert (family.id, family.context_window, family.matched_by) == ("fake-", 2000, "family")
+    catalog.extend({"models": {"fake-model": {"context_window": 3000}}})
+    again = catalog.lookup("acme/fake-model")
+    assert again is not None and again.context_window == 3000
+
+
+def _window(model: str) -> int | None:
+    reading = ContextTracker(model=model).observe_call(CALL)
+    assert reading is not None and reading.context is not None
+    return reading.context.size_tokens
+
+
+def test_trackers_follow_the_catalog_variable_as_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = tmp_path / "models.json"
+    extra.write_text(json.dumps({"models": {"fake-model": {"context_window": 32000}}}))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"models": {"fake-model": {"context_window": 64000}}}))
+    monkeypatch.delenv("AGENTRUN_MODEL_CATALOG", raising=False)
+    assert _window("fake-model") is None
+    monkeypatch.setenv("AGENTRUN_MODEL_CATALOG", str(extra))
+    assert _window("fake-model") == 32000
+    monkeypatch.setenv("AGENTRUN_MODEL_CATALOG", str(other))
+    assert _window("fake-model") == 64000
+    # An environment put in place of os.environ (a plain mapping) is read as well.
+    monkeypatch.setattr(os, "environ", {"AGENTRUN_MODEL_CATALOG": str(extra)})
+    assert _window("fake-model") == 32000
+    monkeypatch.setattr(os, "environ", {})
+    assert _window("fake-model") is None
+    monkeypatch.undo()
+    monkeypatch.delenv("AGENTRUN_MODEL_CATALOG", raising=False)
+    assert _window("fake-model") is None

@@ -103,3 +103,28 @@ def test_a_sum_is_as_good_as_its_weakest_known_part() -> None:
     assert (reported + unknown).cost_source == "reported"
     assert (unknown + unknown).cost_source == "unavailable"
     assert (Usage() + reported).cost_source == "reported"
+
+
+def test_a_price_catalog_matches_a_name_again_after_it_is_extended() -> None:
+    catalog = PriceCatalog({"models": {}})
+    assert catalog.lookup("acme/fake-model-2025-01-01") is None
+    catalog.extend({"models": {"fake-model": {"input": 1, "output": 2}}})
+    found = catalog.lookup("acme/fake-model-2025-01-01")
+    assert found is not None and (found.input, found.output) == (1, 2)
+    catalog.extend({"models": {"fake-model": {"input": 3, "output": 4}}})
+    again = catalog.lookup("acme/fake-model-2025-01-01")
+    assert again is not None and (again.input, again.output) == (3, 4)
+
+
+def test_accounting_follows_the_price_variable_as_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = tmp_path / "prices.json"
+    extra.write_text(json.dumps({"models": {"fake-model": {"input": 1, "output": 1}}}))
+    tokens = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    monkeypatch.delenv("AGENTRUN_PRICE_CATALOG", raising=False)
+    assert account_usage(tokens, model="fake-model").cost_usd is None
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(extra))
+    assert account_usage(tokens, model="fake-model").cost_usd == 2.0
+    monkeypatch.delenv("AGENTRUN_PRICE_CATALOG")
+    assert account_usage(tokens, model="fake-model").cost_usd is None

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 from repo_paths import FIXTURES
 
-from agentrun import MessageType, SendNotSupportedError, run_turn
+from agentrun import (
+    MessageType,
+    ReplayedTurn,
+    SendNotSupportedError,
+    TurnSummary,
+    replay,
+    run_turn,
+)
 from agentrun.engines._replay import ReplayEngine, read_events, replay_turns
 
 
@@ -57,3 +65,17 @@ async def test_the_replay_engine_plays_turns_back_then_refuses_more() -> None:
             assert summary.turn == turn[0].turn
         with pytest.raises(SendNotSupportedError):
             await run_turn(session, "one too many")
+
+
+def test_replay_makes_the_turns_the_dataclass_makes() -> None:
+    """``replay`` builds its turns without the frozen dataclass's ``__init__``: the same fields,
+    in the same order, as ``ReplayedTurn(...)`` makes."""
+    turns = replay(_claude_transcript(), engine="claude")
+    assert turns
+    for turn in turns:
+        assert type(turn) is ReplayedTurn
+        made = ReplayedTurn(turn.number, turn.messages, turn.summary)
+        assert list(vars(turn).items()) == list(vars(made).items())
+        assert [f.name for f in dataclasses.fields(ReplayedTurn)] == list(vars(turn))
+        assert turn == made
+        assert turn.summary == TurnSummary.from_messages(turn.messages)

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 import agentrun
 from agentrun import (
     ConfigurationError,
+    InitMeta,
     Message,
     MessageType,
     PermissionDecision,
     PermissionOption,
+    ProcessMeta,
     SessionOptions,
     Usage,
 )
+from agentrun._vocabulary.messages import copy_with
 
 PUBLIC = {
     "ERROR_CODES", "AgentAccountError", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
@@ -175,3 +180,107 @@ def test_unknown_engine_is_a_configuration_error() -> None:
     assert {"claude", "opencode", "acp", "opencode-acp", "scripted", "replay"} <= set(
         agentrun.engine_names()
     )
+
+
+def _same_model(ours: object, theirs: object) -> None:
+    """The same class, the same fields in the same order, the same fields set, at every
+    level: what a model built without validation must be to stand for a validated one."""
+    assert type(ours) is type(theirs)
+    if not isinstance(ours, BaseModel):
+        assert ours == theirs
+        return
+    assert isinstance(theirs, BaseModel)
+    assert list(vars(ours)) == list(vars(theirs))
+    assert ours.model_fields_set == theirs.model_fields_set
+    assert ours.__pydantic_extra__ == theirs.__pydantic_extra__
+    assert ours.__pydantic_private__ == theirs.__pydantic_private__
+    for name, value in vars(ours).items():
+        _same_model(value, vars(theirs)[name])
+    assert ours.model_dump_json() == theirs.model_dump_json()
+    assert ours.model_dump_json(exclude_unset=True) == theirs.model_dump_json(exclude_unset=True)
+
+
+class _Name(str):
+    """A str subclass: validation makes a plain str of it."""
+
+
+opt_text = st.none() | st.text(max_size=8) | st.text(max_size=8).map(_Name)
+
+
+@given(
+    agent=st.text(max_size=8) | st.text(max_size=8).map(_Name),
+    model=opt_text,
+    version=opt_text,
+    session_id=opt_text,
+    cwd=opt_text,
+    permission_mode=opt_text,
+    process=st.none() | st.builds(ProcessMeta, pid=st.integers(0, 99), binary=st.text(max_size=4)),
+    raw=st.none() | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+def test_an_init_message_is_what_the_validating_constructors_make(
+    agent: str,
+    model: str | None,
+    version: str | None,
+    session_id: str | None,
+    cwd: str | None,
+    permission_mode: str | None,
+    process: ProcessMeta | None,
+    raw: dict[str, int] | None,
+) -> None:
+    made = Message.init_message(
+        agent,
+        model=model,
+        version=version,
+        session_id=session_id,
+        cwd=cwd,
+        permission_mode=permission_mode,
+        process=process,
+        raw=raw,
+    )
+    validated = Message(
+        type=MessageType.INIT,
+        init=InitMeta(
+            model=model,
+            agent_name=agent,
+            agent_version=version,
+            session_id=session_id,
+            cwd=cwd,
+            permission_mode=permission_mode,
+        ),
+        process=process,
+        resume_id=session_id,
+        raw=raw,
+    )
+    _same_model(made, validated)
+    assert made.raw is raw
+    assert made.init is not None
+    # A value validation converts (a str subclass) is converted.
+    assert all(type(v) is str for v in vars(made.init).values() if v is not None)
+
+
+@given(
+    turn=st.none() | st.integers(1, 3),
+    number=st.integers(1, 3),
+    text=st.none() | st.text(max_size=4),
+)
+def test_a_message_in_its_turn_is_a_copy_with_the_turn_set(
+    turn: int | None, number: int, text: str | None
+) -> None:
+    message = Message(type=MessageType.TEXT, text=text, turn=turn, raw={"k": 1})
+    tagged = message.in_turn(number)
+    _same_model(tagged, message.model_copy(update={"turn": number}))
+    assert tagged.turn == number and message.turn == turn
+    assert (tagged is message) == (turn == number)
+    assert tagged.raw is message.raw
+
+
+@given(
+    usage=st.builds(Usage, input_tokens=opt_int, cost_usd=st.none() | st.floats(0, 5)),
+    update=st.dictionaries(
+        st.sampled_from(["output_tokens", "cost_usd", "usage_source", "context_size_tokens"]),
+        st.none() | st.integers(0, 9),
+        max_size=3,
+    ),
+)
+def test_copy_with_is_model_copy(usage: Usage, update: dict[str, Any]) -> None:
+    _same_model(copy_with(usage, update), usage.model_copy(update=update))
