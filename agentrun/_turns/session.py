@@ -53,12 +53,12 @@ from .boundary import single_error
 from .handoff import HANDOFF_PROMPT, HandoffSeed
 from .journal import JournalObserver, journal_observer
 from .observe import OBSERVERS, Observer
-from .output import OutputSpec, OutputType, output_spec
 from .policies import TurnPolicy, session_policy
 from .turn import MessageCallback, Turn, TurnContext
 
 if TYPE_CHECKING:
     from .._vocabulary.trajectory_load import TrajectorySource
+    from .output import OutputSpec, OutputType
 
 __all__ = ["CANCEL_GRACE", "CLOSE_TURN_GRACE", "Session", "WireTap"]
 
@@ -313,6 +313,11 @@ class Session(ABC):
         the validated answer once the iteration ended, or the iteration's end raises
         :class:`OutputValidationError` (the streaming form makes no repair turn). With
         ``wind_down=``, ``wind_down`` seconds before ``timeout`` the agent is told to wrap up."""
+        spec = None
+        if output is not None:
+            from .output import output_spec  # structured output loads on first use
+
+            spec = output_spec(output)
         return Turn(
             self,
             prompt,
@@ -320,7 +325,7 @@ class Session(ABC):
             idle_timeout=idle_timeout,
             tool_timeout=tool_timeout,
             stall_after=stall_after,
-            output=output_spec(output),
+            output=spec,
             wind_down=wind_down,
         )
 
