@@ -15,16 +15,18 @@ a fresh interpreter that runs ``import agentrun``, against the floor (``import a
 pydantic import BaseModel``), whole processes, each with its bytecode cached beforehand (as an
 installed package has it: pip compiles on install) in a cache of its own
 (``PYTHONPYCACHEPREFIX``); and again as a checkout runs where ``PYTHONDONTWRITEBYTECODE`` is set
-(agentrun's sources compiled at every start, the floor's from site-packages' caches).
+(agentrun's sources compiled at every start, everything else from the cache).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,18 +114,24 @@ def _callgrind_total(program: str, env: dict[str, str], out: Path) -> int:
 
 def _count_imports() -> dict[str, int]:
     """``name -> instructions`` for each program of ``IMPORTS``: with its bytecode cached
-    (``name``) and with agentrun's sources compiled at start (``name, sources compiled``)."""
+    (``name``) and with agentrun's sources compiled at start, everything else cached
+    (``name, sources compiled``)."""
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "pycache"
         cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        cached["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
-        compiling = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-        compiling.pop("PYTHONPYCACHEPREFIX", None)
+        cached["PYTHONPYCACHEPREFIX"] = str(cache)
         for name, program in IMPORTS.items():
-            subprocess.run(
-                [sys.executable, "-c", program], env=cached, check=True
-            )  # warm the cache
+            subprocess.run([sys.executable, "-c", program], env=cached, check=True)  # warm
             counts[name] = _callgrind_total(program, cached, Path(tmp) / f"{len(counts)}.out")
+        # The same cache without agentrun's own bytecode, and nothing written back: what a
+        # checkout costs where PYTHONDONTWRITEBYTECODE is set.
+        spec = importlib.util.find_spec("agentrun")
+        assert spec is not None
+        assert spec.origin is not None
+        package = Path(spec.origin).resolve().parent
+        shutil.rmtree(cache / package.relative_to(package.anchor), ignore_errors=True)
+        compiling = {**cached, "PYTHONDONTWRITEBYTECODE": "1"}
         for name, program in IMPORTS.items():
             counts[f"{name}, sources compiled"] = _callgrind_total(
                 program, compiling, Path(tmp) / f"{len(counts)}.out"
