@@ -1,8 +1,9 @@
 """agentrun: drive Claude Code, Codex, OpenCode and any ACP agent through one vocabulary.
 
 The public API is exactly what ``__all__`` lists; every other module is private. The engines,
-``replay``, fleets, ``compare`` and the Ray backend are loaded on first use, so
-``import agentrun`` stays light.
+``replay``, the trajectories (``Trajectory``, ``ReplayedTurn``, ``to_atif``, ``from_atif``),
+fleets, ``compare`` and the Ray backend are loaded on first use, so ``import agentrun`` stays
+light.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,6 @@ from ._turns.run import run_turn
 from ._turns.session import Session, WireTap
 from ._turns.turn import MessageCallback, Turn, TurnContext
 from ._version import VERSION as __version__
-from ._vocabulary.atif import Trajectory
 from ._vocabulary.context import Catalog, ContextTracker, ModelInfo, default_catalog
 from ._vocabulary.errors import (
     ERROR_CODES,
@@ -84,7 +84,6 @@ from ._vocabulary.summary import (
     WindDown,
     WoundDown,
 )
-from ._vocabulary.trajectory import ReplayedTurn, from_atif, to_atif
 from .engines._registry import engine_names, get_engine, get_translator
 
 if TYPE_CHECKING:
@@ -101,6 +100,10 @@ if TYPE_CHECKING:
         FleetTurnRecord,
     )
     from ._fleets.ray import RayEngine, RaySession
+    from ._vocabulary.atif import Trajectory
+    from ._vocabulary.trajectory_export import to_atif
+    from ._vocabulary.trajectory_import import from_atif
+    from ._vocabulary.trajectory_turns import ReplayedTurn
     from .engines._replay import replay
 
 #: Public names defined in modules loaded on first use.
@@ -120,6 +123,10 @@ _LAZY: dict[str, str] = {
     "RayEngine": "._fleets.ray",
     "RaySession": "._fleets.ray",
     "replay": ".engines._replay",
+    "Trajectory": "._vocabulary.atif",
+    "ReplayedTurn": "._vocabulary.trajectory_turns",
+    "from_atif": "._vocabulary.trajectory_import",
+    "to_atif": "._vocabulary.trajectory_export",
 }
 
 

@@ -12,16 +12,21 @@ summary JSON).
 
 Takes about a minute per engine; not part of ``make bench``. ``--imports``: the instructions of
 a fresh interpreter that runs ``import agentrun``, against the floor (``import anyio; from
-pydantic import BaseModel``), whole processes.
+pydantic import BaseModel``), whole processes, each with its bytecode cached beforehand (as an
+installed package has it: pip compiles on install) in a cache of its own
+(``PYTHONPYCACHEPREFIX``); and again as a checkout runs where ``PYTHONDONTWRITEBYTECODE`` is set
+(agentrun's sources compiled at every start, everything else from the cache).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,26 +94,48 @@ IMPORTS = {
 }
 
 
+def _callgrind_total(program: str, env: dict[str, str], out: Path) -> int:
+    subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-c",
+            program,
+        ],
+        env={**env, "PYTHONHASHSEED": "0"},
+        check=True,
+        capture_output=True,
+    )
+    match = re.search(r"^totals: (\d+)", out.read_text(errors="replace"), re.M)
+    return int(match.group(1)) if match else 0
+
+
 def _count_imports() -> dict[str, int]:
+    """``name -> instructions`` for each program of ``IMPORTS``: with its bytecode cached
+    (``name``) and with agentrun's sources compiled at start, everything else cached
+    (``name, sources compiled``)."""
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) / "pycache"
+        cached = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached["PYTHONPYCACHEPREFIX"] = str(cache)
         for name, program in IMPORTS.items():
-            out = Path(tmp) / f"{len(counts)}.out"
-            subprocess.run(
-                [
-                    "valgrind",
-                    "--tool=callgrind",
-                    f"--callgrind-out-file={out}",
-                    sys.executable,
-                    "-c",
-                    program,
-                ],
-                env={**os.environ, "PYTHONHASHSEED": "0"},
-                check=True,
-                capture_output=True,
+            subprocess.run([sys.executable, "-c", program], env=cached, check=True)  # warm
+            counts[name] = _callgrind_total(program, cached, Path(tmp) / f"{len(counts)}.out")
+        # The same cache without agentrun's own bytecode, and nothing written back: what a
+        # checkout costs where PYTHONDONTWRITEBYTECODE is set.
+        spec = importlib.util.find_spec("agentrun")
+        assert spec is not None
+        assert spec.origin is not None
+        package = Path(spec.origin).resolve().parent
+        shutil.rmtree(cache / package.relative_to(package.anchor), ignore_errors=True)
+        compiling = {**cached, "PYTHONDONTWRITEBYTECODE": "1"}
+        for name, program in IMPORTS.items():
+            counts[f"{name}, sources compiled"] = _callgrind_total(
+                program, compiling, Path(tmp) / f"{len(counts)}.out"
             )
-            match = re.search(r"^totals: (\d+)", out.read_text(errors="replace"), re.M)
-            counts[name] = int(match.group(1)) if match else 0
     return counts
 
 
@@ -124,8 +151,8 @@ def main() -> None:
         return
     if args.imports:
         c = _count_imports()
-        floor = c["floor"]
         for name, count in c.items():
+            floor = c["floor, sources compiled" if name.endswith("sources compiled") else "floor"]
             print(f"{name} | {count / 1e6:.1f}M | {count / floor:.2f}x")
         return
     print("engine | json.loads | from_json | agentrun | from_json ratio | agentrun ratio")

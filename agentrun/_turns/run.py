@@ -7,13 +7,17 @@ Checks the arguments at the boundary (:func:`~.boundary.check_turn_arguments`), 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.summary import TurnSummary, WindDown
 from .boundary import check_turn_arguments, wind_down_spec
 from .handoff import follow_context_policy
-from .output import OutputType, output_spec
 from .session import Session
 from .turn import MessageCallback
+
+if TYPE_CHECKING:
+    from .output import OutputType
 
 __all__ = ["run_turn"]
 
@@ -70,7 +74,11 @@ async def run_turn(
         on_message=on_message,
     )
     wind_down_spec(wind_down, timeout)
-    spec = output_spec(output)
+    spec = None
+    if output is not None:
+        from .output import output_spec  # structured output loads on first use
+
+        spec = output_spec(output)
     turn = session.turn(
         prompt,
         timeout=timeout,

@@ -31,7 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from contextlib import AsyncExitStack, contextmanager
 from types import TracebackType
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import anyio
 import anyio.abc
@@ -47,16 +47,18 @@ from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask_permission
 from .._vocabulary.questions import QuestionAnswer, QuestionRequest, ask_question
 from .._vocabulary.summary import TurnSummary, WindDown
-from .._vocabulary.trajectory import TrajectorySource, load_trajectory, trajectory_digest
 from .._wire.framing import LineTooLong
 from . import handoff as _handoff
 from .boundary import single_error
 from .handoff import HANDOFF_PROMPT, HandoffSeed
 from .journal import JournalObserver, journal_observer
 from .observe import OBSERVERS, Observer
-from .output import OutputSpec, OutputType, output_spec
 from .policies import TurnPolicy, session_policy
 from .turn import MessageCallback, Turn, TurnContext
+
+if TYPE_CHECKING:
+    from .._vocabulary.trajectory_load import TrajectorySource
+    from .output import OutputSpec, OutputType
 
 __all__ = ["CANCEL_GRACE", "CLOSE_TURN_GRACE", "Session", "WireTap"]
 
@@ -311,6 +313,11 @@ class Session(ABC):
         the validated answer once the iteration ended, or the iteration's end raises
         :class:`OutputValidationError` (the streaming form makes no repair turn). With
         ``wind_down=``, ``wind_down`` seconds before ``timeout`` the agent is told to wrap up."""
+        spec = None
+        if output is not None:
+            from .output import output_spec  # structured output loads on first use
+
+            spec = output_spec(output)
         return Turn(
             self,
             prompt,
@@ -318,7 +325,7 @@ class Session(ABC):
             idle_timeout=idle_timeout,
             tool_timeout=tool_timeout,
             stall_after=stall_after,
-            output=output_spec(output),
+            output=spec,
             wind_down=wind_down,
         )
 
@@ -444,6 +451,11 @@ class Session(ABC):
                 f"turn {self._active.number} of this {self.engine_name} session is still running",
                 engine=self.engine_name,
             )
+        # The ATIF models load here, on first use: a program that only drives agents never
+        # pays for them.
+        from .._vocabulary.trajectory_digest import trajectory_digest
+        from .._vocabulary.trajectory_load import load_trajectory
+
         loaded = load_trajectory(trajectory)
         text = digest if digest is not None else trajectory_digest(loaded)
         self._handoff = HandoffSeed(text, loaded.session_id, None)

@@ -47,11 +47,11 @@ from .boundary import check_turn_arguments, failure_code, wind_down_spec
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
 from .observe import OBSERVERS, Observer
-from .output import OutputSpec
 from .policies import PolicyStop, TurnPolicy
 from .quiet import TurnClocks
 
 if TYPE_CHECKING:
+    from .output import OutputSpec
     from .session import Session
 
 __all__ = ["MessageCallback", "Turn", "TurnContext"]

@@ -43,7 +43,8 @@ from .atif import (
 )
 from .messages import ContextWindow, Message, MessageType, ToolCall, Usage
 from .summary import TurnSummary
-from .trajectory_load import ATIF_SYSTEM, EXTRA_KEY, ReplayedTurn
+from .trajectory_load import ATIF_SYSTEM, EXTRA_KEY
+from .trajectory_turns import ReplayedTurn
 
 __all__ = ["to_atif"]
 

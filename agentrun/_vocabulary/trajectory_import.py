@@ -13,14 +13,8 @@ from typing import Any, cast
 from .atif import AtifStep, Trajectory
 from .messages import ContextWindow, Message, MessageType, ToolCall, Usage
 from .summary import TurnSummary
-from .trajectory_load import (
-    ATIF_SYSTEM,
-    EXTRA_KEY,
-    ReplayedTurn,
-    TrajectorySource,
-    TrajectoryTurns,
-    load_trajectory,
-)
+from .trajectory_load import ATIF_SYSTEM, EXTRA_KEY, TrajectorySource, load_trajectory
+from .trajectory_turns import ReplayedTurn, TrajectoryTurns
 
 __all__ = ["from_atif"]
 

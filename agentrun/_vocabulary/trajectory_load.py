@@ -1,15 +1,15 @@
-"""What the two directions of :mod:`.trajectory` share: the turns a trajectory is read into
-(:class:`ReplayedTurn`, :class:`TrajectoryTurns`), the sources a reader takes
+"""What the two directions of :mod:`.trajectory` share: the sources a reader takes
 (:data:`TrajectorySource`) and :func:`load_trajectory`, which validates one into a
 :class:`Trajectory`; plus the names both directions write and read (:data:`EXTRA_KEY`,
-:data:`ATIF_SYSTEM`).
+:data:`ATIF_SYSTEM`). The turns a trajectory is read into (:class:`ReplayedTurn`,
+:class:`TrajectoryTurns`) are in :mod:`.trajectory_turns`, which replay imports without the
+ATIF models.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +17,11 @@ from pydantic import ValidationError
 
 from .atif import Trajectory
 from .errors import ConfigurationError
-from .messages import Message
-from .summary import TurnSummary
 
 __all__ = [
     "ATIF_SYSTEM",
     "EXTRA_KEY",
-    "ReplayedTurn",
     "TrajectorySource",
-    "TrajectoryTurns",
     "load_trajectory",
 ]
 
@@ -37,45 +33,6 @@ TrajectorySource = Trajectory | Mapping[str, Any] | str | bytes | os.PathLike[st
 EXTRA_KEY = "agentrun"
 #: The subtype of a ``system`` message that stands for a system step of a foreign trajectory.
 ATIF_SYSTEM = "atif_system"
-
-
-@dataclass(frozen=True)
-class ReplayedTurn:
-    """One turn of a replayed transcript or an imported trajectory."""
-
-    #: The turn's number (1, 2, ...).
-    number: int
-    #: Its messages, each tagged with ``number``.
-    messages: tuple[Message, ...]
-    #: What :meth:`TurnSummary.from_messages` makes of them.
-    summary: TurnSummary
-    #: The prompt, when it is known (a recorded transcript does not hold it).
-    prompt: str | None = None
-
-
-_set_turn_dict = ReplayedTurn.__dict__["__dict__"].__set__
-
-
-def replayed_turn(number: int, messages: tuple[Message, ...], summary: TurnSummary) -> ReplayedTurn:
-    """``ReplayedTurn(number, messages, summary)`` without the frozen dataclass's ``__init__``
-    (which sets each field through ``object.__setattr__``): replay makes one per turn. Every
-    field of :class:`ReplayedTurn` is here, in order."""
-    turn = object.__new__(ReplayedTurn)
-    _set_turn_dict(
-        turn, {"number": number, "messages": messages, "summary": summary, "prompt": None}
-    )
-    return turn
-
-
-@dataclass
-class TrajectoryTurns:
-    """What :func:`from_atif` reads back: the turns and the document's agent and session."""
-
-    turns: list[ReplayedTurn]
-    agent_name: str
-    agent_version: str
-    model: str | None = None
-    session_id: str | None = None
 
 
 def load_trajectory(source: TrajectorySource) -> Trajectory:
