@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["as_dict", "as_float", "as_int", "as_list", "as_object", "as_str"]
+__all__ = ["MAX_COUNT", "as_dict", "as_float", "as_int", "as_list", "as_object", "as_str"]
 
 
 # The narrowed values are returned as they are (``typing.cast`` would be a call per value on
@@ -27,21 +27,32 @@ def as_str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
+#: The largest count an agent can report: a 64-bit integer's. JSON's integers have no bound, and a
+#: larger one is not a count (it would overflow every float it meets: costs, percentages).
+MAX_COUNT = 2**63 - 1
+
+
 def as_int(value: object) -> int | None:
-    """An integer; a float with an integral value counts (JSON has one number type)."""
+    """An integer; a float with an integral value counts (JSON has one number type). Beyond
+    :data:`MAX_COUNT` either way: ``None``."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if -MAX_COUNT <= value <= MAX_COUNT else None
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return int(value) if -MAX_COUNT <= value <= MAX_COUNT else None
     return None
 
 
 def as_float(value: object) -> float | None:
+    """A JSON number as a float; ``None`` for anything else, and for an integer too large for a
+    float (JSON's integers have no bound: ``10**400`` is a valid cost on the wire)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def as_object(value: object) -> dict[str, Any] | None:

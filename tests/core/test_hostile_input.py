@@ -10,7 +10,7 @@ from repo_paths import FIXTURES
 
 from agentrun import Message, TurnSummary, Usage, get_translator
 from agentrun._bases import translator as base_translator
-from agentrun._bases.translator import decoded_feed
+from agentrun._bases.translator import decoded_feed, line_feed
 from agentrun._wire import framing
 from agentrun._wire.framing import MAX_NESTING, NESTING_MARKER, decode_json_line
 from agentrun.engines._replay import replay_turns
@@ -142,3 +142,41 @@ def test_a_lone_surrogate_escape_becomes_a_replacement_character_so_every_messag
 
 def test_a_surrogate_pair_spelled_in_escapes_is_one_character() -> None:
     assert decode_json_line(b'"\\ud83d\\ude00 \\u00e9"') == "\U0001f600 \u00e9"
+
+
+@pytest.mark.parametrize("engine", ["claude", "opencode", "codex", "codex-app-server", "acp"])
+def test_a_number_too_large_for_a_float_is_not_reported_rather_than_raised(engine: str) -> None:
+    # JSON's integers have no bound; every recorded line of the engine with a number in it is
+    # fed again with each of its numbers made 10**400 (costs, tokens, durations).
+    folder = FIXTURES / engine.split("-")[0]
+    huge = 10**400
+
+    def enlarge(value: object) -> object:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float)):
+            return huge
+        if isinstance(value, dict):
+            return {k: enlarge(v) for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(value, list):
+            return [enlarge(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+        return value
+
+    fed = 0
+    for path in sorted(folder.rglob("*.jsonl"))[:20]:
+        if ".rollout." in path.name:
+            continue
+        translator = get_translator(engine)
+        feed = line_feed(translator, engine=engine)  # the wire schema first, as replay reads
+        messages: list[Message] = []
+        for line in path.read_bytes().splitlines():
+            event = decode_json_line(line)
+            if isinstance(event, dict) and any(c.isdigit() for c in line.decode(errors="replace")):
+                line = json.dumps(enlarge(event)).encode()
+                fed += 1
+            messages += feed(line)
+        messages += translator.finish()
+        for message in messages:
+            json.loads(message.model_dump_json())
+        json.loads(TurnSummary.from_messages(messages).model_dump_json())
+    assert fed > 0

@@ -21,13 +21,17 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
+from ..._vocabulary.jsonvalues import MAX_COUNT
+
 __all__ = ["wire_schema"]
 
 _VIEW = ConfigDict(strict=True, extra="ignore")
 
-#: A token count as a usage figure takes it (a negative one is refused: the lenient path turns
-#: it into "not reported").
-Count = Annotated[int, Field(ge=0)]
+#: A token count as a usage figure takes it (a negative one, or one beyond a 64-bit integer, is
+#: refused: the lenient path turns it into "not reported").
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+#: Any other integer the translator reads (``as_int``'s bounds: beyond them, the lenient path).
+Int = Annotated[int, Field(ge=-MAX_COUNT, le=MAX_COUNT)]
 
 
 @with_config(_VIEW)
@@ -133,7 +137,7 @@ class StartedBlock(TypedDict):
 @with_config(_VIEW)
 class ContentBlockStart(TypedDict):
     type: Literal["content_block_start"]
-    index: int
+    index: Int
     content_block: StartedBlock
 
 
@@ -168,7 +172,7 @@ BlockDelta = Annotated[
 @with_config(_VIEW)
 class ContentBlockDelta(TypedDict):
     type: Literal["content_block_delta"]
-    index: int
+    index: Int
     delta: BlockDelta
 
 
@@ -232,7 +236,7 @@ class ModelUsage(TypedDict):
     cacheCreationInputTokens: NotRequired[Count | None]
     thinkingTokens: NotRequired[Count | None]
     costUSD: NotRequired[Annotated[float, Field(ge=0)] | None]
-    contextWindow: NotRequired[int | None]
+    contextWindow: NotRequired[Int | None]
 
 
 @with_config(_VIEW)
@@ -249,7 +253,7 @@ class ResultEvent(TypedDict):
     session_id: NotRequired[str | None]
     stop_reason: NotRequired[str | None]
     terminal_reason: NotRequired[str | None]
-    api_error_status: NotRequired[int | None]
+    api_error_status: NotRequired[Int | None]
     errors: NotRequired[list[str] | None]
     total_cost_usd: NotRequired[float | None]
     usage: NotRequired[CallUsage | None]
