@@ -44,6 +44,7 @@ from .._wire.framing import LineTooLong
 from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError, JsonRpcProblem
 from .._wire.process import AgentProcess
 from .long_lived import LongLivedSession
+from .translator import decoded_feed
 
 __all__ = ["JsonRpcSession", "RequestHandlerTable"]
 
@@ -105,7 +106,13 @@ class JsonRpcSession(LongLivedSession):
     # -- wire --------------------------------------------------------------------------------
 
     async def _observe(self, direction: str, msg: Any) -> None:
-        await self._route(self.translator.feed({"dir": direction, "msg": msg}))
+        event = {"dir": direction, "msg": msg}
+        # A received message is what the connection's decoder made of a line (its nesting
+        # already cut, so it is not walked again); a sent one is the library's own value.
+        if direction == "recv":
+            await self._route(decoded_feed(self.translator)(event))
+        else:
+            await self._route(self.translator.feed(event))
 
     async def _observe_received(self, msg: Any) -> None:
         await self._observe("recv", msg)

@@ -584,3 +584,25 @@ async def test_an_oversized_request_of_the_agent_is_answered_with_an_error(
         assert '"code": -32600' in summary.text
         again = await run_turn(process, "next", timeout=20)
         assert again.ok and again.text == "echo: next"
+
+
+async def test_a_received_message_is_walked_for_its_nesting_once_by_the_decoder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The connection's decoder cuts a received line's nesting; the translator is handed the
+    # decoded message and must not walk it again (only the library's own sent values are).
+    from agentrun._wire import framing
+    from agentrun.engines.acp import _translate as acp_translate
+
+    walked: list[object] = []
+
+    def counting(value: object, limit: int = framing.MAX_NESTING) -> object:
+        walked.append(value)
+        return framing.capped(value, limit)
+
+    monkeypatch.setattr(acp_translate, "capped", counting)
+    async with engine().start(session(tmp_path)) as process:
+        summary = await run_turn(process, "hello there")
+    assert summary.text == "echo: hello there"
+    directions = {v.get("dir") for v in walked if isinstance(v, dict)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    assert walked and directions == {"send"}
