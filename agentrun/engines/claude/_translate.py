@@ -129,6 +129,11 @@ class ClaudeTranslator(LenientTranslator):
     (:meth:`feed_line`) or decoded events (:meth:`feed_wire`); :meth:`feed` and
     :meth:`feed_decoded` read every event value by value."""
 
+    # Declared again here, as the base declares them: this class sets them too.
+    session_id: str | None
+    model: str | None
+    session_not_found: str | None
+
     @cached_property
     def _view(self) -> Callable[[Any], Json]:
         """The wire schema's validation: its module is loaded and the schema compiled on the
