@@ -658,48 +658,81 @@ class LenientTranslator(Translator):
             for d in (_obj(item) for item in _list(ev.get("permission_denials")))
             if d is not None
         )
-        session_id = _str(ev.get("session_id")) or self.session_id
+        out.append(
+            self._result_message(
+                ev,
+                subtype=subtype,
+                is_error=is_error,
+                text=text,
+                terminal=terminal,
+                stop=_str(ev.get("stop_reason")),
+                session_id=_str(ev.get("session_id")),
+                model_usage=model_usage,
+                usage=usage,
+                denials=denials,
+                error=error,
+            )
+        )
+        return out
+
+    def _result_message(
+        self,
+        ev: Json,
+        *,
+        subtype: str | None,
+        is_error: bool,
+        text: str | None,
+        terminal: str | None,
+        stop: str | None,
+        session_id: str | None,
+        model_usage: dict[str, Any],
+        usage: Usage,
+        denials: tuple[PermissionDenial, ...],
+        error: ErrorInfo | None,
+    ) -> Message:
+        """The turn's ``result`` of values already read and checked (by either reader), and the
+        end of the turn's state. Every value is of its field's type: assembled, not validated."""
+        session_id = session_id or self.session_id
         if session_id:
             self.session_id = session_id
-        model = self.model or next(iter(model_usage), None)
         data: Json = {
             "subtype": subtype,
             "is_error": is_error,
             "terminal_reason": terminal,
             "num_turns": ev.get("num_turns"),
-            "model": model,
+            "model": self.model or next(iter(model_usage), None),
             "session_cost_usd": ev.get("total_cost_usd"),
         }
         for key in RESULT_DATA:
             if ev.get(key) is not None:
                 data[key] = ev[key]
-        stop = _str(ev.get("stop_reason"))
         if stop is None and not is_error:
             stop = self._last_stop_reason
         if TERMINAL_CODES.get(terminal or "") == "cancelled":
             # An interrupted turn says so like every engine's, whatever the last call said.
             stop = "cancelled"
-        out.append(
-            Message(
-                type=MessageType.RESULT,
-                subtype=subtype,
-                text=None if is_error else text,
-                usage=usage,
-                stop_reason=stop
+        result = assemble(
+            Message,
+            {
+                "type": MessageType.RESULT,
+                "subtype": subtype,
+                "text": None if is_error else text,
+                "usage": usage,
+                "stop_reason": stop
                 if stop is not None
                 else (None if is_error else self._last_stop_reason),
-                denials=denials or None,
-                error=error,
-                resume_id=None if self.session_not_found else session_id,
-                data=data,
-                raw=ev,
-            )
+                "denials": denials or None,
+                "error": error,
+                "resume_id": None if self.session_not_found else session_id,
+                "data": data,
+                "raw": ev,
+            },
         )
         self._last_stop_reason = None
         self._call_output.clear()
         self._stream_tools.clear()
         self._forget_older_turns()
-        return out
+        return result
 
     def _forget_older_turns(self) -> None:
         """At a result: keep the ids this turn and the next can still refer to, nothing older."""

@@ -46,7 +46,6 @@ from ..._vocabulary.messages import (
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import MAX_NESTING, cap_nesting
 from ._lenient import (
-    RESULT_DATA,
     SESSION_NOT_FOUND,
     SYNTHETIC_MODEL,
     TERMINAL_CODES,
@@ -471,48 +470,21 @@ class ClaudeTranslator(LenientTranslator):
                 )
                 for index, d in enumerate(view["permission_denials"])
             )
-        session_id: str | None = view.get("session_id") or self.session_id
-        if session_id:
-            self.session_id = session_id
-        data: Json = {
-            "subtype": subtype,
-            "is_error": is_error,
-            "terminal_reason": terminal,
-            "num_turns": ev.get("num_turns"),
-            "model": self.model or next(iter(model_usage), None),
-            "session_cost_usd": ev.get("total_cost_usd"),
-        }
-        for key in RESULT_DATA:
-            if ev.get(key) is not None:
-                data[key] = ev[key]
-        stop: str | None = view.get("stop_reason")
-        if stop is None and not is_error:
-            stop = self._last_stop_reason
-        if TERMINAL_CODES.get(terminal or "") == "cancelled":
-            stop = "cancelled"
         out.append(
-            assemble(
-                Message,
-                {
-                    "type": MessageType.RESULT,
-                    "subtype": subtype,
-                    "text": None if is_error else text,
-                    "usage": usage,
-                    "stop_reason": stop
-                    if stop is not None
-                    else (None if is_error else self._last_stop_reason),
-                    "denials": denials or None,
-                    "error": error,
-                    "resume_id": None if self.session_not_found else session_id,
-                    "data": data,
-                    "raw": ev,
-                },
+            self._result_message(
+                ev,
+                subtype=subtype,
+                is_error=is_error,
+                text=text,
+                terminal=terminal,
+                stop=view.get("stop_reason"),
+                session_id=view.get("session_id"),
+                model_usage=model_usage,
+                usage=usage,
+                denials=denials,
+                error=error,
             )
         )
-        self._last_stop_reason = None
-        self._call_output.clear()
-        self._stream_tools.clear()
-        self._forget_older_turns()
         return out
 
     def _wire_turn_usage(self, view: Json, since_last: dict[str, Json] | None) -> Usage:
