@@ -618,37 +618,21 @@ class LenientTranslator(Translator):
         is_error = ev.get("is_error") is True or (subtype is not None and subtype != "success")
         model_usage = _obj(ev.get("modelUsage")) or {}
         since_last = _obj(ev.get("model_usage_since_last_result"))
-        # The window the CLI reports is authoritative for the rest of the session.
-        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
-        if window is not None:
-            self.tracker.report_size(window)
-            refreshed = self.tracker.refresh()
-            if refreshed is not None:
-                out.append(refreshed)
-        usage = self._turn_usage(ev, since_last)
-        last = self.tracker.last
-        if last is not None:
-            usage = copy_with(
-                usage,
-                {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
-            )
-        errors = [e for e in _list(ev.get("errors")) if isinstance(e, str)]
+        self._report_window(out, model_usage, since_last)
+        usage = self._with_context(self._turn_usage(ev, since_last))
         text = _str(ev.get("result"))
         terminal = _str(ev.get("terminal_reason"))
-        error: ErrorInfo | None = None
-        if is_error:
-            code = TERMINAL_CODES.get(terminal or "", subtype or "error")
-            joined = "; ".join(errors)
-            said = joined + (text or "")
-            if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
-                code = SESSION_NOT_FOUND
-                self.session_not_found = joined or text
-            error = ErrorInfo(
-                message=text or joined or f"claude turn ended with {subtype or 'an error'}",
-                code=code,
-                status=_int(ev.get("api_error_status")),
-                fatal=True,
+        error = (
+            self._result_error(
+                subtype,
+                terminal,
+                text,
+                [e for e in _list(ev.get("errors")) if isinstance(e, str)],
+                _int(ev.get("api_error_status")),
             )
+            if is_error
+            else None
+        )
         denials = tuple(
             PermissionDenial(
                 tool_name=_str(d.get("tool_name")),
@@ -674,6 +658,54 @@ class LenientTranslator(Translator):
             )
         )
         return out
+
+    def _report_window(
+        self, out: list[Message], model_usage: dict[str, Any], since_last: dict[str, Any] | None
+    ) -> None:
+        """The window the CLI reports with a result: authoritative for the rest of the session
+        (a refreshed reading joins ``out``)."""
+        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
+        if window is not None:
+            self.tracker.report_size(window)
+            refreshed = self.tracker.refresh()
+            if refreshed is not None:
+                out.append(refreshed)
+
+    def _with_context(self, usage: Usage) -> Usage:
+        """The turn's usage with the context fill of the latest reading."""
+        last = self.tracker.last
+        if last is None:
+            return usage
+        return copy_with(
+            usage,
+            {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
+        )
+
+    def _result_error(
+        self,
+        subtype: str | None,
+        terminal: str | None,
+        text: str | None,
+        errors: list[str],
+        status: int | None,
+    ) -> ErrorInfo:
+        """The error of a failed turn's result (values already checked by either reader); an
+        unknown session before any ``init`` is the typed not-found."""
+        code = TERMINAL_CODES.get(terminal or "", subtype or "error")
+        joined = "; ".join(errors)
+        said = joined + (text or "")
+        if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
+            code = SESSION_NOT_FOUND
+            self.session_not_found = joined or text
+        return assemble(
+            ErrorInfo,
+            {
+                "message": text or joined or f"claude turn ended with {subtype or 'an error'}",
+                "code": code,
+                "status": status,
+                "fatal": True,
+            },
+        )
 
     def _result_message(
         self,

@@ -32,7 +32,6 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from ..._vocabulary.messages import (
-    ErrorInfo,
     InitMeta,
     Message,
     MessageType,
@@ -48,8 +47,6 @@ from ..._wire.framing import MAX_NESTING, cap_nesting
 from ._lenient import (
     SESSION_NOT_FOUND,
     SYNTHETIC_MODEL,
-    TERMINAL_CODES,
-    UNKNOWN_SESSION_WORDS,
     Json,
     LenientTranslator,
 )
@@ -423,39 +420,21 @@ class ClaudeTranslator(LenientTranslator):
         is_error = ev.get("is_error") is True or (subtype is not None and subtype != "success")
         model_usage: dict[str, Json] = view.get("modelUsage") or {}
         since_last: dict[str, Json] | None = view.get("model_usage_since_last_result")
-        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
-        if window is not None:
-            self.tracker.report_size(window)
-            refreshed = self.tracker.refresh()
-            if refreshed is not None:
-                out.append(refreshed)
-        usage = self._wire_turn_usage(view, since_last)
-        last = self.tracker.last
-        if last is not None:
-            usage = copy_with(
-                usage,
-                {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
-            )
+        self._report_window(out, model_usage, since_last)
+        usage = self._with_context(self._wire_turn_usage(view, since_last))
         text: str | None = view.get("result")
         terminal: str | None = view.get("terminal_reason")
-        error: ErrorInfo | None = None
-        if is_error:
-            errors: list[str] = view.get("errors") or []
-            code = TERMINAL_CODES.get(terminal or "", subtype or "error")
-            joined = "; ".join(errors)
-            said = joined + (text or "")
-            if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
-                code = SESSION_NOT_FOUND
-                self.session_not_found = joined or text
-            error = assemble(
-                ErrorInfo,
-                {
-                    "message": text or joined or f"claude turn ended with {subtype or 'an error'}",
-                    "code": code,
-                    "status": view.get("api_error_status"),
-                    "fatal": True,
-                },
+        error = (
+            self._result_error(
+                subtype,
+                terminal,
+                text,
+                view.get("errors") or [],
+                view.get("api_error_status"),
             )
+            if is_error
+            else None
+        )
         denials: tuple[PermissionDenial, ...] = ()
         if view.get("permission_denials"):
             raw_denials: list[Json] = ev["permission_denials"]
