@@ -820,7 +820,14 @@ class LenientTranslator(Translator):
             # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
             # counts the interrupted call, which was paid for.
             return account_usage(_model_usage_sum(since_last), model=model)
-        usage = call_usage(_obj(ev.get("usage")))
+        return self._costed(call_usage(_obj(ev.get("usage"))), total_cost, previous, model)
+
+    def _costed(
+        self, usage: Usage, total_cost: float | None, previous: float | None, model: str | None
+    ) -> Usage:
+        """A turn's usage with its cost: the session's total less the previous result's (the
+        first result's total is the turn's own, unless the session was resumed: then it is
+        the thread's), accounted for ``model``."""
         cost: float | None = None
         cost_source: UsageSource = "reported"
         if total_cost is not None:

@@ -38,9 +38,7 @@ from ..._vocabulary.messages import (
     PermissionDenial,
     ToolCall,
     Usage,
-    UsageSource,
     assemble,
-    copy_with,
 )
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import MAX_NESTING, cap_nesting
@@ -490,16 +488,7 @@ class ClaudeTranslator(LenientTranslator):
                     "thinking_tokens": details.get("thinking_tokens") if details else None,
                 },
             )
-        cost: float | None = None
-        cost_source: UsageSource = "reported"
-        if total_cost is not None:
-            if previous is not None:
-                cost = round(max(total_cost - previous, 0.0), 12)
-                cost_source = "derived"
-            elif not self.resumed:
-                cost = total_cost
-        usage = copy_with(usage, {"cost_usd": cost})
-        return account_usage(usage, model=model, cost=cost_source)
+        return self._costed(usage, total_cost, previous, model)
 
 
 #: The reading of each event kind the schema takes.
