@@ -618,37 +618,21 @@ class LenientTranslator(Translator):
         is_error = ev.get("is_error") is True or (subtype is not None and subtype != "success")
         model_usage = _obj(ev.get("modelUsage")) or {}
         since_last = _obj(ev.get("model_usage_since_last_result"))
-        # The window the CLI reports is authoritative for the rest of the session.
-        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
-        if window is not None:
-            self.tracker.report_size(window)
-            refreshed = self.tracker.refresh()
-            if refreshed is not None:
-                out.append(refreshed)
-        usage = self._turn_usage(ev, since_last)
-        last = self.tracker.last
-        if last is not None:
-            usage = copy_with(
-                usage,
-                {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
-            )
-        errors = [e for e in _list(ev.get("errors")) if isinstance(e, str)]
+        self._report_window(out, model_usage, since_last)
+        usage = self._with_context(self._turn_usage(ev, since_last))
         text = _str(ev.get("result"))
         terminal = _str(ev.get("terminal_reason"))
-        error: ErrorInfo | None = None
-        if is_error:
-            code = TERMINAL_CODES.get(terminal or "", subtype or "error")
-            joined = "; ".join(errors)
-            said = joined + (text or "")
-            if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
-                code = SESSION_NOT_FOUND
-                self.session_not_found = joined or text
-            error = ErrorInfo(
-                message=text or joined or f"claude turn ended with {subtype or 'an error'}",
-                code=code,
-                status=_int(ev.get("api_error_status")),
-                fatal=True,
+        error = (
+            self._result_error(
+                subtype,
+                terminal,
+                text,
+                [e for e in _list(ev.get("errors")) if isinstance(e, str)],
+                _int(ev.get("api_error_status")),
             )
+            if is_error
+            else None
+        )
         denials = tuple(
             PermissionDenial(
                 tool_name=_str(d.get("tool_name")),
@@ -658,48 +642,129 @@ class LenientTranslator(Translator):
             for d in (_obj(item) for item in _list(ev.get("permission_denials")))
             if d is not None
         )
-        session_id = _str(ev.get("session_id")) or self.session_id
+        out.append(
+            self._result_message(
+                ev,
+                subtype=subtype,
+                is_error=is_error,
+                text=text,
+                terminal=terminal,
+                stop=_str(ev.get("stop_reason")),
+                session_id=_str(ev.get("session_id")),
+                model_usage=model_usage,
+                usage=usage,
+                denials=denials,
+                error=error,
+            )
+        )
+        return out
+
+    def _report_window(
+        self, out: list[Message], model_usage: dict[str, Any], since_last: dict[str, Any] | None
+    ) -> None:
+        """The window the CLI reports with a result: authoritative for the rest of the session
+        (a refreshed reading joins ``out``)."""
+        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
+        if window is not None:
+            self.tracker.report_size(window)
+            refreshed = self.tracker.refresh()
+            if refreshed is not None:
+                out.append(refreshed)
+
+    def _with_context(self, usage: Usage) -> Usage:
+        """The turn's usage with the context fill of the latest reading."""
+        last = self.tracker.last
+        if last is None:
+            return usage
+        return copy_with(
+            usage,
+            {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
+        )
+
+    def _result_error(
+        self,
+        subtype: str | None,
+        terminal: str | None,
+        text: str | None,
+        errors: list[str],
+        status: int | None,
+    ) -> ErrorInfo:
+        """The error of a failed turn's result (values already checked by either reader); an
+        unknown session before any ``init`` is the typed not-found."""
+        code = TERMINAL_CODES.get(terminal or "", subtype or "error")
+        joined = "; ".join(errors)
+        said = joined + (text or "")
+        if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
+            code = SESSION_NOT_FOUND
+            self.session_not_found = joined or text
+        return assemble(
+            ErrorInfo,
+            {
+                "message": text or joined or f"claude turn ended with {subtype or 'an error'}",
+                "code": code,
+                "status": status,
+                "fatal": True,
+            },
+        )
+
+    def _result_message(
+        self,
+        ev: Json,
+        *,
+        subtype: str | None,
+        is_error: bool,
+        text: str | None,
+        terminal: str | None,
+        stop: str | None,
+        session_id: str | None,
+        model_usage: dict[str, Any],
+        usage: Usage,
+        denials: tuple[PermissionDenial, ...],
+        error: ErrorInfo | None,
+    ) -> Message:
+        """The turn's ``result`` of values already read and checked (by either reader), and the
+        end of the turn's state. Every value is of its field's type: assembled, not validated."""
+        session_id = session_id or self.session_id
         if session_id:
             self.session_id = session_id
-        model = self.model or next(iter(model_usage), None)
         data: Json = {
             "subtype": subtype,
             "is_error": is_error,
             "terminal_reason": terminal,
             "num_turns": ev.get("num_turns"),
-            "model": model,
+            "model": self.model or next(iter(model_usage), None),
             "session_cost_usd": ev.get("total_cost_usd"),
         }
         for key in RESULT_DATA:
             if ev.get(key) is not None:
                 data[key] = ev[key]
-        stop = _str(ev.get("stop_reason"))
         if stop is None and not is_error:
             stop = self._last_stop_reason
         if TERMINAL_CODES.get(terminal or "") == "cancelled":
             # An interrupted turn says so like every engine's, whatever the last call said.
             stop = "cancelled"
-        out.append(
-            Message(
-                type=MessageType.RESULT,
-                subtype=subtype,
-                text=None if is_error else text,
-                usage=usage,
-                stop_reason=stop
+        result = assemble(
+            Message,
+            {
+                "type": MessageType.RESULT,
+                "subtype": subtype,
+                "text": None if is_error else text,
+                "usage": usage,
+                "stop_reason": stop
                 if stop is not None
                 else (None if is_error else self._last_stop_reason),
-                denials=denials or None,
-                error=error,
-                resume_id=None if self.session_not_found else session_id,
-                data=data,
-                raw=ev,
-            )
+                "denials": denials or None,
+                "error": error,
+                "resume_id": None if self.session_not_found else session_id,
+                "data": data,
+                "raw": ev,
+            },
         )
         self._last_stop_reason = None
         self._call_output.clear()
         self._stream_tools.clear()
         self._forget_older_turns()
-        return out
+        return result
 
     def _forget_older_turns(self) -> None:
         """At a result: keep the ids this turn and the next can still refer to, nothing older."""
@@ -755,7 +820,14 @@ class LenientTranslator(Translator):
             # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
             # counts the interrupted call, which was paid for.
             return account_usage(_model_usage_sum(since_last), model=model)
-        usage = call_usage(_obj(ev.get("usage")))
+        return self._costed(call_usage(_obj(ev.get("usage"))), total_cost, previous, model)
+
+    def _costed(
+        self, usage: Usage, total_cost: float | None, previous: float | None, model: str | None
+    ) -> Usage:
+        """A turn's usage with its cost: the session's total less the previous result's (the
+        first result's total is the turn's own, unless the session was resumed: then it is
+        the thread's), accounted for ``model``."""
         cost: float | None = None
         cost_source: UsageSource = "reported"
         if total_cost is not None:

@@ -32,25 +32,19 @@ from pydantic import ValidationError
 from pydantic_core import from_json
 
 from ..._vocabulary.messages import (
-    ErrorInfo,
     InitMeta,
     Message,
     MessageType,
     PermissionDenial,
     ToolCall,
     Usage,
-    UsageSource,
     assemble,
-    copy_with,
 )
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import MAX_NESTING, cap_nesting
 from ._lenient import (
-    RESULT_DATA,
     SESSION_NOT_FOUND,
     SYNTHETIC_MODEL,
-    TERMINAL_CODES,
-    UNKNOWN_SESSION_WORDS,
     Json,
     LenientTranslator,
 )
@@ -424,39 +418,21 @@ class ClaudeTranslator(LenientTranslator):
         is_error = ev.get("is_error") is True or (subtype is not None and subtype != "success")
         model_usage: dict[str, Json] = view.get("modelUsage") or {}
         since_last: dict[str, Json] | None = view.get("model_usage_since_last_result")
-        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
-        if window is not None:
-            self.tracker.report_size(window)
-            refreshed = self.tracker.refresh()
-            if refreshed is not None:
-                out.append(refreshed)
-        usage = self._wire_turn_usage(view, since_last)
-        last = self.tracker.last
-        if last is not None:
-            usage = copy_with(
-                usage,
-                {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
-            )
+        self._report_window(out, model_usage, since_last)
+        usage = self._with_context(self._wire_turn_usage(view, since_last))
         text: str | None = view.get("result")
         terminal: str | None = view.get("terminal_reason")
-        error: ErrorInfo | None = None
-        if is_error:
-            errors: list[str] = view.get("errors") or []
-            code = TERMINAL_CODES.get(terminal or "", subtype or "error")
-            joined = "; ".join(errors)
-            said = joined + (text or "")
-            if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
-                code = SESSION_NOT_FOUND
-                self.session_not_found = joined or text
-            error = assemble(
-                ErrorInfo,
-                {
-                    "message": text or joined or f"claude turn ended with {subtype or 'an error'}",
-                    "code": code,
-                    "status": view.get("api_error_status"),
-                    "fatal": True,
-                },
+        error = (
+            self._result_error(
+                subtype,
+                terminal,
+                text,
+                view.get("errors") or [],
+                view.get("api_error_status"),
             )
+            if is_error
+            else None
+        )
         denials: tuple[PermissionDenial, ...] = ()
         if view.get("permission_denials"):
             raw_denials: list[Json] = ev["permission_denials"]
@@ -471,48 +447,21 @@ class ClaudeTranslator(LenientTranslator):
                 )
                 for index, d in enumerate(view["permission_denials"])
             )
-        session_id: str | None = view.get("session_id") or self.session_id
-        if session_id:
-            self.session_id = session_id
-        data: Json = {
-            "subtype": subtype,
-            "is_error": is_error,
-            "terminal_reason": terminal,
-            "num_turns": ev.get("num_turns"),
-            "model": self.model or next(iter(model_usage), None),
-            "session_cost_usd": ev.get("total_cost_usd"),
-        }
-        for key in RESULT_DATA:
-            if ev.get(key) is not None:
-                data[key] = ev[key]
-        stop: str | None = view.get("stop_reason")
-        if stop is None and not is_error:
-            stop = self._last_stop_reason
-        if TERMINAL_CODES.get(terminal or "") == "cancelled":
-            stop = "cancelled"
         out.append(
-            assemble(
-                Message,
-                {
-                    "type": MessageType.RESULT,
-                    "subtype": subtype,
-                    "text": None if is_error else text,
-                    "usage": usage,
-                    "stop_reason": stop
-                    if stop is not None
-                    else (None if is_error else self._last_stop_reason),
-                    "denials": denials or None,
-                    "error": error,
-                    "resume_id": None if self.session_not_found else session_id,
-                    "data": data,
-                    "raw": ev,
-                },
+            self._result_message(
+                ev,
+                subtype=subtype,
+                is_error=is_error,
+                text=text,
+                terminal=terminal,
+                stop=view.get("stop_reason"),
+                session_id=view.get("session_id"),
+                model_usage=model_usage,
+                usage=usage,
+                denials=denials,
+                error=error,
             )
         )
-        self._last_stop_reason = None
-        self._call_output.clear()
-        self._stream_tools.clear()
-        self._forget_older_turns()
         return out
 
     def _wire_turn_usage(self, view: Json, since_last: dict[str, Json] | None) -> Usage:
@@ -539,16 +488,7 @@ class ClaudeTranslator(LenientTranslator):
                     "thinking_tokens": details.get("thinking_tokens") if details else None,
                 },
             )
-        cost: float | None = None
-        cost_source: UsageSource = "reported"
-        if total_cost is not None:
-            if previous is not None:
-                cost = round(max(total_cost - previous, 0.0), 12)
-                cost_source = "derived"
-            elif not self.resumed:
-                cost = total_cost
-        usage = copy_with(usage, {"cost_usd": cost})
-        return account_usage(usage, model=model, cost=cost_source)
+        return self._costed(usage, total_cost, previous, model)
 
 
 #: The reading of each event kind the schema takes.
