@@ -448,23 +448,30 @@ class LenientTranslator(Translator):
             elif isinstance(b.get("text"), str):
                 texts.append(cast(str, b["text"]))
         if texts or not out:
-            # Prompts the CLI adds itself (continuation after a mid-stream error, the
-            # interrupt marker) and replayed user messages: information, not agent output.
-            data: Json = {"text": "\n".join(texts)}
-            for key in ("isSynthetic", "isReplay"):
-                if key in ev:
-                    data[key] = ev[key]
-            out.append(
-                Message(
-                    type=MessageType.SYSTEM,
-                    subtype="user_message",
-                    parent_tool_use_id=parent,
-                    replayed=replayed,
-                    data=data,
-                    raw=ev,
-                )
-            )
+            out.append(self._user_message(ev, texts, parent, replayed))
         return out
+
+    def _user_message(
+        self, ev: Json, texts: list[str], parent: str | None, replayed: bool
+    ) -> Message:
+        """A user message's own text (values already checked by either reader): prompts the CLI
+        adds itself (continuation after a mid-stream error, the interrupt marker) and replayed
+        user messages, information, not agent output."""
+        data: Json = {"text": "\n".join(texts)}
+        for key in ("isSynthetic", "isReplay"):
+            if key in ev:
+                data[key] = ev[key]
+        return assemble(
+            Message,
+            {
+                "type": MessageType.SYSTEM,
+                "subtype": "user_message",
+                "parent_tool_use_id": parent,
+                "replayed": replayed,
+                "data": data,
+                "raw": ev,
+            },
+        )
 
     # -- stream_event ----------------------------------------------------------------------------
 

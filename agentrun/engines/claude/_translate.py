@@ -341,23 +341,7 @@ class ClaudeTranslator(LenientTranslator):
                     )
                 )
         if texts or not out:
-            data: Json = {"text": "\n".join(texts)}
-            for key in ("isSynthetic", "isReplay"):
-                if key in ev:
-                    data[key] = ev[key]
-            out.append(
-                assemble(
-                    Message,
-                    {
-                        "type": MessageType.SYSTEM,
-                        "subtype": "user_message",
-                        "parent_tool_use_id": parent,
-                        "replayed": replayed,
-                        "data": data,
-                        "raw": ev,
-                    },
-                )
-            )
+            out.append(self._user_message(ev, texts, parent, replayed))
         return out
 
     def _wire_system(self, view: Json, ev: Json) -> list[Message]:
