@@ -29,7 +29,6 @@ from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import from_json
 
 from ..._vocabulary.messages import (
     InitMeta,
@@ -41,7 +40,7 @@ from ..._vocabulary.messages import (
     assemble,
 )
 from ..._vocabulary.prices import account_usage
-from ..._wire.framing import MAX_NESTING, cap_nesting
+from ..._wire.framing import JsonProblem, decode_json_line
 from ._lenient import (
     SESSION_NOT_FOUND,
     SYNTHETIC_MODEL,
@@ -140,17 +139,10 @@ class ClaudeTranslator(LenientTranslator):
         """The messages of one framed line: decoded as :func:`decode_json_line` decodes it and
         read as :meth:`feed_wire` reads it; ``None`` for a line that is not JSON (the caller's
         decoder says what it is)."""
-        try:
-            ev: Any = from_json(line)
-        except ValueError:
+        ev = decode_json_line(line)
+        if isinstance(ev, JsonProblem):
             return None
-        if line.count(b"{") + line.count(b"[") > MAX_NESTING:
-            ev = cap_nesting(ev)
-        try:
-            view = self._view(ev)
-        except ValidationError:
-            return self.feed_decoded(ev)
-        return _READERS[view["type"]](self, view, ev)
+        return self.feed_wire(ev)
 
     def feed_wire(self, event: Any) -> list[Message]:
         """:meth:`feed_decoded` of an event checked against Claude Code's wire schema
