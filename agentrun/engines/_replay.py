@@ -8,6 +8,7 @@ same translator the live engine uses and splits the stream into turns at each ``
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -102,24 +103,15 @@ def _events_of_chunks(
 
 
 class _Recognition:
-    """:func:`recognised` counted along the translation itself: the messages each of the first
-    :data:`RECOGNITION_SAMPLE` lines made, classified as they come."""
+    """:func:`recognised` counted along the translation itself: of the first
+    :data:`RECOGNITION_SAMPLE` lines, how many made a message of the engine's own (``known``)
+    and how many only pass-throughs or unreadable lines (``foreign``)."""
 
-    __slots__ = ("foreign", "known", "seen")
+    __slots__ = ("foreign", "known")
 
-    def __init__(self) -> None:
-        self.seen = self.known = self.foreign = 0
-
-    def count(self, out: list[Message]) -> None:
-        self.seen += 1
-        for message in out:
-            if _known(message):
-                self.known += 1
-                return
-        for message in out:
-            if _foreign(message):
-                self.foreign += 1
-                return
+    def __init__(self, known: int, foreign: int) -> None:
+        self.known = known
+        self.foreign = foreign
 
     @property
     def recognised(self) -> bool:
@@ -196,6 +188,15 @@ def _split_turns(messages: Iterable[Message]) -> list[list[Message]]:
     return turns.done()
 
 
+def _unknown_references(_value: object, /) -> int:
+    """Where the interpreter does not count references: as many as never to change in place."""
+    return sys.maxsize
+
+
+#: How many references hold a value (plus one: the call's argument).
+_references = getattr(sys, "getrefcount", _unknown_references)
+
+
 class _Turns:
     """A transcript's messages split into turns as they come: each tagged with its turn's
     number, a turn ending with its ``result``; the messages after the last result form a final,
@@ -211,8 +212,22 @@ class _Turns:
     def add(self, messages: Iterable[Message]) -> None:
         current = self.current
         number = self.number
+        # A translator's fresh messages are tagged where they are rather than copied (a copy of
+        # every message was a tenth of an OpenCode replay), when nothing else holds them: not the
+        # translator, not a list it kept. Counted references: the caller's name for the list and
+        # this one, plus the count's own argument; for a message, the list, the loop's name and
+        # the argument. Messages are immutable to everyone else, so a change no one else can see
+        # is a copy; any message held elsewhere is copied by :meth:`Message.in_turn`.
+        owned = isinstance(messages, list) and _references(messages) <= 3
         for message in messages:
-            current.append(message.in_turn(number))
+            fields = vars(message)
+            if fields["turn"] != number:
+                if owned and _references(message) <= 3:
+                    fields["turn"] = number
+                    message.__pydantic_fields_set__.add("turn")
+                else:
+                    message = message.in_turn(number)
+            current.append(message)
             if message.type is _RESULT:
                 self.turns.append(current)
                 current = self.current = []
@@ -229,19 +244,41 @@ def _replay_lines(
     items: Iterable[bytes | LineTooLong], translator: Translator, *, engine: str
 ) -> tuple[list[list[Message]], _Recognition]:
     """:func:`translate_lines` with the recognition count, split into turns as by
-    :func:`_split_turns`, in one loop (no generator between the translator and the turns)."""
+    :func:`_split_turns`, in one loop (no generator between the translator and the turns, no
+    call per line but the translator's)."""
     feed = line_feed(translator, engine=engine)
-    recognition = _Recognition()
-    turns = _Turns()
-    add = turns.add
-    count = recognition.count
+    turns: list[list[Message]] = []
+    current: list[Message] = []
+    number = 1
+    sample = RECOGNITION_SAMPLE
+    known = foreign = 0
     for item in items:
         out = feed(item)
-        if recognition.seen < RECOGNITION_SAMPLE:
-            count(out)
-        add(out)
-    add(translator.finish())
-    return turns.done(), recognition
+        if sample:  # the first lines: what the translator made of them (see :func:`recognised`)
+            sample -= 1
+            if any(map(_known, out)):
+                known += 1
+            elif any(map(_foreign, out)):
+                foreign += 1
+        # Tagged where they are when nothing else holds them (see :meth:`_Turns.add`).
+        owned = _references(out) <= 2
+        for message in out:
+            fields = vars(message)
+            if fields["turn"] != number:
+                if owned and _references(message) <= 3:
+                    fields["turn"] = number
+                    message.__pydantic_fields_set__.add("turn")
+                else:
+                    message = message.in_turn(number)
+            current.append(message)
+            if message.type is _RESULT:
+                turns.append(current)
+                current = []
+                number += 1
+    rest = _Turns()
+    rest.turns, rest.current, rest.number = turns, current, number
+    rest.add(translator.finish())
+    return rest.done(), _Recognition(known, foreign)
 
 
 def _only_errors(turns: list[list[Message]]) -> bool:
