@@ -129,11 +129,16 @@ class LineFramer:
         parts = data.split(b"\n")
         tail = parts.pop()
         limit = self._limit
+        append = out.append
         for line in parts:
             if len(line) > limit:
-                out.append(LineTooLong(len(line), limit, line[:HEAD_BYTES]))
+                append(LineTooLong(len(line), limit, line[:HEAD_BYTES]))
             elif line:
-                self._emit(line, out)
+                # :meth:`_emit`, inlined: a chunk often completes many lines.
+                if line[-1] == 13:  # b"\r"
+                    line = line[:-1]
+                if line and not line.isspace():
+                    append(line)
         if tail:
             self._hold(tail)
         return out

@@ -70,11 +70,15 @@ def _framed_file(
                 return
 
 
-def _framed_chunks(chunks: Iterable[bytes], max_line_bytes: int) -> Iterator[bytes | LineTooLong]:
+def _framed_chunks(chunks: Iterable[bytes], max_line_bytes: int) -> list[bytes | LineTooLong]:
+    """The lines of a transcript held in memory (the framer returns each chunk's lines as a
+    list: a generator over them would only add a step per line)."""
     framer = LineFramer(max_line_bytes)
+    lines: list[bytes | LineTooLong] = []
     for chunk in chunks:
-        yield from framer.feed(chunk)
-    yield from framer.flush()
+        lines += framer.feed(chunk)
+    lines += framer.flush()
+    return lines
 
 
 def _decoded(items: Iterable[bytes | LineTooLong], engine: str) -> Iterator[Any | Message]:
