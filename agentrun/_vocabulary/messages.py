@@ -228,6 +228,30 @@ class Usage(_Model):
 
     def __add__(self, other: Usage) -> Usage:
         """Sum token and cost fields (None + None = None); context fields take ``other``'s."""
+        if type(self) is Usage and type(other) is Usage:
+            # Both were validated (or assembled from what validation returns): their sums are
+            # what validating them would return (ints and floats, none below zero), so the sum
+            # is assembled, every field marked set as the constructor below marks them. Sessions
+            # sum every turn's usage, and translators every step's.
+            a = self.__dict__
+            b = other.__dict__
+            used = b["context_used_tokens"]
+            size = b["context_size_tokens"]
+            return assemble(
+                Usage,
+                {
+                    "input_tokens": _add(a["input_tokens"], b["input_tokens"]),
+                    "output_tokens": _add(a["output_tokens"], b["output_tokens"]),
+                    "cache_read_tokens": _add(a["cache_read_tokens"], b["cache_read_tokens"]),
+                    "cache_write_tokens": _add(a["cache_write_tokens"], b["cache_write_tokens"]),
+                    "thinking_tokens": _add(a["thinking_tokens"], b["thinking_tokens"]),
+                    "cost_usd": _addf(a["cost_usd"], b["cost_usd"]),
+                    "context_used_tokens": a["context_used_tokens"] if used is None else used,
+                    "context_size_tokens": a["context_size_tokens"] if size is None else size,
+                    "usage_source": _pick_source(a["usage_source"], b["usage_source"]),
+                    "cost_source": _pick_source(a["cost_source"], b["cost_source"]),
+                },
+            )
         return Usage(
             input_tokens=_add(self.input_tokens, other.input_tokens),
             output_tokens=_add(self.output_tokens, other.output_tokens),

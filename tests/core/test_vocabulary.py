@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import given
@@ -22,7 +22,7 @@ from agentrun import (
     SessionOptions,
     Usage,
 )
-from agentrun._vocabulary.messages import copy_with
+from agentrun._vocabulary.messages import UsageSource, copy_with
 
 PUBLIC = {
     "ERROR_CODES", "AgentAccountError", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
@@ -115,6 +115,37 @@ def test_usage_addition(a: int | None, b: int | None, c: int | None, d: int | No
             assert got is None
         else:
             assert got == (left or 0) + (right or 0)
+
+
+_any_count = st.none() | st.integers(min_value=-5, max_value=10**12)
+_any_usage = st.builds(
+    Usage,
+    input_tokens=_any_count,
+    output_tokens=_any_count,
+    cache_read_tokens=_any_count,
+    cache_write_tokens=_any_count,
+    thinking_tokens=_any_count,
+    cost_usd=st.none() | st.floats(-1, 1e6) | st.integers(-1, 10**6),
+    context_used_tokens=_any_count,
+    context_size_tokens=_any_count,
+    usage_source=st.none() | st.sampled_from(get_args(UsageSource)),
+    cost_source=st.none() | st.sampled_from(get_args(UsageSource)),
+)
+
+
+class _ValidatedUsage(Usage):
+    """A subclass: its sums take the validating constructor."""
+
+
+@given(_any_usage | st.builds(Usage), _any_usage | st.builds(Usage))
+def test_usage_addition_is_what_validating_the_sum_makes(x: Usage, y: Usage) -> None:
+    """Usages are summed without validating the sum: it must be what the validating
+    constructor makes of the same figures, to the fields set and the JSON."""
+    made = x + y
+    validated = _ValidatedUsage.model_validate(x.model_dump()) + y
+    _same_model(made, validated)
+    _same_model(made, Usage.model_validate(vars(made)))
+    assert made.model_dump_json() == validated.model_dump_json()
 
 
 def test_prompt_tokens_is_input_plus_cache() -> None:
