@@ -317,6 +317,9 @@ class SharedDefault(Generic[_T]):
 _tracker_catalog = SharedDefault(CATALOG_ENV, default_catalog).get
 
 
+_CONTEXT_WINDOW = MessageType.CONTEXT_WINDOW
+
+
 class ContextTracker:
     """Turns per-call usage (or an agent's own figures) into ``context_window`` messages.
 
@@ -395,13 +398,11 @@ class ContextTracker:
         self, used: int | None, used_source: ContextSource | None, *, raw: Any = None
     ) -> Message:
         size, size_source = self.size()
-        if (
-            used_source == "call_usage"
-            and type(used) is int
-            and (size_source is None or (size_source == "catalog" and type(size) is int))
-        ):
-            # Every number is the library's: the prompt of a validated call's usage (above
-            # zero) and the catalog's window (above zero), nothing the agent said unchecked.
+        if used is None:
+            used_source = None
+        if (used is None or type(used) is int) and (size is None or type(size) is int):
+            # Numbers that are already what validation returns (an agent's number was read as
+            # an int, or is not); the sources are the library's own.
             reading = assemble(
                 ContextWindow,
                 {
@@ -412,20 +413,18 @@ class ContextTracker:
                 },
             )
             self.last = reading
-            usage = assemble(Usage, {"context_used_tokens": used, "context_size_tokens": size})
-            return assemble(
-                Message,
-                {
-                    "type": MessageType.CONTEXT_WINDOW,
-                    "context": reading,
-                    "usage": usage,
-                    "raw": raw,
-                },
-            )
+            if (used is None or used >= 0) and (size is None or size >= 0):
+                # :meth:`Message.context_window`, inlined: a reading comes with every call.
+                usage = assemble(Usage, {"context_used_tokens": used, "context_size_tokens": size})
+                return assemble(
+                    Message,
+                    {"type": _CONTEXT_WINDOW, "context": reading, "usage": usage, "raw": raw},
+                )
+            return Message.context_window(reading, raw=raw)  # its usage drops what is below 0
         reading = ContextWindow(
             used_tokens=used,
             size_tokens=size,
-            used_source=used_source if used is not None else None,
+            used_source=used_source,
             size_source=size_source,
         )
         self.last = reading

@@ -82,6 +82,7 @@ ContextSource = Literal["agent", "agent_effective", "call_usage", "user", "catal
 
 
 _INIT = MessageType.INIT
+_CONTEXT_WINDOW = MessageType.CONTEXT_WINDOW
 
 
 def _strings_or_none(*values: object) -> bool:
@@ -606,6 +607,25 @@ class Message(_Model):
     @classmethod
     def context_window(cls, reading: ContextWindow, *, raw: Any = None) -> Message:
         """A ``context_window`` message; its ``usage`` repeats the reading's two numbers."""
+        if cls is Message and type(reading) is ContextWindow:
+            known = reading.__dict__
+            used = known["used_tokens"]
+            size = known["size_tokens"]
+            # The reading was validated (or assembled from what validation returns): its
+            # numbers are ints or None. The usage repeats them as its validation would, which
+            # drops a number below zero: such a reading takes the constructor.
+            if (used is None or used >= 0) and (size is None or size >= 0):
+                return assemble(
+                    Message,
+                    {
+                        "type": _CONTEXT_WINDOW,
+                        "context": reading,
+                        "usage": assemble(
+                            Usage, {"context_used_tokens": used, "context_size_tokens": size}
+                        ),
+                        "raw": raw,
+                    },
+                )
         return cls(
             type=MessageType.CONTEXT_WINDOW,
             context=reading,

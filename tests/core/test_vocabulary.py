@@ -6,9 +6,9 @@ import json
 from typing import Any, get_args
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 import agentrun
 from agentrun import (
@@ -22,7 +22,8 @@ from agentrun import (
     SessionOptions,
     Usage,
 )
-from agentrun._vocabulary.messages import UsageSource, copy_with
+from agentrun._vocabulary.context import ContextTracker
+from agentrun._vocabulary.messages import ContextSource, ContextWindow, UsageSource, copy_with
 
 PUBLIC = {
     "ERROR_CODES", "AgentAccountError", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
@@ -315,3 +316,65 @@ def test_a_message_in_its_turn_is_a_copy_with_the_turn_set(
 )
 def test_copy_with_is_model_copy(usage: Usage, update: dict[str, Any]) -> None:
     _same_model(copy_with(usage, update), usage.model_copy(update=update))
+
+
+_reading_number = (
+    st.none()
+    | st.integers(-3, 10**7)
+    | st.floats(-3, 1e7, allow_nan=False)
+    | st.integers(0, 10**6).map(float)
+    | st.booleans()
+)
+_sources = st.none() | st.sampled_from(get_args(ContextSource))
+
+
+# Every kind of number the validating constructors treat apart, whatever the draw.
+@example(used=-3, used_source="agent", reported=None, override=None, model=None)
+@example(used=7, used_source="agent", reported=-1, override=None, model=None)
+@example(used=7.0, used_source="call_usage", reported=9.0, override=None, model=None)
+@example(used=True, used_source="agent", reported=None, override=5, model=None)
+@example(used=None, used_source="agent", reported=None, override=None, model="claude-sonnet-4-5")
+@given(
+    used=_reading_number,
+    used_source=_sources,
+    reported=st.none() | st.integers(-1, 10**6) | st.integers(1, 10**6).map(float),
+    override=st.none() | st.integers(1, 10**6),
+    model=st.sampled_from([None, "claude-sonnet-4-5", "no-such-model"]),
+)
+def test_a_context_reading_is_what_the_validating_constructors_make(
+    used: Any,
+    used_source: ContextSource | None,
+    reported: Any,
+    override: int | None,
+    model: str | None,
+) -> None:
+    """Readings are assembled where their numbers are already what validation returns: the
+    message must be the one the validating constructors make, a number validation converts
+    (a float, a bool) or drops (below zero, in the usage) included."""
+    tracker = ContextTracker(model=model, override=override)
+    tracker.report_size(reported)
+    size, size_source = tracker.size()
+    try:
+        reading = ContextWindow(
+            used_tokens=used,
+            size_tokens=size,
+            used_source=used_source if used is not None else None,
+            size_source=size_source,
+        )
+    except ValidationError:
+        # Not a number validation takes: the tracker refuses it alike.
+        with pytest.raises(ValidationError):
+            tracker._reading(used, used_source)  # pyright: ignore[reportPrivateUsage]
+        return
+    made = tracker._reading(used, used_source, raw={"r": 1})  # pyright: ignore[reportPrivateUsage]
+    validated = Message(
+        type=MessageType.CONTEXT_WINDOW,
+        context=reading,
+        usage=Usage(
+            context_used_tokens=reading.used_tokens, context_size_tokens=reading.size_tokens
+        ),
+        raw={"r": 1},
+    )
+    _same_model(made, validated)
+    assert made.model_dump_json() == validated.model_dump_json()
+    _same_model(Message.context_window(reading, raw={"r": 1}), validated)
