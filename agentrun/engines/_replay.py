@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -193,12 +194,23 @@ def _split_turns(messages: Iterable[Message]) -> list[list[Message]]:
 
 
 def _unknown_references(_value: object, /) -> int:
-    """Where the interpreter does not count references: as many as never to change in place."""
+    """Where references are not counted as :data:`TAGS_IN_PLACE` needs: as many as never to
+    change anything in place."""
     return sys.maxsize
 
 
-#: How many references hold a value (plus one: the call's argument).
-_references = getattr(sys, "getrefcount", _unknown_references)
+#: Whether replay tags a message nothing else holds with its turn in place. The reference count
+#: must count every holder: so on CPython up to 3.13 with the GIL. From 3.14 the interpreter
+#: may borrow a local's reference for a call's argument, so a count can be one short; a
+#: free-threaded build counts some references apart. There every message is copied.
+TAGS_IN_PLACE = (
+    sys.implementation.name == "cpython"
+    and sys.version_info < (3, 14)
+    and not sysconfig.get_config_var("Py_GIL_DISABLED")
+)
+
+#: How many references hold a value, plus one: the call's argument (see :data:`TAGS_IN_PLACE`).
+_references = sys.getrefcount if TAGS_IN_PLACE else _unknown_references
 
 
 class _Turns:

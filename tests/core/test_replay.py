@@ -21,8 +21,8 @@ from agentrun import (
     run_turn,
 )
 from agentrun.abc import Translator
-from agentrun.engines import _registry
-from agentrun.engines._replay import ReplayEngine, read_events, replay_turns
+from agentrun.engines import _registry, _replay
+from agentrun.engines._replay import TAGS_IN_PLACE, ReplayEngine, read_events, replay_turns
 
 
 def _claude_transcript() -> Path:
@@ -113,14 +113,17 @@ class _KeepingTranslator(Translator):
         return [self.again]
 
 
+_KEEPING_LINES = "".join(
+    json.dumps({"k": k}) + "\n"
+    for k in ("again", "fresh", "kept", "end", "again", "kept", "fresh", "end", "fresh")
+).encode()
+
+
 def test_replay_tags_a_message_the_translator_keeps_on_a_copy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name, kind in (("keeping", "_KeepingTranslator"), ("weakly", "_WeaklyKeepingTranslator")):
-        monkeypatch.setitem(_registry._TRANSLATORS, name, f"{__name__}:{kind}")  # pyright: ignore[reportPrivateUsage]
-    lines = ["again", "fresh", "kept", "end", "again", "kept", "fresh", "end", "fresh"]
-    data = "".join(json.dumps({"k": k}) + "\n" for k in lines).encode()
-    for source in (data, data.splitlines()):
+    monkeypatch.setitem(_registry._TRANSLATORS, "keeping", f"{__name__}:_KeepingTranslator")  # pyright: ignore[reportPrivateUsage]
+    for source in (_KEEPING_LINES, _KEEPING_LINES.splitlines()):
         turns = replay(source, engine="keeping")
         translator = _KeepingTranslator.made[-1]
         assert [t.number for t in turns] == [1, 2, 3]
@@ -139,13 +142,33 @@ def test_replay_tags_a_message_the_translator_keeps_on_a_copy(
             ["again", "kept 0", "kept 1", "fresh", None],
             ["fresh", "again"],
         ]
-    # A fresh message nothing else holds is tagged where it is (no copy): the translator's
-    # weak references, which hold nothing, find the very messages of the turns.
-    turns = replay(data, engine="weakly")
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["references counted", "not counted"])
+def test_replay_tags_a_fresh_message_in_place_where_references_are_counted(
+    monkeypatch: pytest.MonkeyPatch, counted: bool
+) -> None:
+    """A fresh message nothing else holds is tagged where it is (no copy): the translator's
+    weak references, which hold nothing, find the very messages of the turns. Where the
+    interpreter's counts cannot tell (:data:`TAGS_IN_PLACE`), each is a copy, with the same
+    turns."""
+    monkeypatch.setitem(_registry._TRANSLATORS, "weakly", f"{__name__}:_WeaklyKeepingTranslator")  # pyright: ignore[reportPrivateUsage]
+    if not counted:
+        monkeypatch.setattr(_replay, "_references", _replay._unknown_references)  # pyright: ignore[reportPrivateUsage]
+    _WeaklyKeepingTranslator.refs.clear()
+    turns = replay(_KEEPING_LINES, engine="weakly")
+    assert [[(m.turn, m.text) for m in t.messages] for t in turns] == [
+        [(1, "again"), (1, "fresh"), (1, "kept 0"), (1, None)],
+        [(2, "again"), (2, "kept 0"), (2, "kept 1"), (2, "fresh"), (2, None)],
+        [(3, "fresh"), (3, "again")],
+    ]
     seen = [ref() for ref in _WeaklyKeepingTranslator.refs]
-    assert seen and all(m is not None for m in seen)
-    delivered = {id(m) for t in turns for m in t.messages}
-    assert all(id(m) in delivered for m in seen)
+    assert len(seen) == 5
+    if counted and TAGS_IN_PLACE:
+        delivered = {id(m) for t in turns for m in t.messages}
+        assert all(m is not None and id(m) in delivered for m in seen)
+    else:
+        assert seen == [None] * 5
 
 
 class _WeaklyKeepingTranslator(_KeepingTranslator):
