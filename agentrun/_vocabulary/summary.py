@@ -390,7 +390,8 @@ class TurnSummary(BaseModel):
                     if reading is not None and fields["parent_tool_use_id"] is None:
                         own["context"] = ContextSummary.from_reading(reading)
                         fields_set.add("context")
-                        self._merge_context_into_usage()
+                        if own["usage"] is not None:  # a reading before the result has none
+                            self._merge_context_into_usage()
                 elif kind is _INIT:
                     self._init(message)
                 elif kind is _ERROR:
