@@ -260,12 +260,10 @@ def _replay_lines(
     items: Iterable[bytes | LineTooLong], translator: Translator, *, engine: str
 ) -> tuple[list[list[Message]], _Recognition]:
     """:func:`translate_lines` with the recognition count, split into turns as by
-    :func:`_split_turns`, in one loop (no generator between the translator and the turns, no
-    call per line but the translator's)."""
+    :func:`_split_turns`, in one loop (no generator between the translator and the turns)."""
     feed = line_feed(translator, engine=engine)
-    turns: list[list[Message]] = []
-    current: list[Message] = []
-    number = 1
+    turns = _Turns()
+    add = turns.add
     sample = RECOGNITION_SAMPLE
     known = foreign = 0
     for item in items:
@@ -276,25 +274,9 @@ def _replay_lines(
                 known += 1
             elif any(map(_foreign, out)):
                 foreign += 1
-        # Tagged where they are when nothing else holds them (see :meth:`_Turns.add`).
-        owned = _references(out) <= 2
-        for message in out:
-            fields = vars(message)
-            if fields["turn"] != number:
-                if owned and _references(message) <= 3:
-                    fields["turn"] = number
-                    message.__pydantic_fields_set__.add("turn")
-                else:
-                    message = message.in_turn(number)
-            current.append(message)
-            if message.type is _RESULT:
-                turns.append(current)
-                current = []
-                number += 1
-    rest = _Turns()
-    rest.turns, rest.current, rest.number = turns, current, number
-    rest.add(translator.finish())
-    return rest.done(), _Recognition(known, foreign)
+        add(out)
+    add(translator.finish())
+    return turns.done(), _Recognition(known, foreign)
 
 
 def _only_errors(turns: list[list[Message]]) -> bool:
