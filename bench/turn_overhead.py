@@ -145,6 +145,8 @@ def _server_process(tmp: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 @contextlib.asynccontextmanager
