@@ -84,7 +84,24 @@ _TOOL_BLOCKS = ("tool_use", "server_tool_use")
 
 
 def _without(event: Json, *keys: str) -> Json:
-    return {k: v for k, v in event.items() if k not in keys}
+    """A copy of ``event`` without ``keys`` (in the event's order)."""
+    copy = dict(event)
+    for key in keys:
+        copy.pop(key, None)
+    return copy
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    """The strings of a list (anything else has none)."""
+    if not isinstance(value, list):
+        return ()
+    items = cast("list[Any]", value)
+    if set(map(type, items)) <= _STR_ONLY:  # the common case, checked without a Python loop
+        return tuple(items)
+    return tuple(t for t in items if isinstance(t, str))
+
+
+_STR_ONLY = frozenset({str})
 
 
 def _count(value: object) -> int | None:
@@ -133,7 +150,7 @@ def _model_usage_sum(per_model: Json) -> Usage:
     for entry in per_model.values():
         if not isinstance(entry, dict):
             continue
-        e = cast(Json, entry)
+        e: Json = entry  # pyright: ignore[reportUnknownVariableType]
         summed = True
         inp = _sum(inp, _count(e.get("inputTokens")))
         out = _sum(out, _count(e.get("outputTokens")))
@@ -233,8 +250,7 @@ class ClaudeTranslator(Translator):
 
     def feed_decoded(self, event: Any) -> list[Message]:
         """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
-        ev = _obj(event)
-        if ev is None:
+        if not isinstance(event, dict):
             return [
                 Message.error_message(
                     "claude: a stream-json line was not a JSON object",
@@ -243,6 +259,7 @@ class ClaudeTranslator(Translator):
                     raw=event,
                 )
             ]
+        ev: Json = event  # pyright: ignore[reportUnknownVariableType]
         kind = ev.get("type")
         # The kinds in the order of how often the CLI sends them.
         if kind == "stream_event":
@@ -380,7 +397,7 @@ class ClaudeTranslator(Translator):
         if model:
             self.model = model
             self.tracker.set_model(model)
-        tools = tuple(t for t in _list(ev.get("tools")) if isinstance(t, str))
+        tools = _strings(ev.get("tools"))
         init = assemble(
             InitMeta,
             {
@@ -562,8 +579,8 @@ class ClaudeTranslator(Translator):
     # -- stream_event ----------------------------------------------------------------------------
 
     def _stream_event(self, ev: Json) -> list[Message]:
-        event = ev.get("event")
-        if not isinstance(event, dict):
+        got = ev.get("event")
+        if not isinstance(got, dict):
             return [
                 Message.error_message(
                     "claude: stream_event without an event object",
@@ -572,7 +589,7 @@ class ClaudeTranslator(Translator):
                     raw=ev,
                 )
             ]
-        event = cast(Json, event)
+        event: Json = got  # pyright: ignore[reportUnknownVariableType]
         parent = ev.get("parent_tool_use_id")
         if not isinstance(parent, str):
             parent = None
@@ -582,6 +599,18 @@ class ClaudeTranslator(Translator):
         # The kinds in the order of how often the CLI sends them.
         etype = event.get("type")
         if etype == "content_block_delta":
+            delta: Json | None = _obj(event.get("delta"))
+            if delta is not None and delta.get("type") == "text_delta":
+                # The most frequent event of all, read here without a further call.
+                text = delta.get("text")
+                fields = {
+                    "type": _TEXT_DELTA,
+                    "text": text if isinstance(text, str) else "",
+                    "message_id": message_id,
+                    "parent_tool_use_id": parent,
+                    "raw": ev,
+                }
+                return [assemble(Message, fields)]
             return self._delta(event, message_id, parent, ev)
         if etype == "content_block_start":
             block = _obj(event.get("content_block")) or {}
@@ -632,12 +661,12 @@ class ClaudeTranslator(Translator):
             if parent is None and stop is not None:
                 self._last_stop_reason = stop
             output = thinking = None
-            usage = event.get("usage")
-            if isinstance(usage, dict):
-                output = _count(cast(Json, usage).get("output_tokens"))
-                details = cast(Json, usage).get("output_tokens_details")
-                if isinstance(details, dict):
-                    thinking = _count(cast(Json, details).get("thinking_tokens"))
+            usage = _obj(event.get("usage"))
+            if usage is not None:
+                output = _count(usage.get("output_tokens"))
+                details = _obj(usage.get("output_tokens_details"))
+                if details is not None:
+                    thinking = _count(details.get("thinking_tokens"))
             # The output side of the call's usage.
             per_call = assemble(Usage, {"output_tokens": output, "thinking_tokens": thinking})
             if message_id is not None:
@@ -906,14 +935,15 @@ class ClaudeTranslator(Translator):
     def _reported_window(self, per_model: Json) -> int | None:
         """The first window size reported: the session's model's entry first, then each."""
         if self.model:
-            preferred = per_model.get(self.model)
-            if isinstance(preferred, dict):
-                size = _int(cast(Json, preferred).get("contextWindow"))
+            preferred = _obj(per_model.get(self.model))
+            if preferred is not None:
+                size = _int(preferred.get("contextWindow"))
                 if size:
                     return size
         for entry in per_model.values():
-            if isinstance(entry, dict):
-                size = _int(cast(Json, entry).get("contextWindow"))
+            e = _obj(entry)
+            if e is not None:
+                size = _int(e.get("contextWindow"))
                 if size:
                     return size
         return None
