@@ -293,7 +293,9 @@ class ClaudeTranslator(Translator):
     # -- system --------------------------------------------------------------------------------
 
     def _system(self, ev: Json) -> list[Message]:
-        subtype = _str(ev.get("subtype")) or ""
+        subtype = ev.get("subtype")
+        if not isinstance(subtype, str):
+            subtype = ""
         if subtype == "init":
             if self._tasks:
                 # Still running from an earlier turn: this turn's summary says so too.
@@ -425,8 +427,12 @@ class ClaudeTranslator(Translator):
 
     def _assistant(self, ev: Json) -> list[Message]:
         message = _obj(ev.get("message")) or {}
-        parent = _str(ev.get("parent_tool_use_id"))
-        message_id = _str(message.get("id"))
+        parent = ev.get("parent_tool_use_id")
+        if not isinstance(parent, str):
+            parent = None
+        message_id = message.get("id")
+        if not isinstance(message_id, str):
+            message_id = None
         content = message.get("content")
         blocks = _list(content)
         if message.get("model") == SYNTHETIC_MODEL or ev.get("is_api_error_message") is True:
@@ -757,17 +763,22 @@ class ClaudeTranslator(Translator):
             if is_error
             else None
         )
-        denials = tuple(
-            assemble(
-                PermissionDenial,
-                {
-                    "tool_name": _str(d.get("tool_name")),
-                    "tool_use_id": _str(d.get("tool_use_id")),
-                    "input": d.get("tool_input"),
-                },
+        denied = ev.get("permission_denials")
+        denials = (
+            tuple(
+                assemble(
+                    PermissionDenial,
+                    {
+                        "tool_name": _str(d.get("tool_name")),
+                        "tool_use_id": _str(d.get("tool_use_id")),
+                        "input": d.get("tool_input"),
+                    },
+                )
+                for d in (_obj(item) for item in _list(denied))
+                if d is not None
             )
-            for d in (_obj(item) for item in _list(ev.get("permission_denials")))
-            if d is not None
+            if denied
+            else ()
         )
         out.append(
             self._result_message(
