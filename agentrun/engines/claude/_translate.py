@@ -198,6 +198,46 @@ def _message(
     )
 
 
+def _tool_delta(
+    text: str,
+    tool: tuple[str | None, str | None],
+    message_id: str | None,
+    parent: str | None,
+    raw: Json,
+) -> Message:
+    """A ``tool_use_delta`` of checked values: a tool block's start (no text) or its input."""
+    tool_id, name = tool
+    return assemble(
+        Message,
+        {
+            "type": MessageType.TOOL_USE_DELTA,
+            "text": text,
+            "tool": assemble(ToolCall, {"id": tool_id, "name": name}),
+            "message_id": message_id,
+            "parent_tool_use_id": parent,
+            "raw": raw,
+        },
+    )
+
+
+def _stream_note(
+    subtype: str, message_id: str | None, parent: str | None, data: Json, raw: Json
+) -> Message:
+    """A ``system`` message of a stream event the translator passes on (rare: validated)."""
+    return Message(
+        type=MessageType.SYSTEM,
+        subtype=subtype,
+        message_id=message_id,
+        parent_tool_use_id=parent,
+        data=data,
+        raw=raw,
+    )
+
+
+def _protocol_error(text: str, data: Json, raw: Any) -> list[Message]:
+    return [Message.error_message(f"claude: {text}", code="protocol", data=data, raw=raw)]
+
+
 class ClaudeTranslator(Translator):
     """Claude Code's translator, stateful for one session. ``process`` (set by the engine) is
     attached to ``init`` messages; ``resumed`` says the session continues an earlier one (its
@@ -251,14 +291,9 @@ class ClaudeTranslator(Translator):
     def feed_decoded(self, event: Any) -> list[Message]:
         """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
         if not isinstance(event, dict):
-            return [
-                Message.error_message(
-                    "claude: a stream-json line was not a JSON object",
-                    code="protocol",
-                    data={"value": event},
-                    raw=event,
-                )
-            ]
+            return _protocol_error(
+                "a stream-json line was not a JSON object", {"value": event}, event
+            )
         ev: Json = event  # pyright: ignore[reportUnknownVariableType]
         kind = ev.get("type")
         # The kinds in the order of how often the CLI sends them.
@@ -281,11 +316,7 @@ class ClaudeTranslator(Translator):
         if isinstance(kind, str) and kind:
             # A newer CLI's event kind: pass it through under its own type string.
             return [Message(type=kind, subtype=_str(ev.get("subtype")), data=ev, raw=ev)]
-        return [
-            Message.error_message(
-                "claude: an event had no 'type'", code="protocol", data={"event": ev}, raw=ev
-            )
-        ]
+        return _protocol_error("an event had no 'type'", {"event": ev}, ev)
 
     def finish(self) -> list[Message]:
         return []
@@ -427,12 +458,8 @@ class ClaudeTranslator(Translator):
 
     def _assistant(self, ev: Json) -> list[Message]:
         message = _obj(ev.get("message")) or {}
-        parent = ev.get("parent_tool_use_id")
-        if not isinstance(parent, str):
-            parent = None
-        message_id = message.get("id")
-        if not isinstance(message_id, str):
-            message_id = None
+        parent = _str(ev.get("parent_tool_use_id"))
+        message_id = _str(message.get("id"))
         content = message.get("content")
         blocks = _list(content)
         if message.get("model") == SYNTHETIC_MODEL or ev.get("is_api_error_message") is True:
@@ -587,14 +614,7 @@ class ClaudeTranslator(Translator):
     def _stream_event(self, ev: Json) -> list[Message]:
         got = ev.get("event")
         if not isinstance(got, dict):
-            return [
-                Message.error_message(
-                    "claude: stream_event without an event object",
-                    code="protocol",
-                    data={"event": ev},
-                    raw=ev,
-                )
-            ]
+            return _protocol_error("stream_event without an event object", {"event": ev}, ev)
         event: Json = got  # pyright: ignore[reportUnknownVariableType]
         parent = ev.get("parent_tool_use_id")
         if not isinstance(parent, str):
@@ -622,21 +642,9 @@ class ClaudeTranslator(Translator):
             block = _obj(event.get("content_block")) or {}
             index = _int(event.get("index"))
             if block.get("type") in _TOOL_BLOCKS and index is not None:
-                tool_id, name = _str(block.get("id")), _str(block.get("name"))
-                self._stream_tools[(message_id or "", index)] = (tool_id, name)
-                return [
-                    assemble(
-                        Message,
-                        {
-                            "type": MessageType.TOOL_USE_DELTA,
-                            "text": "",
-                            "tool": assemble(ToolCall, {"id": tool_id, "name": name}),
-                            "message_id": message_id,
-                            "parent_tool_use_id": parent,
-                            "raw": ev,
-                        },
-                    )
-                ]
+                tool = _str(block.get("id")), _str(block.get("name"))
+                self._stream_tools[(message_id or "", index)] = tool
+                return [_tool_delta("", tool, message_id, parent, ev)]
             return []
         if etype == "content_block_stop" or etype == "ping":
             return []
@@ -651,16 +659,8 @@ class ClaudeTranslator(Translator):
             abandoned = event.get("abandoned_blocks")
             if abandoned is None:
                 return []
-            return [
-                Message(
-                    type=MessageType.SYSTEM,
-                    subtype="message_stop",
-                    message_id=message_id,
-                    parent_tool_use_id=parent,
-                    data={"abandoned_blocks": abandoned},
-                    raw=ev,
-                )
-            ]
+            data = {"abandoned_blocks": abandoned}
+            return [_stream_note("message_stop", message_id, parent, data, ev)]
         if etype == "message_delta":
             delta = _obj(event.get("delta")) or {}
             stop = _str(delta.get("stop_reason"))
@@ -691,54 +691,24 @@ class ClaudeTranslator(Translator):
                     },
                 )
             ]
-        return [
-            Message(
-                type=MessageType.SYSTEM,
-                subtype=f"stream_event:{etype}",
-                message_id=message_id,
-                parent_tool_use_id=parent,
-                data={"event": event},
-                raw=ev,
-            )
-        ]
+        return [_stream_note(f"stream_event:{etype}", message_id, parent, {"event": event}, ev)]
 
     def _delta(
         self, event: Json, message_id: str | None, parent: str | None, ev: Json
     ) -> list[Message]:
+        """A ``content_block_delta`` other than a text delta (read by :meth:`_stream_event`)."""
         delta = _obj(event.get("delta")) or {}
         dtype = delta.get("type")
-        if dtype == "text_delta":
-            return [_message(_TEXT_DELTA, _text(delta.get("text")), message_id, parent, ev)]
         if dtype == "input_json_delta":
             index = _int(event.get("index"))
-            tool_id, name = self._stream_tools.get((message_id or "", index or 0), _NO_TOOL)
-            return [
-                assemble(
-                    Message,
-                    {
-                        "type": MessageType.TOOL_USE_DELTA,
-                        "text": _text(delta.get("partial_json")),
-                        "tool": assemble(ToolCall, {"id": tool_id, "name": name}),
-                        "message_id": message_id,
-                        "parent_tool_use_id": parent,
-                        "raw": ev,
-                    },
-                )
-            ]
+            tool = self._stream_tools.get((message_id or "", index or 0), _NO_TOOL)
+            return [_tool_delta(_text(delta.get("partial_json")), tool, message_id, parent, ev)]
         if dtype == "thinking_delta":
             return [_message(_THINKING_DELTA, _text(delta.get("thinking")), message_id, parent, ev)]
         if dtype == "signature_delta":
             return []
-        return [
-            Message(
-                type=MessageType.SYSTEM,
-                subtype=f"content_block_delta:{dtype}",
-                message_id=message_id,
-                parent_tool_use_id=parent,
-                data={"delta": delta},
-                raw=ev,
-            )
-        ]
+        subtype = f"content_block_delta:{dtype}"
+        return [_stream_note(subtype, message_id, parent, {"delta": delta}, ev)]
 
     # -- result ----------------------------------------------------------------------------------
 
