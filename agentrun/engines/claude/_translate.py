@@ -48,7 +48,6 @@ from ..._vocabulary.messages import (
     Usage,
     UsageSource,
     assemble,
-    copy_with,
 )
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import capped
@@ -124,10 +123,11 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def call_usage(usage: Json | None) -> Usage:
-    """Usage of one API call (Anthropic shape) in our convention (already the same)."""
+def _call_usage(usage: Json | None, extra: Json) -> Usage:
+    """Usage of one API call (Anthropic shape) in our convention (already the same), with the
+    library's ``extra`` fields."""
     if usage is None:
-        return assemble(Usage, {})
+        return assemble(Usage, extra)
     details = _obj(usage.get("output_tokens_details"))
     return assemble(
         Usage,
@@ -137,13 +137,14 @@ def call_usage(usage: Json | None) -> Usage:
             "cache_read_tokens": _count(usage.get("cache_read_input_tokens")),
             "cache_write_tokens": _count(usage.get("cache_creation_input_tokens")),
             "thinking_tokens": None if details is None else _count(details.get("thinking_tokens")),
+            **extra,
         },
     )
 
 
-def _model_usage_sum(per_model: Json) -> Usage:
+def _model_usage_sum(per_model: Json, extra: Json) -> Usage:
     """The per-model entries summed as ``Usage.__add__`` sums them (an entry that is not an
-    object adds nothing; none at all: an empty usage)."""
+    object adds nothing; none at all: an empty usage), with the library's ``extra`` fields."""
     inp = out = read = write = thinking = None
     cost: float | None = None
     summed = False
@@ -160,7 +161,7 @@ def _model_usage_sum(per_model: Json) -> Usage:
         c = _cost(e.get("costUSD"))
         cost = c if cost is None else cost if c is None else round(cost + c, 12)
     if not summed:
-        return assemble(Usage, {})
+        return assemble(Usage, extra)
     return assemble(
         Usage,
         {
@@ -174,6 +175,7 @@ def _model_usage_sum(per_model: Json) -> Usage:
             "context_size_tokens": None,
             "usage_source": None,
             "cost_source": None,
+            **extra,
         },
     )
 
@@ -280,7 +282,6 @@ class ClaudeTranslator(Translator):
         #: (message id, block index) -> (tool id, tool name) for input_json deltas.
         self._stream_tools: dict[tuple[str, int], tuple[str | None, str | None]] = {}
         self._last_stop_reason: str | None = None
-        self._call_output: dict[str, Usage] = {}
 
     # -- protocol ----------------------------------------------------------------------------
 
@@ -673,10 +674,12 @@ class ClaudeTranslator(Translator):
                 details = _obj(usage.get("output_tokens_details"))
                 if details is not None:
                     thinking = _count(details.get("thinking_tokens"))
-            # The output side of the call's usage.
-            per_call = assemble(Usage, {"output_tokens": output, "thinking_tokens": thinking})
-            if message_id is not None:
-                self._call_output[message_id] = per_call
+            # The output side of the call's usage (none reported: none).
+            call = (
+                None
+                if output is None and thinking is None
+                else assemble(Usage, {"output_tokens": output, "thinking_tokens": thinking})
+            )
             return [
                 assemble(
                     Message,
@@ -684,7 +687,7 @@ class ClaudeTranslator(Translator):
                         "type": MessageType.SYSTEM,
                         "subtype": "message_delta",
                         "stop_reason": stop,
-                        "usage": None if output is None and thinking is None else per_call,
+                        "usage": call,
                         "message_id": message_id,
                         "parent_tool_use_id": parent,
                         "raw": ev,
@@ -719,7 +722,7 @@ class ClaudeTranslator(Translator):
         model_usage = _obj(ev.get("modelUsage")) or {}
         since_last = _obj(ev.get("model_usage_since_last_result"))
         self._report_window(out, model_usage, since_last)
-        usage = self._with_context(self._turn_usage(ev, since_last))
+        usage = self._turn_usage(ev, since_last, self._context_fill())
         text = _str(ev.get("result"))
         terminal = _str(ev.get("terminal_reason"))
         error = (
@@ -779,15 +782,12 @@ class ClaudeTranslator(Translator):
             if refreshed is not None:
                 out.append(refreshed)
 
-    def _with_context(self, usage: Usage) -> Usage:
-        """The turn's usage with the context fill of the latest reading."""
+    def _context_fill(self) -> Json:
+        """The usage fields of the context fill of the latest reading (none before any)."""
         last = self.tracker.last
         if last is None:
-            return usage
-        return copy_with(
-            usage,
-            {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens},
-        )
+            return {}
+        return {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens}
 
     def _result_error(
         self,
@@ -869,7 +869,6 @@ class ClaudeTranslator(Translator):
             },
         )
         self._last_stop_reason = None
-        self._call_output.clear()
         self._stream_tools.clear()
         self._forget_older_turns()
         return result
@@ -929,7 +928,8 @@ class ClaudeTranslator(Translator):
                     return size
         return None
 
-    def _turn_usage(self, ev: Json, since_last: Json | None) -> Usage:
+    def _turn_usage(self, ev: Json, since_last: Json | None, context: Json) -> Usage:
+        """The turn's usage (with ``context``, its context fill) and its cost."""
         total_cost = _float(ev.get("total_cost_usd"))
         previous = self._last_total_cost
         if total_cost is not None:
@@ -938,15 +938,9 @@ class ClaudeTranslator(Translator):
         if since_last:
             # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
             # counts the interrupted call, which was paid for.
-            return account_usage(_model_usage_sum(since_last), model=model)
-        return self._costed(call_usage(_obj(ev.get("usage"))), total_cost, previous, model)
-
-    def _costed(
-        self, usage: Usage, total_cost: float | None, previous: float | None, model: str | None
-    ) -> Usage:
-        """A turn's usage with its cost: the session's total less the previous result's (the
-        first result's total is the turn's own, unless the session was resumed: then it is
-        the thread's), accounted for ``model``."""
+            return account_usage(_model_usage_sum(since_last, context), model=model)
+        # The cost: the session's total less the previous result's (the first result's total
+        # is the turn's own, unless the session was resumed: then it is the thread's).
         cost: float | None = None
         cost_source: UsageSource = "reported"
         if total_cost is not None:
@@ -955,5 +949,5 @@ class ClaudeTranslator(Translator):
                 cost_source = "derived"
             elif not self.resumed:
                 cost = total_cost
-        usage = copy_with(usage, {"cost_usd": cost})
+        usage = _call_usage(_obj(ev.get("usage")), {**context, "cost_usd": cost})
         return account_usage(usage, model=model, cost=cost_source)
