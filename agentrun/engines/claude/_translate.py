@@ -930,7 +930,9 @@ class ClaudeTranslator(Translator):
 
     def _turn_usage(self, ev: Json, since_last: Json | None, context: Json) -> Usage:
         """The turn's usage (with ``context``, its context fill) and its cost."""
-        total_cost = _float(ev.get("total_cost_usd"))
+        # A session total below zero is nonsense (a broken or hostile agent): not reported, and
+        # not what the next result's cost is measured from.
+        total_cost = _cost(ev.get("total_cost_usd"))
         previous = self._last_total_cost
         if total_cost is not None:
             self._last_total_cost = total_cost

@@ -361,6 +361,11 @@ EDGES: dict[str, list[dict[str, Any]]] = {
         _result_with(model_usage_since_last_result=None, total_cost_usd=2),
         _result_with(model_usage_since_last_result=None, total_cost_usd=1.25),
     ],
+    "a negative session total is not reported": [
+        _init(),
+        _result_with(model_usage_since_last_result=None, total_cost_usd=-1),
+        _result_with(model_usage_since_last_result=None, total_cost_usd=0.5),
+    ],
     "an init with no tools": [_init(tools=[])],
     "an init while background tasks run": [EXTRA[0], _init(), EXTRA[1], _first("result/success")],
     "a call started without an id takes the stream's": [_started(""), _result_with()],
@@ -395,3 +400,16 @@ EDGES: dict[str, list[dict[str, Any]]] = {
 @pytest.mark.parametrize("events", EDGES.values(), ids=EDGES.keys())
 def test_every_message_of_an_edge_is_what_validation_makes(events: list[dict[str, Any]]) -> None:
     _compare([json.dumps(e).encode() for e in events])
+
+
+def test_a_negative_session_total_is_neither_a_cost_nor_what_the_next_is_measured_from() -> None:
+    translator = ClaudeTranslator()
+    costs: list[float | None] = []
+    for total in (-1, 0.5, 0.75):
+        event = _result_with(model_usage_since_last_result=None, total_cost_usd=total)
+        for message in translator.feed(event):
+            if message.type is MessageType.RESULT:
+                assert message.usage is not None
+                costs.append(message.usage.cost_usd)
+    # The first total that counts is the turn's own (the session was not resumed).
+    assert costs[0] is None and costs[1:] == [0.5, 0.25]
