@@ -15,11 +15,11 @@ from agentrun._wire import framing
 from agentrun._wire.framing import MAX_NESTING, NESTING_MARKER, decode_json_line
 from agentrun.engines._replay import replay_turns
 from agentrun.engines.acp import _translate as acp_translate
-from agentrun.engines.claude import _lenient as claude_lenient
+from agentrun.engines.claude import _translate as claude_translate
 from agentrun.engines.codex import _app_translate as codex_app_translate
 
 #: Every module whose translator walks a value's nesting (``capped``).
-_TRANSLATOR_MODULES = (base_translator, acp_translate, claude_lenient, codex_app_translate)
+_TRANSLATOR_MODULES = (base_translator, acp_translate, claude_translate, codex_app_translate)
 
 
 def _nested(depth: int) -> str:

@@ -211,9 +211,9 @@ class ClaudeSession(LongLivedSession):
     # -- the reader --------------------------------------------------------------------------
 
     async def _read_stdout(self, proc: AgentProcess) -> None:
-        # One translator per session; every event but the control traffic answered here is
-        # read through the wire schema.
-        feed = self.claude_translator.feed_wire
+        # One translator per session; it reads every event but the control traffic answered
+        # here (the line decoded once, its nesting already cut).
+        feed = self.claude_translator.feed_decoded
         try:
             async for item in proc.lines():
                 self._tap_received(item)

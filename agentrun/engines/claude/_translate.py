@@ -15,86 +15,153 @@ window size comes from the catalog until a result reports ``modelUsage.<m>.conte
 which is remembered for the rest of the session; a refreshed reading is emitted before that
 result so the turn's last reading carries the authoritative size.
 
-A line is read in one pass where it can be (:meth:`ClaudeTranslator.feed_line`): parsed, and
-checked against the CLI's wire schema (:mod:`._wire`) in pydantic-core; the messages are built
-from the values that passed, none validated again. An event the schema does not take is read
-value by value (:mod:`._lenient`), as every event was before; both readings make the same
-messages of any event the schema takes.
+An event is read value by value from the decoded line: each field is checked as it is read (a
+value of a surprising type counts as absent), and the messages of the common events are built
+from the checked values without being validated again (``assemble``; a count is checked to be
+what ``Usage`` takes, a negative one not reported). Rare events build their messages validated.
+Reading the values in Python measured cheaper than validating a typed view of them in
+pydantic-core first (the view cost more than the checks it replaced).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
-from pydantic import ValidationError
-
+from ..._bases.translator import Translator
+from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.jsonvalues import MAX_COUNT
+from ..._vocabulary.jsonvalues import as_dict as _obj
+from ..._vocabulary.jsonvalues import as_float as _float
+from ..._vocabulary.jsonvalues import as_int as _int
+from ..._vocabulary.jsonvalues import as_list as _list
+from ..._vocabulary.jsonvalues import as_str as _str
 from ..._vocabulary.messages import (
+    BackgroundTask,
+    ContextWindow,
+    ErrorInfo,
     InitMeta,
     Message,
     MessageType,
     PermissionDenial,
+    ProcessMeta,
     ToolCall,
     Usage,
+    UsageSource,
     assemble,
 )
 from ..._vocabulary.prices import account_usage
-from ..._wire.framing import JsonProblem, decode_json_line
-from ._lenient import (
-    SESSION_NOT_FOUND,
-    SYNTHETIC_MODEL,
-    Json,
-    LenientTranslator,
-)
+from ..._wire.framing import capped
 
 __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
+
+#: ``ErrorInfo.code`` of the result the CLI prints for ``--resume <unknown id>``.
+SESSION_NOT_FOUND = "session_not_found"
+#: How Claude Code refuses a ``--resume`` id: no saved conversation of that id, or an id that is
+#: neither a UUID nor a session title.
+UNKNOWN_SESSION_WORDS = ("No conversation found", "does not match any session title")
+
+SYNTHETIC_MODEL = "<synthetic>"
+
+#: terminal_reason -> ErrorInfo.code of a failed result.
+TERMINAL_CODES = {
+    "api_error": "api_error",
+    "prompt_too_long": "prompt_too_long",
+    "max_turns": "max_turns",
+    "aborted_streaming": "cancelled",
+    "aborted_tools": "cancelled",
+}
+
+#: What a result passes on as it is, when the CLI sent it.
+RESULT_DATA = ("errors", "api_error_status", "api_error_type", "api_error", "result_index")
+
+Json = dict[str, Any]
 
 _TEXT_DELTA = MessageType.TEXT_DELTA
 _THINKING_DELTA = MessageType.THINKING_DELTA
 _NO_TOOL: tuple[None, None] = (None, None)
 _TOOL_BLOCKS = ("tool_use", "server_tool_use")
-#: ``system`` subtypes whose events the translator reads beyond passing them on.
-_SYSTEM_READ = frozenset(
-    {
-        "api_retry",
-        "compact_boundary",
-        "background_tasks_changed",
-        "task_started",
-        "permission_denied",
-    }
-)
 
 
-def _message(
-    kind: MessageType, text: str, message_id: str | None, parent: str | None, raw: Json
-) -> Message:
-    """A text or thinking message (a block or a delta) of values the schema checked."""
+def _without(event: Json, *keys: str) -> Json:
+    """A copy of ``event`` without ``keys`` (in the event's order)."""
+    copy = dict(event)
+    for key in keys:
+        copy.pop(key, None)
+    return copy
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    """The strings of a list (anything else has none)."""
+    if not isinstance(value, list):
+        return ()
+    items = cast("list[Any]", value)
+    if set(map(type, items)) <= _STR_ONLY:  # the common case, checked without a Python loop
+        return tuple(items)
+    return tuple(t for t in items if isinstance(t, str))
+
+
+_STR_ONLY = frozenset({str})
+
+
+def _count(value: object) -> int | None:
+    """A token count as ``Usage`` takes it: an integer (:func:`as_int`'s), and a negative one is
+    not reported (``Usage``'s rule, applied here: usages are assembled, not validated)."""
+    if type(value) is int:  # the common case, without a call
+        return value if 0 <= value <= MAX_COUNT else None
+    count = _int(value)
+    return None if count is None or count < 0 else count
+
+
+def _cost(value: object) -> float | None:
+    """A cost as ``Usage`` takes it (a negative one is not reported)."""
+    cost = _float(value)
+    return None if cost is not None and cost < 0 else cost
+
+
+def _text(value: object) -> str:
+    """A block's or a delta's text: a string, else empty."""
+    return value if isinstance(value, str) else ""
+
+
+def _call_usage(usage: Json | None, extra: Json) -> Usage:
+    """Usage of one API call (Anthropic shape) in our convention (already the same), with the
+    library's ``extra`` fields."""
+    if usage is None:
+        return assemble(Usage, extra)
+    details = _obj(usage.get("output_tokens_details"))
     return assemble(
-        Message,
+        Usage,
         {
-            "type": kind,
-            "text": text,
-            "message_id": message_id,
-            "parent_tool_use_id": parent,
-            "raw": raw,
+            "input_tokens": _count(usage.get("input_tokens")),
+            "output_tokens": _count(usage.get("output_tokens")),
+            "cache_read_tokens": _count(usage.get("cache_read_input_tokens")),
+            "cache_write_tokens": _count(usage.get("cache_creation_input_tokens")),
+            "thinking_tokens": None if details is None else _count(details.get("thinking_tokens")),
+            **extra,
         },
     )
 
 
-def _summed(per_model: dict[str, Json]) -> Usage:
-    """The summed usage of per-model entries that passed the schema (at least one), as the
-    lenient reading sums them: each a ``Usage`` added to the total as ``Usage.__add__`` does."""
+def _model_usage_sum(per_model: Json, extra: Json) -> Usage:
+    """The per-model entries summed as ``Usage.__add__`` sums them (an entry that is not an
+    object adds nothing; none at all: an empty usage), with the library's ``extra`` fields."""
     inp = out = read = write = thinking = None
     cost: float | None = None
-    for e in per_model.values():
-        inp = _sum(inp, e.get("inputTokens"))
-        out = _sum(out, e.get("outputTokens"))
-        read = _sum(read, e.get("cacheReadInputTokens"))
-        write = _sum(write, e.get("cacheCreationInputTokens"))
-        thinking = _sum(thinking, e.get("thinkingTokens"))
-        c: float | None = e.get("costUSD")
+    summed = False
+    for entry in per_model.values():
+        if not isinstance(entry, dict):
+            continue
+        e: Json = entry  # pyright: ignore[reportUnknownVariableType]
+        summed = True
+        inp = _sum(inp, _count(e.get("inputTokens")))
+        out = _sum(out, _count(e.get("outputTokens")))
+        read = _sum(read, _count(e.get("cacheReadInputTokens")))
+        write = _sum(write, _count(e.get("cacheCreationInputTokens")))
+        thinking = _sum(thinking, _count(e.get("thinkingTokens")))
+        c = _cost(e.get("costUSD"))
         cost = c if cost is None else cost if c is None else round(cost + c, 12)
+    if not summed:
+        return assemble(Usage, extra)
     return assemble(
         Usage,
         {
@@ -108,6 +175,7 @@ def _summed(per_model: dict[str, Json]) -> Usage:
             "context_size_tokens": None,
             "usage_source": None,
             "cost_source": None,
+            **extra,
         },
     )
 
@@ -116,209 +184,391 @@ def _sum(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else a + b
 
 
-class ClaudeTranslator(LenientTranslator):
-    """Claude Code's translator, stateful for one session (the keyword arguments are
-    :class:`~._lenient.LenientTranslator`'s). Replay and the live engine feed it lines
-    (:meth:`feed_line`) or decoded events (:meth:`feed_wire`); :meth:`feed` and
-    :meth:`feed_decoded` read every event value by value."""
+def _message(
+    kind: MessageType, text: str, message_id: str | None, parent: str | None, raw: Json
+) -> Message:
+    """A text or thinking message (a block or a delta) of checked values."""
+    return assemble(
+        Message,
+        {
+            "type": kind,
+            "text": text,
+            "message_id": message_id,
+            "parent_tool_use_id": parent,
+            "raw": raw,
+        },
+    )
 
-    # Declared again here, as the base declares them: this class sets them too.
-    session_id: str | None
-    model: str | None
-    session_not_found: str | None
 
-    @cached_property
-    def _view(self) -> Callable[[Any], Json]:
-        """The wire schema's validation: its module is loaded and the schema compiled on the
-        first event of the first session (importing the engine does neither)."""
-        from ._wire import wire_schema
+def _tool_delta(
+    text: str,
+    tool: tuple[str | None, str | None],
+    message_id: str | None,
+    parent: str | None,
+    raw: Json,
+) -> Message:
+    """A ``tool_use_delta`` of checked values: a tool block's start (no text) or its input."""
+    tool_id, name = tool
+    return assemble(
+        Message,
+        {
+            "type": MessageType.TOOL_USE_DELTA,
+            "text": text,
+            "tool": assemble(ToolCall, {"id": tool_id, "name": name}),
+            "message_id": message_id,
+            "parent_tool_use_id": parent,
+            "raw": raw,
+        },
+    )
 
-        return wire_schema().validator.validate_python
 
-    def feed_line(self, line: bytes) -> list[Message] | None:
-        """The messages of one framed line: decoded as :func:`decode_json_line` decodes it and
-        read as :meth:`feed_wire` reads it; ``None`` for a line that is not JSON (the caller's
-        decoder says what it is)."""
-        ev = decode_json_line(line)
-        if isinstance(ev, JsonProblem):
-            return None
-        return self.feed_wire(ev)
+def _stream_note(
+    subtype: str, message_id: str | None, parent: str | None, data: Json, raw: Json
+) -> Message:
+    """A ``system`` message of a stream event the translator passes on (rare: validated)."""
+    return Message(
+        type=MessageType.SYSTEM,
+        subtype=subtype,
+        message_id=message_id,
+        parent_tool_use_id=parent,
+        data=data,
+        raw=raw,
+    )
 
-    def feed_wire(self, event: Any) -> list[Message]:
-        """:meth:`feed_decoded` of an event checked against Claude Code's wire schema
-        (:mod:`._wire`) first: an event it takes is read from the values that passed, none
-        validated again; any other event is read the lenient way. What comes out never depends
-        on the path."""
-        try:
-            view = self._view(event)
-        except ValidationError:
-            return self.feed_decoded(event)
-        return _READERS[view["type"]](self, view, event)
 
-    # -- events that passed the wire schema ---------------------------------------------------
-    # ``view`` is the event as the schema validated it (the fields read, with their types), ``ev``
-    # the event itself (the message's ``raw``, and the values passed on as they are). Each method
-    # makes exactly the messages its lenient counterpart makes of such an event; where that one
-    # would take a branch the view does not cover, it is called instead.
+def _protocol_error(text: str, data: Json, raw: Any) -> list[Message]:
+    return [Message.error_message(f"claude: {text}", code="protocol", data=data, raw=raw)]
 
-    def _wire_stream_event(self, view: Json, ev: Json) -> list[Message]:
-        event: Json = view["event"]
-        etype = event["type"]
-        parent: str | None = view.get("parent_tool_use_id")
-        message_id: str | None = view.get("api_message_id")
-        if etype == "content_block_delta":
-            delta: Json = event["delta"]
-            dtype = delta["type"]
-            if dtype == "text_delta":
-                return [_message(_TEXT_DELTA, delta["text"], message_id, parent, ev)]
-            if dtype == "thinking_delta":
-                return [_message(_THINKING_DELTA, delta["thinking"], message_id, parent, ev)]
-            if dtype == "input_json_delta":
-                tool_id, name = self._stream_tools.get((message_id or "", event["index"]), _NO_TOOL)
-                return [
-                    assemble(
-                        Message,
-                        {
-                            "type": MessageType.TOOL_USE_DELTA,
-                            "text": delta["partial_json"],
-                            "tool": assemble(ToolCall, {"id": tool_id, "name": name}),
-                            "message_id": message_id,
-                            "parent_tool_use_id": parent,
-                            "raw": ev,
-                        },
-                    )
-                ]
-            return []  # signature_delta
-        if etype == "content_block_start":
-            block: Json = event["content_block"]
-            if block["type"] not in _TOOL_BLOCKS:
-                return []
-            tool_id, name = block.get("id"), block.get("name")
-            self._stream_tools[(message_id or "", event["index"])] = (tool_id, name)
-            return [
-                assemble(
-                    Message,
-                    {
-                        "type": MessageType.TOOL_USE_DELTA,
-                        "text": "",
-                        "tool": assemble(ToolCall, {"id": tool_id, "name": name}),
-                        "message_id": message_id,
-                        "parent_tool_use_id": parent,
-                        "raw": ev,
-                    },
-                )
-            ]
-        if etype == "message_start":
-            message: Json = event["message"]
-            mid: str | None = message["id"] or message_id
-            if parent is None and mid is not None:
-                reading = self._wire_observe_call(mid, message["usage"], ev)
-                return [] if reading is None else [reading]
-            return []
-        if etype == "message_delta":
-            stop: str | None = event["delta"].get("stop_reason")
-            if parent is None and stop is not None:
-                self._last_stop_reason = stop
-            usage: Json | None = event.get("usage")
-            output = thinking = None
-            if usage is not None:
-                output = usage.get("output_tokens")
-                details: Json | None = usage.get("output_tokens_details")
-                thinking = details.get("thinking_tokens") if details else None
-            per_call = assemble(Usage, {"output_tokens": output, "thinking_tokens": thinking})
-            if message_id is not None:
-                self._call_output[message_id] = per_call
-            return [
-                assemble(
-                    Message,
-                    {
-                        "type": MessageType.SYSTEM,
-                        "subtype": "message_delta",
-                        "stop_reason": stop,
-                        "usage": None if output is None and thinking is None else per_call,
-                        "message_id": message_id,
-                        "parent_tool_use_id": parent,
-                        "raw": ev,
-                    },
-                )
-            ]
-        # content_block_stop, ping, message_stop: only an interrupted call's stop says more.
-        if etype == "message_stop" and ev["event"].get("abandoned_blocks") is not None:
+
+class ClaudeTranslator(Translator):
+    """Claude Code's translator, stateful for one session. ``process`` (set by the engine) is
+    attached to ``init`` messages; ``resumed`` says the session continues an earlier one (its
+    cumulative cost then cannot be used as the first turn's cost)."""
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        context_window_tokens: int | None = None,
+        catalog: Catalog | None = None,
+        process: ProcessMeta | None = None,
+        resumed: bool = False,
+    ) -> None:
+        self.tracker: ContextTracker = ContextTracker(
+            model=model, override=context_window_tokens, catalog=catalog
+        )
+        self.process = process
+        self.resumed = resumed
+        self.session_id: str | None = None
+        self.model: str | None = model
+        #: True once a ``system/init`` was seen (a failed ``--resume`` prints none).
+        self.saw_init: bool = False
+        #: Set when a result said the resumed session does not exist.
+        self.session_not_found: str | None = None
+        self._last_total_cost: float | None = None
+        #: Background tasks now running, by id (``background_tasks_changed``), and the tool
+        #: call that started each (``task_started``, which may come after).
+        self._tasks: dict[str, Json] = {}
+        self._task_tools: dict[str, str] = {}
+        #: Model calls whose context reading was made, this turn and the previous one (a late
+        #: repeat of the previous turn's call is still recognised); older ids are forgotten at
+        #: each result, so a long session keeps a flat memory.
+        self._observed_calls: set[str] = set()
+        self._previous_calls: set[str] = set()
+        #: Tool names by tool-use id, for naming tool results: this turn's and the previous
+        #: turn's, and those of background tasks still running (their results come later).
+        self._tool_names: dict[str, str] = {}
+        self._previous_tool_names: dict[str, str] = {}
+        #: (message id, block index) -> (tool id, tool name) for input_json deltas.
+        self._stream_tools: dict[tuple[str, int], tuple[str | None, str | None]] = {}
+        self._last_stop_reason: str | None = None
+
+    # -- protocol ----------------------------------------------------------------------------
+
+    def feed(self, event: Any) -> list[Message]:
+        # Nested no deeper than every message can serialize.
+        return self.feed_decoded(capped(event))
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
+        if not isinstance(event, dict):
+            return _protocol_error(
+                "a stream-json line was not a JSON object", {"value": event}, event
+            )
+        ev: Json = event  # pyright: ignore[reportUnknownVariableType]
+        kind = ev.get("type")
+        # The kinds in the order of how often the CLI sends them.
+        if kind == "stream_event":
             return self._stream_event(ev)
+        if kind == "assistant":
+            return self._assistant(ev)
+        if kind == "system":
+            return self._system(ev)
+        if kind == "result":
+            return self._result(ev)
+        if kind == "user":
+            return self._user(ev)
+        if kind in ("control_response", "control_request", "control_cancel_request"):
+            return [
+                Message(
+                    type=MessageType.SYSTEM, subtype=str(kind), data=_without(ev, "type"), raw=ev
+                )
+            ]
+        if isinstance(kind, str) and kind:
+            # A newer CLI's event kind: pass it through under its own type string.
+            return [Message(type=kind, subtype=_str(ev.get("subtype")), data=ev, raw=ev)]
+        return _protocol_error("an event had no 'type'", {"event": ev}, ev)
+
+    def finish(self) -> list[Message]:
         return []
 
-    def _wire_observe_call(self, message_id: str, usage: Json, raw: Json) -> Message | None:
-        """:meth:`_observe_call` of a call whose usage passed the schema."""
+    # -- system --------------------------------------------------------------------------------
+
+    def _system(self, ev: Json) -> list[Message]:
+        subtype = ev.get("subtype")
+        if not isinstance(subtype, str):
+            subtype = ""
+        if subtype == "init":
+            if self._tasks:
+                # Still running from an earlier turn: this turn's summary says so too.
+                return [self._init(ev), self._background(ev)]
+            return [self._init(ev)]
+        if subtype == "api_retry":
+            return [self._retry(ev)]
+        if subtype == "compact_boundary":
+            return self._compacted(ev)
+        if subtype == "background_tasks_changed":
+            self._tasks = {}
+            for item in _list(ev.get("tasks")):
+                task = _obj(item) or {}
+                task_id = _str(task.get("task_id"))
+                if task_id is not None:
+                    self._tasks[task_id] = task
+            return [self._background(ev)]
+        if subtype == "task_started":
+            task_id, tool_use_id = _str(ev.get("task_id")), _str(ev.get("tool_use_id"))
+            if task_id is not None and tool_use_id is not None:
+                self._task_tools[task_id] = tool_use_id
+            if task_id in self._tasks:
+                return [self._background(ev)]
+        data = _without(ev, "type", "subtype")
+        if subtype == "permission_denied":
+            denial = PermissionDenial(
+                tool_name=_str(ev.get("tool_name")),
+                tool_use_id=_str(ev.get("tool_use_id")),
+                input=ev.get("tool_input"),
+                reason=_str(ev.get("message")),
+            )
+            return [
+                Message(
+                    type=MessageType.SYSTEM, subtype=subtype, denials=(denial,), data=data, raw=ev
+                )
+            ]
+        return [
+            assemble(
+                Message,
+                {"type": MessageType.SYSTEM, "subtype": subtype or None, "data": data, "raw": ev},
+            )
+        ]
+
+    def _background(self, ev: Json) -> Message:
+        """The set of background tasks still running (it changes as they start and end)."""
+        tasks = [
+            BackgroundTask(
+                id=task_id,
+                description=_str(task.get("description")),
+                tool_use_id=_str(task.get("tool_use_id")) or self._task_tools.get(task_id),
+                kind=_str(task.get("task_type")),
+            ).model_dump(mode="json")
+            for task_id, task in self._tasks.items()
+        ]
+        return Message(
+            type=MessageType.SYSTEM, subtype="background_tasks", data={"tasks": tasks}, raw=ev
+        )
+
+    def _compacted(self, ev: Json) -> list[Message]:
+        """``/compact`` (or the CLI's own auto-compaction) replaced the conversation with a
+        summary: the gauge drops to the size the CLI reports after it."""
+        meta = _obj(ev.get("compact_metadata")) or {}
+        before = _int(meta.get("pre_tokens"))
+        if before is None and self.tracker.last is not None:
+            before = self.tracker.last.used_tokens
+        after = _int(meta.get("post_tokens"))
+        out: list[Message] = []
+        reading: ContextWindow | None = None
+        if after is not None:
+            gauge = self.tracker.observe_reported(after, raw=ev)
+            reading = gauge.context
+            out.append(gauge)
+        trigger = _str(meta.get("trigger"))
+        out.insert(0, Message.compaction(trigger=trigger, before_tokens=before, after=reading,
+                                         raw=ev))  # fmt: skip
+        return out
+
+    def _retry(self, ev: Json) -> Message:
+        status = _int(ev.get("error_status"))
+        reason = _str(ev.get("error")) or "api_error"
+        delay_ms = _float(ev.get("retry_delay_ms"))
+        attempt, most = _int(ev.get("attempt")), _int(ev.get("max_retries"))
+        progress = f" {attempt}/{most}" if attempt is not None and most is not None else ""
+        return Message.retry_notice(
+            f"claude: model call failed ({reason}{f', HTTP {status}' if status else ''}); "
+            f"retry{progress}",
+            attempt=attempt,
+            max_attempts=most,
+            delay_s=None if delay_ms is None else round(delay_ms / 1000, 3),
+            code=reason,
+            status=status,
+            raw=ev,
+        )
+
+    def _init(self, ev: Json) -> Message:
+        self.saw_init = True
+        session_id = _str(ev.get("session_id"))
+        if session_id:
+            self.session_id = session_id
+        model = _str(ev.get("model"))
+        if model:
+            self.model = model
+            self.tracker.set_model(model)
+        tools = _strings(ev.get("tools"))
+        init = assemble(
+            InitMeta,
+            {
+                "model": model,
+                "agent_name": "claude-code",
+                "agent_version": _str(ev.get("claude_code_version")),
+                "session_id": session_id,
+                "cwd": _str(ev.get("cwd")),
+                "tools": tools or None,
+                "permission_mode": _str(ev.get("permissionMode")),
+            },
+        )
+        return assemble(
+            Message,
+            {
+                "type": MessageType.INIT,
+                "init": init,
+                "process": self.process,
+                "resume_id": session_id,
+                "raw": ev,
+            },
+        )
+
+    # -- assistant -------------------------------------------------------------------------------
+
+    def _assistant(self, ev: Json) -> list[Message]:
+        message = _obj(ev.get("message")) or {}
+        parent = _str(ev.get("parent_tool_use_id"))
+        message_id = _str(message.get("id"))
+        content = message.get("content")
+        blocks = _list(content)
+        if message.get("model") == SYNTHETIC_MODEL or ev.get("is_api_error_message") is True:
+            texts = [_str(b.get("text")) for b in (_obj(x) for x in blocks) if b is not None]
+            text = "\n".join(t for t in texts if t)
+            keys = ("error", "api_error_status", "api_error_type", "api_error")
+            data = {k: ev[k] for k in keys if k in ev}
+            return [
+                Message(
+                    type=MessageType.ERROR,
+                    error=ErrorInfo(
+                        message=text or "claude: API error",
+                        code="api_error",
+                        status=_int(ev.get("api_error_status")),
+                    ),
+                    message_id=message_id,
+                    parent_tool_use_id=parent,
+                    data=data or None,
+                    raw=ev,
+                )
+            ]
+        out: list[Message] = []
+        if parent is None and message_id is not None:
+            reading = self._observe_call(message_id, _obj(message.get("usage")), ev)
+            if reading is not None:
+                out.append(reading)
+        if isinstance(content, str):
+            blocks = [{"type": "text", "text": content}]
+        for block in blocks:
+            b = _obj(block)
+            if b is None:
+                continue
+            out.append(self._block(b, message_id, parent, ev))
+        return out
+
+    def _block(self, b: Json, message_id: str | None, parent: str | None, ev: Json) -> Message:
+        btype = b.get("type")
+        if btype == "text":
+            return _message(MessageType.TEXT, _text(b.get("text")), message_id, parent, ev)
+        if btype == "thinking":
+            return _message(MessageType.THINKING, _text(b.get("thinking")), message_id, parent, ev)
+        if btype == "tool_use" or btype == "server_tool_use":
+            tool_id = _str(b.get("id"))
+            name = _str(b.get("name"))
+            if tool_id is not None and name is not None:
+                self._tool_names[tool_id] = name
+            return assemble(
+                Message,
+                {
+                    "type": MessageType.TOOL_USE,
+                    "tool": assemble(
+                        ToolCall, {"id": tool_id, "name": name, "input": b.get("input")}
+                    ),
+                    "message_id": message_id,
+                    "parent_tool_use_id": parent,
+                    "raw": ev,
+                },
+            )
+        # redacted_thinking and block kinds a newer CLI adds.
+        return Message(
+            type=MessageType.SYSTEM,
+            subtype=f"assistant_block:{btype}",
+            message_id=message_id,
+            parent_tool_use_id=parent,
+            data={"block": b},
+            raw=ev,
+        )
+
+    def _observe_call(self, message_id: str, usage: Json | None, raw: Any) -> Message | None:
+        """The context reading of one main-thread model call, once per message id."""
         if message_id in self._observed_calls or message_id in self._previous_calls:
+            return None
+        if usage is None:
             return None
         self._observed_calls.add(message_id)
         prompt = assemble(
             Usage,
             {
-                "input_tokens": usage.get("input_tokens"),
-                "cache_read_tokens": usage.get("cache_read_input_tokens"),
-                "cache_write_tokens": usage.get("cache_creation_input_tokens"),
+                "input_tokens": _count(usage.get("input_tokens")),
+                "cache_read_tokens": _count(usage.get("cache_read_input_tokens")),
+                "cache_write_tokens": _count(usage.get("cache_creation_input_tokens")),
             },
         )
         return self.tracker.observe_call(prompt, raw=raw)
 
-    def _wire_assistant(self, view: Json, ev: Json) -> list[Message]:
-        message: Json = view["message"]
-        if message["model"] == SYNTHETIC_MODEL or ev.get("is_api_error_message") is True:
-            return self._assistant(ev)
-        parent: str | None = view.get("parent_tool_use_id")
-        message_id: str = message["id"]
-        out: list[Message] = []
-        if parent is None:
-            reading = self._wire_observe_call(message_id, message["usage"], ev)
-            if reading is not None:
-                out.append(reading)
-        blocks: list[Json] = ev["message"]["content"]
-        for index, b in enumerate(message["content"]):
-            btype = b["type"]
-            if btype == "text":
-                out.append(_message(MessageType.TEXT, b["text"], message_id, parent, ev))
-            elif btype == "thinking":
-                out.append(_message(MessageType.THINKING, b["thinking"], message_id, parent, ev))
-            else:
-                tool_id: str = b["id"]
-                name: str = b["name"]
-                self._tool_names[tool_id] = name
-                tool = {"id": tool_id, "name": name, "input": blocks[index].get("input")}
-                out.append(
-                    assemble(
-                        Message,
-                        {
-                            "type": MessageType.TOOL_USE,
-                            "tool": assemble(ToolCall, tool),
-                            "message_id": message_id,
-                            "parent_tool_use_id": parent,
-                            "raw": ev,
-                        },
-                    )
-                )
-        return out
+    # -- user ------------------------------------------------------------------------------------
 
-    def _wire_user(self, view: Json, ev: Json) -> list[Message]:
-        parent: str | None = view.get("parent_tool_use_id")
-        content: str | list[Json] = view["message"]["content"]
+    def _user(self, ev: Json) -> list[Message]:
+        message = _obj(ev.get("message")) or {}
+        parent = _str(ev.get("parent_tool_use_id"))
+        content = message.get("content")
         replayed = ev.get("isReplay") is True
         out: list[Message] = []
         texts: list[str] = []
         if isinstance(content, str):
             texts.append(content)
-        else:
-            blocks: list[Json] = ev["message"]["content"]
-            for index, b in enumerate(content):
-                if b["type"] == "text":
-                    texts.append(b["text"])
-                    continue
-                tool_id: str = b["tool_use_id"]
+        for block in _list(content):
+            b = _obj(block)
+            if b is None:
+                continue
+            if b.get("type") == "tool_result":
+                tool_id = _str(b.get("tool_use_id"))
+                is_error = b.get("is_error")
                 tool = {
                     "id": tool_id,
                     "name": self._tool_name(tool_id),
-                    "output": blocks[index].get("content"),
-                    "is_error": b.get("is_error"),
+                    "output": b.get("content"),
+                    "is_error": is_error if isinstance(is_error, bool) else None,
                 }
                 out.append(
                     assemble(
@@ -332,97 +582,177 @@ class ClaudeTranslator(LenientTranslator):
                         },
                     )
                 )
+            elif isinstance(b.get("text"), str):
+                texts.append(cast(str, b["text"]))
         if texts or not out:
             out.append(self._user_message(ev, texts, parent, replayed))
         return out
 
-    def _wire_system(self, view: Json, ev: Json) -> list[Message]:
-        subtype: str = view["subtype"]
-        if subtype in _SYSTEM_READ or (subtype == "init" and self._tasks):
-            return self._system(ev)
-        if subtype != "init":
-            data = ev.copy()  # without the two keys the schema found
-            del data["type"], data["subtype"]
+    def _user_message(
+        self, ev: Json, texts: list[str], parent: str | None, replayed: bool
+    ) -> Message:
+        """A user message's own text (values already checked by either reader): prompts the CLI
+        adds itself (continuation after a mid-stream error, the interrupt marker) and replayed
+        user messages, information, not agent output."""
+        data: Json = {"text": "\n".join(texts)}
+        for key in ("isSynthetic", "isReplay"):
+            if key in ev:
+                data[key] = ev[key]
+        return assemble(
+            Message,
+            {
+                "type": MessageType.SYSTEM,
+                "subtype": "user_message",
+                "parent_tool_use_id": parent,
+                "replayed": replayed,
+                "data": data,
+                "raw": ev,
+            },
+        )
+
+    # -- stream_event ----------------------------------------------------------------------------
+
+    def _stream_event(self, ev: Json) -> list[Message]:
+        got = ev.get("event")
+        if not isinstance(got, dict):
+            return _protocol_error("stream_event without an event object", {"event": ev}, ev)
+        event: Json = got  # pyright: ignore[reportUnknownVariableType]
+        parent = ev.get("parent_tool_use_id")
+        if not isinstance(parent, str):
+            parent = None
+        message_id = ev.get("api_message_id")
+        if not isinstance(message_id, str):
+            message_id = None
+        # The kinds in the order of how often the CLI sends them.
+        etype = event.get("type")
+        if etype == "content_block_delta":
+            delta: Json | None = _obj(event.get("delta"))
+            if delta is not None and delta.get("type") == "text_delta":
+                # The most frequent event of all, read here without a further call.
+                text = delta.get("text")
+                fields = {
+                    "type": _TEXT_DELTA,
+                    "text": text if isinstance(text, str) else "",
+                    "message_id": message_id,
+                    "parent_tool_use_id": parent,
+                    "raw": ev,
+                }
+                return [assemble(Message, fields)]
+            return self._delta(event, message_id, parent, ev)
+        if etype == "content_block_start":
+            block = _obj(event.get("content_block")) or {}
+            index = _int(event.get("index"))
+            if block.get("type") in _TOOL_BLOCKS and index is not None:
+                tool = _str(block.get("id")), _str(block.get("name"))
+                self._stream_tools[(message_id or "", index)] = tool
+                return [_tool_delta("", tool, message_id, parent, ev)]
+            return []
+        if etype == "content_block_stop" or etype == "ping":
+            return []
+        if etype == "message_start":
+            message = _obj(event.get("message")) or {}
+            mid = _str(message.get("id")) or message_id
+            if parent is None and mid is not None:
+                reading = self._observe_call(mid, _obj(message.get("usage")), ev)
+                return [] if reading is None else [reading]
+            return []
+        if etype == "message_stop":
+            abandoned = event.get("abandoned_blocks")
+            if abandoned is None:
+                return []
+            data = {"abandoned_blocks": abandoned}
+            return [_stream_note("message_stop", message_id, parent, data, ev)]
+        if etype == "message_delta":
+            delta = _obj(event.get("delta")) or {}
+            stop = _str(delta.get("stop_reason"))
+            if parent is None and stop is not None:
+                self._last_stop_reason = stop
+            output = thinking = None
+            usage = _obj(event.get("usage"))
+            if usage is not None:
+                output = _count(usage.get("output_tokens"))
+                details = _obj(usage.get("output_tokens_details"))
+                if details is not None:
+                    thinking = _count(details.get("thinking_tokens"))
+            # The output side of the call's usage (none reported: none).
+            call = (
+                None
+                if output is None and thinking is None
+                else assemble(Usage, {"output_tokens": output, "thinking_tokens": thinking})
+            )
             return [
                 assemble(
                     Message,
                     {
                         "type": MessageType.SYSTEM,
-                        "subtype": subtype or None,
-                        "data": data,
+                        "subtype": "message_delta",
+                        "stop_reason": stop,
+                        "usage": call,
+                        "message_id": message_id,
+                        "parent_tool_use_id": parent,
                         "raw": ev,
                     },
                 )
             ]
-        self.saw_init = True
-        session_id: str | None = view.get("session_id")
-        if session_id:
-            self.session_id = session_id
-        model: str | None = view.get("model")
-        if model:
-            self.model = model
-            self.tracker.set_model(model)
-        tools: list[str] | None = view.get("tools")
-        init = assemble(
-            InitMeta,
-            {
-                "model": model,
-                "agent_name": "claude-code",
-                "agent_version": view.get("claude_code_version"),
-                "session_id": session_id,
-                "cwd": view.get("cwd"),
-                "tools": tuple(tools) if tools else None,
-                "permission_mode": view.get("permissionMode"),
-            },
-        )
-        return [
-            assemble(
-                Message,
-                {
-                    "type": MessageType.INIT,
-                    "init": init,
-                    "process": self.process,
-                    "resume_id": session_id,
-                    "raw": ev,
-                },
-            )
-        ]
+        return [_stream_note(f"stream_event:{etype}", message_id, parent, {"event": event}, ev)]
 
-    def _wire_result(self, view: Json, ev: Json) -> list[Message]:
+    def _delta(
+        self, event: Json, message_id: str | None, parent: str | None, ev: Json
+    ) -> list[Message]:
+        """A ``content_block_delta`` other than a text delta (read by :meth:`_stream_event`)."""
+        delta = _obj(event.get("delta")) or {}
+        dtype = delta.get("type")
+        if dtype == "input_json_delta":
+            index = _int(event.get("index"))
+            tool = self._stream_tools.get((message_id or "", index or 0), _NO_TOOL)
+            return [_tool_delta(_text(delta.get("partial_json")), tool, message_id, parent, ev)]
+        if dtype == "thinking_delta":
+            return [_message(_THINKING_DELTA, _text(delta.get("thinking")), message_id, parent, ev)]
+        if dtype == "signature_delta":
+            return []
+        subtype = f"content_block_delta:{dtype}"
+        return [_stream_note(subtype, message_id, parent, {"delta": delta}, ev)]
+
+    # -- result ----------------------------------------------------------------------------------
+
+    def _result(self, ev: Json) -> list[Message]:
         out: list[Message] = []
-        subtype: str | None = view.get("subtype")
+        subtype = _str(ev.get("subtype"))
         is_error = ev.get("is_error") is True or (subtype is not None and subtype != "success")
-        model_usage: dict[str, Json] = view.get("modelUsage") or {}
-        since_last: dict[str, Json] | None = view.get("model_usage_since_last_result")
+        model_usage = _obj(ev.get("modelUsage")) or {}
+        since_last = _obj(ev.get("model_usage_since_last_result"))
         self._report_window(out, model_usage, since_last)
-        usage = self._with_context(self._wire_turn_usage(view, since_last))
-        text: str | None = view.get("result")
-        terminal: str | None = view.get("terminal_reason")
+        usage = self._turn_usage(ev, since_last, self._context_fill())
+        text = _str(ev.get("result"))
+        terminal = _str(ev.get("terminal_reason"))
         error = (
             self._result_error(
                 subtype,
                 terminal,
                 text,
-                view.get("errors") or [],
-                view.get("api_error_status"),
+                [e for e in _list(ev.get("errors")) if isinstance(e, str)],
+                _int(ev.get("api_error_status")),
             )
             if is_error
             else None
         )
-        denials: tuple[PermissionDenial, ...] = ()
-        if view.get("permission_denials"):
-            raw_denials: list[Json] = ev["permission_denials"]
-            denials = tuple(
+        denied = ev.get("permission_denials")
+        denials = (
+            tuple(
                 assemble(
                     PermissionDenial,
                     {
-                        "tool_name": d.get("tool_name"),
-                        "tool_use_id": d.get("tool_use_id"),
-                        "input": raw_denials[index].get("tool_input"),
+                        "tool_name": _str(d.get("tool_name")),
+                        "tool_use_id": _str(d.get("tool_use_id")),
+                        "input": d.get("tool_input"),
                     },
                 )
-                for index, d in enumerate(view["permission_denials"])
+                for d in (_obj(item) for item in _list(denied))
+                if d is not None
             )
+            if denied
+            else ()
+        )
         out.append(
             self._result_message(
                 ev,
@@ -430,8 +760,8 @@ class ClaudeTranslator(LenientTranslator):
                 is_error=is_error,
                 text=text,
                 terminal=terminal,
-                stop=view.get("stop_reason"),
-                session_id=view.get("session_id"),
+                stop=_str(ev.get("stop_reason")),
+                session_id=_str(ev.get("session_id")),
                 model_usage=model_usage,
                 usage=usage,
                 denials=denials,
@@ -440,38 +770,186 @@ class ClaudeTranslator(LenientTranslator):
         )
         return out
 
-    def _wire_turn_usage(self, view: Json, since_last: dict[str, Json] | None) -> Usage:
-        """:meth:`_turn_usage` of a result that passed the schema."""
-        total_cost: float | None = view.get("total_cost_usd")
+    def _report_window(
+        self, out: list[Message], model_usage: dict[str, Any], since_last: dict[str, Any] | None
+    ) -> None:
+        """The window the CLI reports with a result: authoritative for the rest of the session
+        (a refreshed reading joins ``out``)."""
+        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
+        if window is not None:
+            self.tracker.report_size(window)
+            refreshed = self.tracker.refresh()
+            if refreshed is not None:
+                out.append(refreshed)
+
+    def _context_fill(self) -> Json:
+        """The usage fields of the context fill of the latest reading (none before any)."""
+        last = self.tracker.last
+        if last is None:
+            return {}
+        return {"context_used_tokens": last.used_tokens, "context_size_tokens": last.size_tokens}
+
+    def _result_error(
+        self,
+        subtype: str | None,
+        terminal: str | None,
+        text: str | None,
+        errors: list[str],
+        status: int | None,
+    ) -> ErrorInfo:
+        """The error of a failed turn's result (values already checked by either reader); an
+        unknown session before any ``init`` is the typed not-found."""
+        code = TERMINAL_CODES.get(terminal or "", subtype or "error")
+        joined = "; ".join(errors)
+        said = joined + (text or "")
+        if not self.saw_init and any(words in said for words in UNKNOWN_SESSION_WORDS):
+            code = SESSION_NOT_FOUND
+            self.session_not_found = joined or text
+        return assemble(
+            ErrorInfo,
+            {
+                "message": text or joined or f"claude turn ended with {subtype or 'an error'}",
+                "code": code,
+                "status": status,
+                "fatal": True,
+            },
+        )
+
+    def _result_message(
+        self,
+        ev: Json,
+        *,
+        subtype: str | None,
+        is_error: bool,
+        text: str | None,
+        terminal: str | None,
+        stop: str | None,
+        session_id: str | None,
+        model_usage: dict[str, Any],
+        usage: Usage,
+        denials: tuple[PermissionDenial, ...],
+        error: ErrorInfo | None,
+    ) -> Message:
+        """The turn's ``result`` of values already read and checked (by either reader), and the
+        end of the turn's state. Every value is of its field's type: assembled, not validated."""
+        session_id = session_id or self.session_id
+        if session_id:
+            self.session_id = session_id
+        data: Json = {
+            "subtype": subtype,
+            "is_error": is_error,
+            "terminal_reason": terminal,
+            "num_turns": ev.get("num_turns"),
+            "model": self.model or next(iter(model_usage), None),
+            "session_cost_usd": ev.get("total_cost_usd"),
+        }
+        for key in RESULT_DATA:
+            if ev.get(key) is not None:
+                data[key] = ev[key]
+        if stop is None and not is_error:
+            stop = self._last_stop_reason
+        if TERMINAL_CODES.get(terminal or "") == "cancelled":
+            # An interrupted turn says so like every engine's, whatever the last call said.
+            stop = "cancelled"
+        result = assemble(
+            Message,
+            {
+                "type": MessageType.RESULT,
+                "subtype": subtype,
+                "text": None if is_error else text,
+                "usage": usage,
+                "stop_reason": stop
+                if stop is not None
+                else (None if is_error else self._last_stop_reason),
+                "denials": denials or None,
+                "error": error,
+                "resume_id": None if self.session_not_found else session_id,
+                "data": data,
+                "raw": ev,
+            },
+        )
+        self._last_stop_reason = None
+        self._stream_tools.clear()
+        self._forget_older_turns()
+        return result
+
+    def _forget_older_turns(self) -> None:
+        """At a result: keep the ids this turn and the next can still refer to, nothing older."""
+        self._previous_calls = self._observed_calls
+        self._observed_calls = set()
+        if not self._tasks:
+            # Nothing runs in the background: only this turn's names are kept.
+            self._previous_tool_names = self._tool_names
+            self._tool_names = {}
+            return
+        running = {
+            _str(task.get("tool_use_id")) or self._task_tools.get(task_id)
+            for task_id, task in self._tasks.items()
+        }
+        kept = {
+            tool_id: name
+            for tool_id, name in self._previous_tool_names.items()
+            if tool_id in running
+        }
+        kept.update(self._tool_names)
+        self._previous_tool_names = kept
+        self._tool_names = {}
+
+    def _tool_name(self, tool_id: str | None) -> str | None:
+        if tool_id is None:
+            return None
+        name = self._tool_names.get(tool_id)
+        return name if name is not None else self._previous_tool_names.get(tool_id)
+
+    @property
+    def remembered_ids(self) -> int:
+        """How many model-call and tool-use ids the translator holds (bounded by two turns'
+        worth and the running background tasks, however long the session)."""
+        return (
+            len(self._observed_calls)
+            + len(self._previous_calls)
+            + len(self._tool_names)
+            + len(self._previous_tool_names)
+        )
+
+    def _reported_window(self, per_model: Json) -> int | None:
+        """The first window size reported: the session's model's entry first, then each."""
+        if self.model:
+            preferred = _obj(per_model.get(self.model))
+            if preferred is not None:
+                size = _int(preferred.get("contextWindow"))
+                if size:
+                    return size
+        for entry in per_model.values():
+            e = _obj(entry)
+            if e is not None:
+                size = _int(e.get("contextWindow"))
+                if size:
+                    return size
+        return None
+
+    def _turn_usage(self, ev: Json, since_last: Json | None, context: Json) -> Usage:
+        """The turn's usage (with ``context``, its context fill) and its cost."""
+        # A session total below zero is nonsense (a broken or hostile agent): not reported, and
+        # not what the next result's cost is measured from.
+        total_cost = _cost(ev.get("total_cost_usd"))
         previous = self._last_total_cost
         if total_cost is not None:
             self._last_total_cost = total_cost
         model = self.model or next(iter(since_last or {}), None)
         if since_last:
-            return account_usage(_summed(since_last), model=model)
-        call: Json | None = view.get("usage")
-        if call is None:
-            usage = assemble(Usage, {})
-        else:
-            details: Json | None = call.get("output_tokens_details")
-            usage = assemble(
-                Usage,
-                {
-                    "input_tokens": call.get("input_tokens"),
-                    "output_tokens": call.get("output_tokens"),
-                    "cache_read_tokens": call.get("cache_read_input_tokens"),
-                    "cache_write_tokens": call.get("cache_creation_input_tokens"),
-                    "thinking_tokens": details.get("thinking_tokens") if details else None,
-                },
-            )
-        return self._costed(usage, total_cost, previous, model)
-
-
-#: The reading of each event kind the schema takes.
-_READERS: dict[str, Callable[[ClaudeTranslator, Json, Json], list[Message]]] = {
-    "stream_event": ClaudeTranslator._wire_stream_event,  # pyright: ignore[reportPrivateUsage]
-    "assistant": ClaudeTranslator._wire_assistant,  # pyright: ignore[reportPrivateUsage]
-    "user": ClaudeTranslator._wire_user,  # pyright: ignore[reportPrivateUsage]
-    "system": ClaudeTranslator._wire_system,  # pyright: ignore[reportPrivateUsage]
-    "result": ClaudeTranslator._wire_result,  # pyright: ignore[reportPrivateUsage]
-}
+            # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
+            # counts the interrupted call, which was paid for.
+            return account_usage(_model_usage_sum(since_last, context), model=model)
+        # The cost: the session's total less the previous result's (the first result's total
+        # is the turn's own, unless the session was resumed: then it is the thread's).
+        cost: float | None = None
+        cost_source: UsageSource = "reported"
+        if total_cost is not None:
+            if previous is not None:
+                cost = round(max(total_cost - previous, 0.0), 12)
+                cost_source = "derived"
+            elif not self.resumed:
+                cost = total_cost
+        usage = _call_usage(_obj(ev.get("usage")), {**context, "cost_usd": cost})
+        return account_usage(usage, model=model, cost=cost_source)

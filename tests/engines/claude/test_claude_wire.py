@@ -1,29 +1,28 @@
-"""Claude Code's wire schema: a line read through it (``feed_line``) makes exactly the messages the
-lenient reading of the decoded line (``feed_decoded``) makes, on every recorded transcript and on
-generated, mutated and malformed events, and the translator ends in the same state."""
+"""Claude Code's reader builds the messages of the common events from the values it checked,
+without validating them (``assemble``): every message it makes, at every level, must be exactly
+what validating its own values makes, on every recorded transcript and on generated, mutated
+and malformed events. And a line read from its bytes (replay, ``line_feed``) makes the same
+messages as the event handed over decoded (``feed``), and leaves the translator in the same
+state."""
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import BaseModel
 from repo_paths import FIXTURES
 
 from agentrun._bases.translator import decode_line, line_feed
-from agentrun._vocabulary.messages import Message
+from agentrun._vocabulary.messages import Message, MessageType, Usage, assemble
 from agentrun.engines.claude import ClaudeTranslator
-from agentrun.engines.claude._wire import wire_schema
 
 TRANSCRIPTS = sorted((FIXTURES / "claude").rglob("*.jsonl"))
-#: Event kinds the engine answers itself when live (the schema leaves them to the lenient path).
-CONTROL = {"control_request", "control_response", "control_cancel_request"}
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -46,6 +45,44 @@ def _events() -> list[dict[str, Any]]:
 EVENTS = _events()
 
 
+def _rebuilt(value: Any) -> Any:
+    """``value`` made again by validation: a model from the fields it has set (each rebuilt
+    first), a tuple item by item, anything else as it is."""
+    if isinstance(value, BaseModel):
+        fields = {name: _rebuilt(getattr(value, name)) for name in value.model_fields_set}
+        return type(value).model_validate(fields)
+    if isinstance(value, tuple):
+        return tuple(_rebuilt(item) for item in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    return value
+
+
+def _fields_set(value: Any) -> Any:
+    """The fields set at every level of a model (what ``exclude_unset`` dumps decide on)."""
+    if isinstance(value, BaseModel):
+        return {name: _fields_set(getattr(value, name)) for name in sorted(value.model_fields_set)}
+    if isinstance(value, tuple):
+        return [_fields_set(item) for item in value]  # pyright: ignore[reportUnknownVariableType]
+    return None
+
+
+def _check(messages: list[Message]) -> None:
+    for message in messages:
+        again = _rebuilt(message)
+        assert message == again, message
+        assert message.model_dump_json() == again.model_dump_json()
+        assert message.model_dump_json(exclude_unset=True) == again.model_dump_json(
+            exclude_unset=True
+        )
+        assert _fields_set(message) == _fields_set(again)
+        assert message.raw is again.raw
+
+
+def _state(translator: ClaudeTranslator) -> str:
+    kept = {k: v for k, v in vars(translator).items() if k != "tracker"}
+    tracker = translator.tracker
+    return repr((kept, tracker.last, tracker.size(), tracker.model))
+
+
 def _shown(messages: list[Message]) -> list[tuple[str, str, str, list[str]]]:
     """What a message shows: all fields, the fields set, its raw event (in its key order)."""
     return [
@@ -59,81 +96,41 @@ def _shown(messages: list[Message]) -> list[tuple[str, str, str, list[str]]]:
     ]
 
 
-def _state(translator: ClaudeTranslator) -> str:
-    kept = {k: v for k, v in vars(translator).items() if k not in ("_view", "tracker")}
-    tracker = translator.tracker
-    return repr((kept, tracker.last, tracker.size(), tracker.model))
-
-
-def _reference(translator: ClaudeTranslator) -> Callable[[bytes], list[Message]]:
-    """A line as it was read before the schema: decoded, then read the lenient way."""
-
-    def feed(line: bytes) -> list[Message]:
-        event, problem = decode_line(line, engine="claude")
-        return [problem] if problem is not None else translator.feed_decoded(event)
-
-    return feed
-
-
 def _compare(lines: list[bytes]) -> None:
-    wired, lenient = ClaudeTranslator(), ClaudeTranslator()
-    fast, slow = line_feed(wired, engine="claude"), _reference(lenient)
+    """Every message checked against its validation; the line's bytes and the decoded event
+    read alike."""
+    from_bytes, decoded = ClaudeTranslator(), ClaudeTranslator()
+    feed = line_feed(from_bytes, engine="claude")
     for line in lines:
-        assert _shown(fast(line)) == _shown(slow(line)), line
-    assert _shown(wired.finish()) == _shown(lenient.finish())
-    assert _state(wired) == _state(lenient)
+        out = feed(line)
+        _check(out)
+        event, problem = decode_line(line, engine="claude")
+        again = [problem] if problem is not None else decoded.feed(event)
+        assert _shown(out) == _shown(again), line
+    assert _shown(from_bytes.finish()) == _shown(decoded.finish())
+    assert _state(from_bytes) == _state(decoded)
 
 
 # -- recorded transcripts ------------------------------------------------------------------------
 
 
-def test_every_recorded_event_but_control_traffic_takes_the_schema() -> None:
-    """So what the tests below compare is the schema's path, not the lenient one twice."""
-    validate = wire_schema().validate_python
-    taken = 0
-    for event in EVENTS:
-        if event.get("type") in CONTROL:
-            with pytest.raises(ValidationError):
-                validate(event)
-        else:
-            validate(event)
-            taken += 1
-    assert taken > 400
-
-
 @pytest.mark.parametrize("path", TRANSCRIPTS, ids=lambda p: str(p.relative_to(FIXTURES)))
-def test_both_paths_agree_on_a_recorded_transcript(path: Path) -> None:
+def test_every_message_of_a_recorded_transcript_is_what_validation_makes(path: Path) -> None:
     _compare(_lines(path))
 
 
-def test_feed_line_reads_a_schema_event_without_the_lenient_path(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    translator = ClaudeTranslator()
-
-    def refuse(event: Any) -> list[Message]:
-        raise AssertionError(f"read the lenient way: {event}")
-
-    monkeypatch.setattr(translator, "feed_decoded", refuse)
-    line = (
-        b'{"type":"stream_event","event":{"type":"content_block_delta","index":0,'
-        b'"delta":{"type":"text_delta","text":"hi"}},"parent_tool_use_id":null,'
-        b'"api_message_id":"msg_1","uuid":"u"}'
-    )
-    (message,) = translator.feed_line(line) or []
-    assert (message.type, message.text, message.message_id) == ("text_delta", "hi", "msg_1")
-    assert list(message.raw) == ["type", "event", "parent_tool_use_id", "api_message_id", "uuid"]
-
-
-def test_a_line_that_is_not_json_is_left_to_the_decoder() -> None:
-    translator = ClaudeTranslator()
-    assert translator.feed_line(b'{"type": "assistant"') is None
-    assert translator.feed_line(b'"\xff"') is None
+def test_the_check_sees_a_value_validation_would_change() -> None:
+    """What the tests here rely on: a message assembled of a value its model would not take
+    as it is fails the check."""
+    usage = assemble(Usage, {"input_tokens": -1})  # validation: not reported
+    with pytest.raises(AssertionError):
+        _check([assemble(Message, {"type": MessageType.SYSTEM, "usage": usage})])
+    _check([assemble(Message, {"type": MessageType.SYSTEM, "usage": Usage(input_tokens=1)})])
 
 
 # -- generated events ------------------------------------------------------------------------
 
-#: Keys the schema reads somewhere: mutations aim at them most of the time.
+#: Keys the reader reads somewhere: mutations aim at them most of the time.
 READ = {
     "type", "subtype", "message", "content", "text", "thinking", "id", "name", "input", "model",
     "usage", "input_tokens", "output_tokens", "cache_read_input_tokens",
@@ -290,7 +287,9 @@ def streams(draw: st.DrawFn) -> list[bytes]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(lines=streams())
-def test_both_paths_agree_on_mutated_and_malformed_events(lines: list[bytes]) -> None:
+def test_every_message_of_a_mutated_or_malformed_stream_is_what_validation_makes(
+    lines: list[bytes],
+) -> None:
     _compare(lines)
 
 
@@ -362,6 +361,11 @@ EDGES: dict[str, list[dict[str, Any]]] = {
         _result_with(model_usage_since_last_result=None, total_cost_usd=2),
         _result_with(model_usage_since_last_result=None, total_cost_usd=1.25),
     ],
+    "a negative session total is not reported": [
+        _init(),
+        _result_with(model_usage_since_last_result=None, total_cost_usd=-1),
+        _result_with(model_usage_since_last_result=None, total_cost_usd=0.5),
+    ],
     "an init with no tools": [_init(tools=[])],
     "an init while background tasks run": [EXTRA[0], _init(), EXTRA[1], _first("result/success")],
     "a call started without an id takes the stream's": [_started(""), _result_with()],
@@ -394,5 +398,18 @@ EDGES: dict[str, list[dict[str, Any]]] = {
 
 
 @pytest.mark.parametrize("events", EDGES.values(), ids=EDGES.keys())
-def test_both_paths_agree_on_an_edge(events: list[dict[str, Any]]) -> None:
+def test_every_message_of_an_edge_is_what_validation_makes(events: list[dict[str, Any]]) -> None:
     _compare([json.dumps(e).encode() for e in events])
+
+
+def test_a_negative_session_total_is_neither_a_cost_nor_what_the_next_is_measured_from() -> None:
+    translator = ClaudeTranslator()
+    costs: list[float | None] = []
+    for total in (-1, 0.5, 0.75):
+        event = _result_with(model_usage_since_last_result=None, total_cost_usd=total)
+        for message in translator.feed(event):
+            if message.type is MessageType.RESULT:
+                assert message.usage is not None
+                costs.append(message.usage.cost_usd)
+    # The first total that counts is the turn's own (the session was not resumed).
+    assert costs[0] is None and costs[1:] == [0.5, 0.25]
