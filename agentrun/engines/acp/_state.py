@@ -57,6 +57,10 @@ from ._usage import prompt_usage, usage_of
 
 __all__ = ["AcpState"]
 
+# Message kinds as module constants: an enum's attribute look-up costs more than a global's.
+_RESULT = MessageType.RESULT
+_SYSTEM = MessageType.SYSTEM
+
 #: The commands of an ``available_commands_update``, dumped as :func:`to_wire` dumps the update.
 _COMMANDS: Final = TypeAdapter(list[AvailableCommand])
 _WIRE_DUMP: Final[dict[str, Any]] = {"mode": "json", "by_alias": True, "exclude_none": True}
@@ -140,7 +144,7 @@ class AcpState(ToolCalls):
                 data = {"availableCommands": _COMMANDS.dump_python(listed, **_WIRE_DUMP)}
                 out = [
                     self._msg(
-                        type=MessageType.SYSTEM,
+                        type=_SYSTEM,
                         subtype="available_commands_update",
                         data=data,
                         raw=raw,
@@ -186,7 +190,7 @@ class AcpState(ToolCalls):
             subtype = str(getattr(update, "session_update", "unknown"))
             data = to_wire(update)
         data.pop("sessionUpdate", None)
-        return [self._msg(type=MessageType.SYSTEM, subtype=subtype, data=data, raw=raw)]
+        return [self._msg(type=_SYSTEM, subtype=subtype, data=data, raw=raw)]
 
     # -- usage -----------------------------------------------------------------------------
 
@@ -302,7 +306,7 @@ class AcpState(ToolCalls):
             assemble(
                 Message,
                 {
-                    "type": MessageType.RESULT,
+                    "type": _RESULT,
                     "stop_reason": stop_reason,
                     "usage": usage,
                     "resume_id": self.session_id,
@@ -363,7 +367,7 @@ class AcpState(ToolCalls):
         self._end_prompt()
         out.append(
             Message(
-                type=MessageType.RESULT,
+                type=_RESULT,
                 usage=None
                 if cost is None
                 else account_usage(Usage(cost_usd=cost), model=self.model, cost="derived"),
