@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final, cast
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.jsonvalues import as_object
@@ -28,7 +28,6 @@ from ._meta import quota_usage, side_usage
 from ._schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
-    AvailableCommand,
     AvailableCommandsUpdate,
     ConfigOptionUpdate,
     CurrentModeUpdate,
@@ -61,9 +60,6 @@ __all__ = ["AcpState"]
 _RESULT = MessageType.RESULT
 _SYSTEM = MessageType.SYSTEM
 
-#: The commands of an ``available_commands_update``, dumped as :func:`to_wire` dumps the update.
-_COMMANDS: Final = TypeAdapter(list[AvailableCommand])
-_WIRE_DUMP: Final[dict[str, Any]] = {"mode": "json", "by_alias": True, "exclude_none": True}
 
 #: The block each text chunk kind streams into.
 _CHUNK_KINDS: Final[dict[str, BlockKind]] = {
@@ -131,25 +127,18 @@ class AcpState(ToolCalls):
             )
             out.extend(self._progress(tool, raw))
         else:
-            commands = cast("WireCommandsUpdate", update)
-            listed = commands.get("availableCommands", [])
-            meta = commands.get("_meta")
-            if meta is not None:  # dumped with the update, as the model dumps it
-                model = AvailableCommandsUpdate.model_construct(
-                    meta=meta, available_commands=listed
+            # The commands as their models dump them to the wire (see WireCommand), taken as
+            # they are.
+            listed = cast("WireCommandsUpdate", update).get("availableCommands", [])
+            self.commands = frozenset(c["name"].lstrip("/") for c in listed)
+            out = [
+                self._msg(
+                    type=_SYSTEM,
+                    subtype="available_commands_update",
+                    data={"availableCommands": listed},
+                    raw=raw,
                 )
-                out = self._update(model, raw)
-            else:
-                self.commands = frozenset(c.name.lstrip("/") for c in listed)
-                data = {"availableCommands": _COMMANDS.dump_python(listed, **_WIRE_DUMP)}
-                out = [
-                    self._msg(
-                        type=_SYSTEM,
-                        subtype="available_commands_update",
-                        data=data,
-                        raw=raw,
-                    )
-                ]
+            ]
         return self._updated(out)
 
     def _updated(self, out: list[Message]) -> list[Message]:

@@ -99,7 +99,7 @@ class AcpTranslator(Translator):
         event = wire_event(wire_line_schema(), line)
         if event is None:
             return None
-        return self._wire_update(cast("WireLine", event)["msg"]["params"])
+        return self._wire_update(cast("WireLine", event)["msg"]["params"], line)
 
     def feed_received(self, line: bytes) -> list[Message] | None:
         """:meth:`feed_line` of a line the live engine received from the agent (a bare
@@ -110,9 +110,15 @@ class AcpTranslator(Translator):
         event = wire_event(wire_notification_schema(), line)
         if event is None:
             return None
-        return self._wire_update(cast("WireNotification", event)["params"])
+        return self._wire_update(cast("WireNotification", event)["params"], line)
 
-    def _wire_update(self, params: WireParams) -> list[Message]:
+    def _wire_update(self, params: WireParams, line: bytes) -> list[Message] | None:
+        if params["update"]["session_update"] == "available_commands_update" and (
+            b"NaN" in line or b"Infinity" in line
+        ):
+            # A command's values are kept as its model dumps them to the wire, where a
+            # number that is not finite is null: such a line is read by the models.
+            return None
         state = self.state
         if state.init_pending and not state.in_prompt and not state.replaying:
             state.before_init.extend(state.wire_update(params["update"], params["raw"]))
