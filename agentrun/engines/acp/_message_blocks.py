@@ -19,6 +19,13 @@ from ._session_state import SessionState
 
 __all__ = ["Block", "BlockKind", "MessageBlocks"]
 
+# Message kinds as module constants: an enum's attribute look-up costs more than a global's.
+_SYSTEM = MessageType.SYSTEM
+_TEXT = MessageType.TEXT
+_TEXT_DELTA = MessageType.TEXT_DELTA
+_THINKING = MessageType.THINKING
+_THINKING_DELTA = MessageType.THINKING_DELTA
+
 BlockKind = Literal["text", "thinking", "user"]
 
 
@@ -51,7 +58,7 @@ class MessageBlocks(SessionState):
             out = self._announce_pending()
             out.append(
                 self._msg(
-                    type=MessageType.SYSTEM,
+                    type=_SYSTEM,
                     subtype=chunk.session_update,
                     message_id=chunk.message_id,
                     data=to_wire(chunk),
@@ -83,7 +90,7 @@ class MessageBlocks(SessionState):
             out = self._announce_pending()
             out.append(
                 self._msg(
-                    type=MessageType.SYSTEM,
+                    type=_SYSTEM,
                     subtype="notice",
                     text=text,
                     data={"level": notice.get("level")},
@@ -101,7 +108,7 @@ class MessageBlocks(SessionState):
             out.extend(self._announce_pending())
         block.parts.append(text)
         if text and kind != "user" and self.deltas:
-            delta = MessageType.TEXT_DELTA if kind == "text" else MessageType.THINKING_DELTA
+            delta = _TEXT_DELTA if kind == "text" else _THINKING_DELTA
             out.append(self._msg(type=delta, text=text, message_id=message_id, raw=raw))
         return out
 
@@ -116,13 +123,13 @@ class MessageBlocks(SessionState):
             return [
                 self._msg(
                     block.replayed,
-                    type=MessageType.SYSTEM,
+                    type=_SYSTEM,
                     subtype="user_message",
                     text=text,
                     message_id=block.message_id,
                 )
             ]
-        kind = MessageType.TEXT if block.kind == "text" else MessageType.THINKING
+        kind = _TEXT if block.kind == "text" else _THINKING
         return [self._msg(block.replayed, type=kind, text=text, message_id=block.message_id)]
 
     def _announce_pending(self, but: str | None = None) -> list[Message]:

@@ -39,6 +39,9 @@ from ._usage import LAST_CALL_USAGE
 
 __all__ = ["SESSION_METHODS", "SessionState", "config_values", "not_found"]
 
+# Message kinds as module constants: an enum's attribute look-up costs more than a global's.
+_INIT = MessageType.INIT
+
 _log = logging.getLogger("agentrun.acp")
 
 #: The requests that open a session.
@@ -295,7 +298,7 @@ class SessionState:
         return assemble(
             Message,
             {
-                "type": MessageType.INIT,
+                "type": _INIT,
                 "init": init,
                 "process": self.process,
                 "resume_id": self.session_id,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final, cast
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.jsonvalues import as_object
@@ -28,7 +28,6 @@ from ._meta import quota_usage, side_usage
 from ._schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
-    AvailableCommand,
     AvailableCommandsUpdate,
     ConfigOptionUpdate,
     CurrentModeUpdate,
@@ -57,9 +56,10 @@ from ._usage import prompt_usage, usage_of
 
 __all__ = ["AcpState"]
 
-#: The commands of an ``available_commands_update``, dumped as :func:`to_wire` dumps the update.
-_COMMANDS: Final = TypeAdapter(list[AvailableCommand])
-_WIRE_DUMP: Final[dict[str, Any]] = {"mode": "json", "by_alias": True, "exclude_none": True}
+# Message kinds as module constants: an enum's attribute look-up costs more than a global's.
+_RESULT = MessageType.RESULT
+_SYSTEM = MessageType.SYSTEM
+
 
 #: The block each text chunk kind streams into.
 _CHUNK_KINDS: Final[dict[str, BlockKind]] = {
@@ -127,25 +127,18 @@ class AcpState(ToolCalls):
             )
             out.extend(self._progress(tool, raw))
         else:
-            commands = cast("WireCommandsUpdate", update)
-            listed = commands.get("availableCommands", [])
-            meta = commands.get("_meta")
-            if meta is not None:  # dumped with the update, as the model dumps it
-                model = AvailableCommandsUpdate.model_construct(
-                    meta=meta, available_commands=listed
+            # The commands as their models dump them to the wire (see WireCommand), taken as
+            # they are.
+            listed = cast("WireCommandsUpdate", update).get("availableCommands", [])
+            self.commands = frozenset(c["name"].lstrip("/") for c in listed)
+            out = [
+                self._msg(
+                    type=_SYSTEM,
+                    subtype="available_commands_update",
+                    data={"availableCommands": listed},
+                    raw=raw,
                 )
-                out = self._update(model, raw)
-            else:
-                self.commands = frozenset(c.name.lstrip("/") for c in listed)
-                data = {"availableCommands": _COMMANDS.dump_python(listed, **_WIRE_DUMP)}
-                out = [
-                    self._msg(
-                        type=MessageType.SYSTEM,
-                        subtype="available_commands_update",
-                        data=data,
-                        raw=raw,
-                    )
-                ]
+            ]
         return self._updated(out)
 
     def _updated(self, out: list[Message]) -> list[Message]:
@@ -186,7 +179,7 @@ class AcpState(ToolCalls):
             subtype = str(getattr(update, "session_update", "unknown"))
             data = to_wire(update)
         data.pop("sessionUpdate", None)
-        return [self._msg(type=MessageType.SYSTEM, subtype=subtype, data=data, raw=raw)]
+        return [self._msg(type=_SYSTEM, subtype=subtype, data=data, raw=raw)]
 
     # -- usage -----------------------------------------------------------------------------
 
@@ -302,7 +295,7 @@ class AcpState(ToolCalls):
             assemble(
                 Message,
                 {
-                    "type": MessageType.RESULT,
+                    "type": _RESULT,
                     "stop_reason": stop_reason,
                     "usage": usage,
                     "resume_id": self.session_id,
@@ -363,7 +356,7 @@ class AcpState(ToolCalls):
         self._end_prompt()
         out.append(
             Message(
-                type=MessageType.RESULT,
+                type=_RESULT,
                 usage=None
                 if cost is None
                 else account_usage(Usage(cost_usd=cost), model=self.model, cost="derived"),

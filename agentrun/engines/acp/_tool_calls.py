@@ -33,6 +33,11 @@ from ._schema import ToolCallProgress, ToolCallStart, ToolCallUpdateFields, to_w
 
 __all__ = ["DONE", "ToolCalls", "ToolState", "placeholder_input", "text_of"]
 
+# Message kinds as module constants: an enum's attribute look-up costs more than a global's.
+_SYSTEM = MessageType.SYSTEM
+_TOOL_RESULT = MessageType.TOOL_RESULT
+_TOOL_USE = MessageType.TOOL_USE
+
 #: The statuses that end a tool call.
 DONE = frozenset({"completed", "failed"})
 
@@ -197,7 +202,7 @@ class ToolCalls(MessageBlocks):
             data.pop("sessionUpdate", None)
             out.append(
                 self._msg(
-                    type=MessageType.SYSTEM,
+                    type=_SYSTEM,
                     subtype="tool_call_update",
                     tool=self._tool_model(tool),
                     data=data,
@@ -239,7 +244,7 @@ class ToolCalls(MessageBlocks):
         return [
             self._msg(
                 tool.replayed,
-                type=MessageType.TOOL_USE,
+                type=_TOOL_USE,
                 tool=self._tool_model(tool),
                 data=data or None,
                 raw=raw,
@@ -272,7 +277,7 @@ class ToolCalls(MessageBlocks):
             data["content"] = tool.content
         return self._msg(
             tool.replayed,
-            type=MessageType.TOOL_RESULT,
+            type=_TOOL_RESULT,
             tool=self._tool_model(
                 tool, output=output, error=tool.status == "failed" or bool(tool.exit_code)
             ),
@@ -343,6 +348,4 @@ class ToolCalls(MessageBlocks):
                     tool_name=name, tool_use_id=tool_id, input=tool_input, reason=reason
                 ),
             )
-        return [
-            self._msg(type=MessageType.SYSTEM, subtype="permission", data=data, denials=denials)
-        ]
+        return [self._msg(type=_SYSTEM, subtype="permission", data=data, denials=denials)]

@@ -21,7 +21,7 @@ from typing import Any
 from typing_extensions import Unpack
 
 from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
-from ..._vocabulary.jsonvalues import as_dict, as_str
+from ..._vocabulary.jsonvalues import MAX_COUNT
 from ..._vocabulary.jsonvalues import as_float as _float
 from ..._vocabulary.jsonvalues import as_int as _int
 from ..._vocabulary.messages import (
@@ -35,7 +35,14 @@ from ..._vocabulary.messages import (
 )
 from ..._vocabulary.prices import account_usage
 
-__all__ = ["AGENT_NAME", "REJECTED_PERMISSION", "STOP_REASONS", "OpenCodeTranslator"]
+__all__ = [
+    "AGENT_NAME",
+    "REJECTED_PERMISSION",
+    "STOP_REASONS",
+    "OpenCodeTranslator",
+    "step_usage",
+    "summed",
+]
 
 AGENT_NAME = "opencode"
 
@@ -47,42 +54,115 @@ STOP_REASONS: dict[str, str] = {
     "content-filter": "refusal",
 }
 
+# Message kinds as module constants: an enum's attribute look-up costs more than a global's.
+_ERROR = MessageType.ERROR
+_RESULT = MessageType.RESULT
+_SYSTEM = MessageType.SYSTEM
+_TEXT = MessageType.TEXT
+_THINKING = MessageType.THINKING
+_TOOL_RESULT = MessageType.TOOL_RESULT
+_TOOL_USE = MessageType.TOOL_USE
+
 #: The tool error text OpenCode uses when a permission was auto-rejected (run mode cannot ask).
 REJECTED_PERMISSION = "The user rejected permission to use this specific tool call."
 
 
+# The helpers below are called for every value of every event: each is one function, not a
+# call of a shared accessor inside another.
+
+
 def _dict(value: object) -> dict[str, Any]:
-    return as_dict(value) or {}
+    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
 
 
 def _str(value: object) -> str | None:
     """A non-empty string (OpenCode sends empty strings for absent values)."""
-    return as_str(value) or None
+    return value if isinstance(value, str) and value else None
+
+
+def _count(value: object) -> int | None:
+    """:func:`~agentrun._vocabulary.jsonvalues.as_int`, with the common case (a JSON integer
+    within bounds) first."""
+    if type(value) is int:
+        return value if _LOWEST <= value <= MAX_COUNT else None
+    return _int(value)
+
+
+_LOWEST = -MAX_COUNT
+_EMPTY: dict[str, Any] = {}
 
 
 def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
     """Our :class:`Usage` of one step from ``step_finish.part.tokens`` (and its ``cost``)."""
-    cache = _dict(tokens.get("cache"))
-    inp = _int(tokens.get("input"))
-    output = _int(tokens.get("output"))
-    reasoning = _int(tokens.get("reasoning"))
+    value = tokens.get("cache")
+    cache: dict[str, Any] = value if isinstance(value, dict) else _EMPTY  # pyright: ignore[reportUnknownVariableType]
+    read = _count(cache.get("read"))
+    write = _count(cache.get("write"))
+    inp = _count(tokens.get("input"))
+    output = _count(tokens.get("output"))
+    reasoning = _count(tokens.get("reasoning"))
     if output is not None or reasoning is not None:
         total_output: int | None = (output or 0) + (reasoning or 0)
     else:
         total_output = None
+    price = cost if type(cost) is float else _float(cost)
     fields: dict[str, Any] = {
         "input_tokens": inp,
         "output_tokens": total_output,
-        "cache_read_tokens": _int(cache.get("read")),
-        "cache_write_tokens": _int(cache.get("write")),
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
         "thinking_tokens": reasoning,
-        "cost_usd": _float(cost),
+        "cost_usd": price,
     }
-    for value in fields.values():
-        if value is not None and value < 0:
-            return Usage.model_validate(fields)  # which drops what is below zero
+    if (
+        (inp is not None and inp < 0)
+        or (total_output is not None and total_output < 0)
+        or (read is not None and read < 0)
+        or (write is not None and write < 0)
+        or (reasoning is not None and reasoning < 0)
+        or (price is not None and price < 0)
+    ):
+        return Usage.model_validate(fields)  # which drops what is below zero
     # Every figure is already what validation returns: an int or a float, none below zero.
     return assemble(Usage, fields)
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+def summed(total: Usage, step: Usage) -> Usage:
+    """``total + step`` (:meth:`Usage.__add__`) for two usages :func:`step_usage` made or this
+    summed: token figures and costs (never below zero, ints and floats), no context figures, no
+    sources. The sum is made as that validation would return it, without validating it again:
+    every field set, as the constructor marks them."""
+    a = total.__dict__
+    b = step.__dict__
+    cost_a = a["cost_usd"]
+    cost_b = b["cost_usd"]
+    if cost_a is None:
+        cost = cost_b
+    elif cost_b is None:
+        cost = cost_a
+    else:
+        cost = round(cost_a + cost_b, 12)
+    return assemble(
+        Usage,
+        {
+            "input_tokens": _plus(a["input_tokens"], b["input_tokens"]),
+            "output_tokens": _plus(a["output_tokens"], b["output_tokens"]),
+            "cache_read_tokens": _plus(a["cache_read_tokens"], b["cache_read_tokens"]),
+            "cache_write_tokens": _plus(a["cache_write_tokens"], b["cache_write_tokens"]),
+            "thinking_tokens": _plus(a["thinking_tokens"], b["thinking_tokens"]),
+            "cost_usd": cost,
+            "context_used_tokens": None,
+            "context_size_tokens": None,
+            "usage_source": None,
+            "cost_source": None,
+        },
+    )
 
 
 class OpenCodeTranslator(AgentTranslator):
@@ -117,18 +197,19 @@ class OpenCodeTranslator(AgentTranslator):
             self.session_id = session_id
         init = None if self._init_sent else self._init(self.session_id, raw=ev)
         kind = ev.get("type")
-        part = _dict(ev.get("part"))
+        value = ev.get("part")
+        part: dict[str, Any] = value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
         # Each part returns a list of its own: the init, when due, goes first.
         if kind == "step_start":
             out = self._step_start(ev, part)
         elif kind == "text":
-            out = self._block(MessageType.TEXT, ev, part)
+            out = self._block(_TEXT, ev, part)
         elif kind == "step_finish":
             out = self._step_finish(ev, part)
         elif kind == "tool_use":
             out = self._tool(ev, part)
         elif kind == "reasoning":
-            out = self._block(MessageType.THINKING, ev, part)
+            out = self._block(_THINKING, ev, part)
         elif kind == "error":
             out = self._error(ev)
         elif isinstance(kind, str) and kind:
@@ -145,18 +226,23 @@ class OpenCodeTranslator(AgentTranslator):
         return out
 
     def _step_start(self, ev: dict[str, Any], part: dict[str, Any]) -> list[Message]:
-        self._message_id = _str(part.get("messageID")) or self._message_id
-        data: dict[str, Any] = {"step": self.steps + 1}
-        if self._message_id is not None:
-            data["message_id"] = self._message_id
+        message_id = part.get("messageID")
+        if isinstance(message_id, str) and message_id:
+            self._message_id = message_id
+            data: dict[str, Any] = {"step": self.steps + 1, "message_id": message_id}
+        else:
+            message_id = self._message_id
+            data = {"step": self.steps + 1}
+            if message_id is not None:
+                data["message_id"] = message_id
         # Every value is already what validation returns (a checked string, a fresh dict).
         return [
             assemble(
                 Message,
                 {
-                    "type": MessageType.SYSTEM,
+                    "type": _SYSTEM,
                     "subtype": "step_start",
-                    "message_id": self._message_id,
+                    "message_id": message_id,
                     "data": data,
                     "raw": ev,
                 },
@@ -167,8 +253,10 @@ class OpenCodeTranslator(AgentTranslator):
         text = part.get("text")
         if not isinstance(text, str):
             return []
+        message_id = part.get("messageID")
+        if not (isinstance(message_id, str) and message_id):
+            message_id = self._message_id
         # Every value is already what validation returns (checked strings).
-        message_id = _str(part.get("messageID")) or self._message_id
         return [
             assemble(Message, {"type": kind, "text": text, "message_id": message_id, "raw": ev})
         ]
@@ -186,7 +274,7 @@ class OpenCodeTranslator(AgentTranslator):
         use = assemble(
             Message,
             {
-                "type": MessageType.TOOL_USE,
+                "type": _TOOL_USE,
                 "tool": assemble(
                     ToolCall, {"id": call_id, "name": name, "input": tool_input, "title": title}
                 ),
@@ -225,7 +313,7 @@ class OpenCodeTranslator(AgentTranslator):
         result = assemble(
             Message,
             {
-                "type": MessageType.TOOL_RESULT,
+                "type": _TOOL_RESULT,
                 "tool": assemble(ToolCall, tool),
                 "message_id": message_id,
                 "denials": denials,
@@ -241,7 +329,7 @@ class OpenCodeTranslator(AgentTranslator):
         if reason is not None:
             self.last_reason = reason
         usage = step_usage(_dict(part.get("tokens")), part.get("cost"))
-        self.usage = usage if self.usage is None else self.usage + usage
+        self.usage = usage if self.usage is None else summed(self.usage, usage)
         reading = self.tracker.observe_call(usage, raw=ev)
         return [] if reading is None else [reading]
 
@@ -267,7 +355,7 @@ class OpenCodeTranslator(AgentTranslator):
         return [
             assemble(
                 Message,
-                {"type": MessageType.ERROR, "error": shown, "data": extra, "raw": ev},
+                {"type": _ERROR, "error": shown, "data": extra, "raw": ev},
             )
         ]
 
@@ -316,7 +404,7 @@ class OpenCodeTranslator(AgentTranslator):
         # Every value is already what validation returns: strings the translator checked or
         # chose, the usage and errors it made, dicts and tuples made here.
         result = {
-            "type": MessageType.RESULT,
+            "type": _RESULT,
             "subtype": "cancelled" if cancelled else ("error" if error else "success"),
             "usage": account_usage(self.usage, model=self.model),
             "stop_reason": stop_reason,

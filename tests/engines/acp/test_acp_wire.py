@@ -409,10 +409,24 @@ TAKEN: list[tuple[str, bytes]] = [
     (
         "commands",
         update(
-            {"sessionUpdate": "available_commands_update", "availableCommands": [{"name": "/init"}]}
+            {
+                "sessionUpdate": "available_commands_update",
+                "availableCommands": [
+                    {"name": "/init", "description": "d"},
+                    {"description": "", "name": "x", "input": {"hint": "h"}, "_meta": {}},
+                ],
+            }
         ),
     ),
+    ("no commands", update({"sessionUpdate": "available_commands_update"})),
 ]
+
+
+def commands(*listed: Any, **more: Any) -> bytes:
+    return update(
+        {"sessionUpdate": "available_commands_update", "availableCommands": list(listed), **more}
+    )
+
 
 REFUSED: list[tuple[str, bytes]] = [
     (
@@ -446,6 +460,14 @@ REFUSED: list[tuple[str, bytes]] = [
         update({"sessionUpdate": "usage_update", "used": True, "size": 9}),
     ),
     ("an unknown kind", update({"sessionUpdate": "plan", "entries": []})),
+    ("a command without its description", commands({"name": "/init"})),
+    ("a command with a null input", commands({"name": "x", "description": "", "input": None})),
+    ("a command with an unknown key", commands({"name": "x", "description": "", "more": 1})),
+    ("commands with a _meta of their own", commands(_meta={"k": 1})),
+    (
+        "a command with a number that is not finite",
+        commands({"name": "x", "description": "", "input": {"hint": math.inf}}),
+    ),
     (
         "a request",
         line(

@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
-from agentrun import MessageType, SessionOptions, TurnSummary
+from agentrun import MessageType, SessionOptions, TurnSummary, Usage
+from agentrun._vocabulary.jsonvalues import as_dict, as_float, as_int
 from agentrun.engines._registry import get_translator
 from agentrun.engines._replay import read_events, translate_events
 from agentrun.engines.opencode import (
@@ -20,6 +23,7 @@ from agentrun.engines.opencode import (
     step_usage,
     unsupported_options,
 )
+from agentrun.engines.opencode._translate import summed
 
 FIXTURES = FIXTURE_ROOT / "opencode"
 RECORDED = sorted(FIXTURES.glob("*.jsonl"))
@@ -149,6 +153,68 @@ def test_usage_convention_output_includes_reasoning() -> None:
     assert (usage.cache_read_tokens, usage.cache_write_tokens) == (5, 3)
     assert usage.cost_usd == 0.5
     assert usage.prompt_tokens == 908
+
+
+#: A step's figures as an agent may send them: counts, odd numbers, values of other types.
+_FIGURE = (
+    st.none()
+    | st.integers(-5, 10**6)
+    | st.integers(2**62, 2**65)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.booleans()
+    | st.text(max_size=2)
+)
+
+
+def _reference_step_usage(tokens: dict[str, Any], cost: object) -> Usage:
+    """What a step's usage is, by validation: the figures read by the shared accessors, the
+    usage validated (which drops a figure below zero)."""
+    cache = as_dict(tokens.get("cache")) or {}
+    output, reasoning = as_int(tokens.get("output")), as_int(tokens.get("reasoning"))
+    both = None if output is None and reasoning is None else (output or 0) + (reasoning or 0)
+    return Usage(
+        input_tokens=as_int(tokens.get("input")),
+        output_tokens=both,
+        cache_read_tokens=as_int(cache.get("read")),
+        cache_write_tokens=as_int(cache.get("write")),
+        thinking_tokens=reasoning,
+        cost_usd=as_float(cost),
+    )
+
+
+def _same_usage(got: Usage, expected: Usage) -> None:
+    assert got.model_dump_json() == expected.model_dump_json()
+    assert got.model_fields_set == expected.model_fields_set
+    assert got.model_dump_json(exclude_unset=True) == expected.model_dump_json(exclude_unset=True)
+
+
+_TOKENS = st.fixed_dictionaries(
+    {},
+    optional={
+        "input": _FIGURE,
+        "output": _FIGURE,
+        "reasoning": _FIGURE,
+        "cache": st.fixed_dictionaries({}, optional={"read": _FIGURE, "write": _FIGURE}) | _FIGURE,
+    },
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(steps=st.lists(st.tuples(_TOKENS, _FIGURE), min_size=1, max_size=4))
+def test_step_usages_and_their_sum_are_what_validation_makes(
+    steps: list[tuple[dict[str, Any], object]],
+) -> None:
+    """A step's usage, and the turn's sum of them, are assembled without validation: the same
+    values (a figure below zero not reported), the same fields set, as the validated usage and
+    :meth:`Usage.__add__` make them."""
+    total = expected_total = None
+    for tokens, cost in steps:
+        usage, expected = step_usage(tokens, cost), _reference_step_usage(tokens, cost)
+        _same_usage(usage, expected)
+        total = usage if total is None else summed(total, usage)
+        expected_total = expected if expected_total is None else expected_total + expected
+        assert expected_total is not None
+        _same_usage(total, expected_total)
 
 
 def test_steps_are_summed_and_the_last_reason_wins() -> None:

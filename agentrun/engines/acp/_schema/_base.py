@@ -72,8 +72,12 @@ class AcpModel(BaseModel):
 
 
 def to_wire(model: BaseModel) -> dict[str, Any]:
-    """The JSON object of ``model`` as sent on the wire (aliases, no ``None`` values)."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """The JSON object of ``model`` as sent on the wire (aliases, no ``None`` values):
+    ``model.model_dump(mode="json", by_alias=True, exclude_none=True)``, asked of the model's
+    serializer directly (``model_dump``'s own call costs a quarter of a small model's dump)."""
+    return type(model).__pydantic_serializer__.to_python(
+        model, mode="json", by_alias=True, exclude_none=True
+    )
 
 
 def as_dict(value: Any) -> dict[str, Any] | None:

@@ -27,11 +27,11 @@ from pydantic import ConfigDict, Discriminator, Field, TypeAdapter, with_config
 from typing_extensions import NotRequired, TypedDict
 
 from .tool_calls import ToolCallContent, ToolCallLocation
-from .updates import AvailableCommand
 
 __all__ = [
     "TEXT_CHUNK_TAGS",
     "TOOL_CALL_TAGS",
+    "WireCommand",
     "WireCommandsUpdate",
     "WireLine",
     "WireNotification",
@@ -112,12 +112,25 @@ class WireToolCall(TypedDict):
 
 
 @with_config(_CLOSED)
-class WireCommandsUpdate(TypedDict):
-    """``available_commands_update`` (its commands are the models')."""
+class WireCommand(TypedDict):
+    """One command of an ``available_commands_update``, exactly as its model
+    (:class:`~.updates.AvailableCommand`) dumps it to the wire: its keys in the model's order,
+    every one holding a value (the model dumps no ``None`` and a description it defaults). A
+    command whose dump would differ (no description, a ``null``, another key) is refused."""
 
-    _meta: NotRequired[_Meta]
+    _meta: NotRequired[dict[str, Any]]
+    name: str
+    description: str
+    input: NotRequired[dict[str, Any]]
+
+
+@with_config(_CLOSED)
+class WireCommandsUpdate(TypedDict):
+    """``available_commands_update`` without a ``_meta`` of its own (the update's model dumps
+    one along; refused): its commands as :class:`WireCommand` read them."""
+
     session_update: Annotated[Literal["available_commands_update"], Field(alias="sessionUpdate")]
-    availableCommands: NotRequired[list[AvailableCommand]]
+    availableCommands: NotRequired[list[WireCommand]]
 
 
 WireUpdate: TypeAlias = Annotated[
