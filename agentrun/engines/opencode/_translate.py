@@ -41,7 +41,6 @@ __all__ = [
     "STOP_REASONS",
     "OpenCodeTranslator",
     "step_usage",
-    "summed",
 ]
 
 AGENT_NAME = "opencode"
@@ -125,44 +124,6 @@ def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
         return Usage.model_validate(fields)  # which drops what is below zero
     # Every figure is already what validation returns: an int or a float, none below zero.
     return assemble(Usage, fields)
-
-
-def _plus(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    return a if b is None else a + b
-
-
-def summed(total: Usage, step: Usage) -> Usage:
-    """``total + step`` (:meth:`Usage.__add__`) for two usages :func:`step_usage` made or this
-    summed: token figures and costs (never below zero, ints and floats), no context figures, no
-    sources. The sum is made as that validation would return it, without validating it again:
-    every field set, as the constructor marks them."""
-    a = total.__dict__
-    b = step.__dict__
-    cost_a = a["cost_usd"]
-    cost_b = b["cost_usd"]
-    if cost_a is None:
-        cost = cost_b
-    elif cost_b is None:
-        cost = cost_a
-    else:
-        cost = round(cost_a + cost_b, 12)
-    return assemble(
-        Usage,
-        {
-            "input_tokens": _plus(a["input_tokens"], b["input_tokens"]),
-            "output_tokens": _plus(a["output_tokens"], b["output_tokens"]),
-            "cache_read_tokens": _plus(a["cache_read_tokens"], b["cache_read_tokens"]),
-            "cache_write_tokens": _plus(a["cache_write_tokens"], b["cache_write_tokens"]),
-            "thinking_tokens": _plus(a["thinking_tokens"], b["thinking_tokens"]),
-            "cost_usd": cost,
-            "context_used_tokens": None,
-            "context_size_tokens": None,
-            "usage_source": None,
-            "cost_source": None,
-        },
-    )
 
 
 class OpenCodeTranslator(AgentTranslator):
@@ -329,7 +290,7 @@ class OpenCodeTranslator(AgentTranslator):
         if reason is not None:
             self.last_reason = reason
         usage = step_usage(_dict(part.get("tokens")), part.get("cost"))
-        self.usage = usage if self.usage is None else summed(self.usage, usage)
+        self.usage = usage if self.usage is None else self.usage + usage
         reading = self.tracker.observe_call(usage, raw=ev)
         return [] if reading is None else [reading]
 

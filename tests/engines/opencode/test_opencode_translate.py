@@ -23,7 +23,6 @@ from agentrun.engines.opencode import (
     step_usage,
     unsupported_options,
 )
-from agentrun.engines.opencode._translate import summed
 
 FIXTURES = FIXTURE_ROOT / "opencode"
 RECORDED = sorted(FIXTURES.glob("*.jsonl"))
@@ -211,7 +210,7 @@ def test_step_usages_and_their_sum_are_what_validation_makes(
     for tokens, cost in steps:
         usage, expected = step_usage(tokens, cost), _reference_step_usage(tokens, cost)
         _same_usage(usage, expected)
-        total = usage if total is None else summed(total, usage)
+        total = usage if total is None else total + usage
         expected_total = expected if expected_total is None else expected_total + expected
         assert expected_total is not None
         _same_usage(total, expected_total)
