@@ -5,7 +5,7 @@ the one function collection is switched on for, and is dumped apart), after one 
 each. Workloads, over a fixed corpus of the engine's recorded transcripts held in memory:
 ``json.loads`` of every line (the unit), ``pydantic_core.from_json`` of every line, and what
 ``replay --summary`` does per transcript (framing, decoding, translation, turns, each turn's
-summary JSON).
+summary line of JSON as the command makes it).
 
     python bench/instructions.py [--engine opencode] [--megabytes 1]
     python bench/instructions.py --imports

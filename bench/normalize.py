@@ -2,7 +2,8 @@
 does for every transcript of a corpus built from recorded ones — :func:`agentrun.replay` (framing,
 decoding, a fresh translator with its context tracker, Codex's rollout beside the file, turn
 numbering, the check that the transcript is the engine's, one ``TurnSummary`` per turn) and each
-summary's JSON — minus the write to stdout.
+summary's line of JSON as the command makes it (``agentrun._cli.replay.summary_line``) — minus
+the write to stdout.
 
 Two rows per engine: from the files (as ``replay`` reads them), and in memory (the corpus's bytes
 read once beforehand; per transcript the same framing, decoding, translation, turns and summary
@@ -28,6 +29,7 @@ import pydantic_core
 from _common import CORPUS_DIRS, Row, build_corpus, interleaved, print_table, scratch
 
 from agentrun import Message, MessageType, TurnSummary, get_translator
+from agentrun._cli.replay import summary_line
 from agentrun.engines._replay import (
     _events_of_chunks,  # pyright: ignore[reportPrivateUsage]
     _split_turns,  # pyright: ignore[reportPrivateUsage]
@@ -115,13 +117,13 @@ def agentrun_summary_memory(
         for data, side in corpus:
             if not side:
                 for turn in replay(data, engine=engine):
-                    out += len(turn.summary.model_dump_json())
+                    out += len(summary_line(turn.summary))
                 continue
             translator = get_translator(engine)
             events = list(_events_of_chunks((data,), engine=engine))
             translator.use_sidecars(side, events)
             for turn in _split_turns(translate_events(events, translator)):
-                out += len(TurnSummary.from_messages(turn).model_dump_json())
+                out += len(summary_line(TurnSummary.from_messages(turn)))
         return out
 
     return run
@@ -132,7 +134,7 @@ def agentrun_summary(files: list[Path], engine: str) -> Callable[[], object]:
         out = 0
         for path in files:
             for turn in replay(path, engine=engine):
-                out += len(turn.summary.model_dump_json())
+                out += len(summary_line(turn.summary))
         return out
 
     return run

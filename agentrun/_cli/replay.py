@@ -6,10 +6,17 @@ import argparse
 import json
 
 from .._vocabulary.errors import ConfigurationError
+from .._vocabulary.summary import TurnSummary
 from .render import Renderer
 from .run import json_line
 
-__all__ = ["replay"]
+__all__ = ["replay", "summary_line"]
+
+
+def summary_line(summary: TurnSummary) -> str:
+    """A turn's summary as ``--summary`` prints it: one line of JSON, ASCII only (every
+    terminal can show it)."""
+    return json.dumps(summary.model_dump(mode="json"))
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -31,7 +38,7 @@ def replay(args: argparse.Namespace) -> int:
     renderer = None if (args.json or args.summary) else Renderer()
     for turn in turns:
         if args.summary:
-            print(json.dumps(turn.summary.model_dump(mode="json")))
+            print(summary_line(turn.summary))
             continue
         for message in turn.messages:
             if renderer is None:
