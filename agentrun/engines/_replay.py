@@ -22,8 +22,7 @@ from .._vocabulary.errors import ConfigurationError, SendNotSupportedError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
-from .._vocabulary.trajectory import ReplayedTurn
-from .._vocabulary.trajectory_turns import replayed_turn
+from .._vocabulary.trajectory_turns import ReplayedTurn, replayed_turn
 from .._wire.framing import (
     DEFAULT_MAX_LINE_BYTES,
     JsonProblem,
