@@ -46,6 +46,17 @@ class ModelInfo:
 #: starts over (a process that meets that many names is not the common case worth keeping).
 FOUND_LIMIT = 256
 
+_Found = TypeVar("_Found")
+
+
+def remember(found: dict[str, _Found], model: str, match: _Found) -> _Found:
+    """Keep ``match`` as what a catalog's look-up of ``model`` found (at most
+    :data:`FOUND_LIMIT` names) and return it."""
+    if len(found) >= FOUND_LIMIT:
+        found.clear()
+    found[model] = match
+    return match
+
 
 class Catalog:
     """Context window and max output per model id, with aliases and family prefixes.
@@ -113,11 +124,7 @@ class Catalog:
         found = self._found
         if model in found:
             return found[model]
-        info = self._match(model)
-        if len(found) >= FOUND_LIMIT:
-            found.clear()
-        found[model] = info
-        return info
+        return remember(found, model, self._match(model))
 
     def _match(self, model: str) -> ModelInfo | None:
         candidates = model_keys(model)

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from .context import (
-    FOUND_LIMIT,
     SharedDefault,
     alias_list,
     extend_from,
     model_keys,
     packaged_json,
+    remember,
     table_entries,
     text_field,
 )
@@ -132,11 +132,7 @@ class PriceCatalog:
         found = self._found
         if model in found:
             return found[model]
-        price = self._match(model)
-        if len(found) >= FOUND_LIMIT:
-            found.clear()
-        found[model] = price
-        return price
+        return remember(found, model, self._match(model))
 
     def _match(self, model: str) -> ModelPrice | None:
         keys = model_keys(model)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentrun import Catalog, ContextTracker, Usage, default_catalog
+from agentrun._vocabulary.context import FOUND_LIMIT
 
 CALL = Usage(input_tokens=12, cache_read_tokens=8192, cache_write_tokens=2048, output_tokens=15)
 
@@ -139,6 +140,17 @@ def test_a_catalog_matches_a_name_again_after_it_is_extended() -> None:
     catalog.extend({"models": {"fake-model": {"context_window": 3000}}})
     again = catalog.lookup("acme/fake-model")
     assert again is not None and again.context_window == 3000
+
+
+def test_a_catalog_remembers_a_bounded_number_of_names() -> None:
+    """Each name's match is remembered, never more than ``FOUND_LIMIT`` of them: a process that
+    meets many names (generated ones) keeps a bounded memo and the right answers."""
+    catalog = Catalog({"families": [{"prefix": "fake-", "context_window": 2000}]})
+    for i in range(FOUND_LIMIT * 2 + 3):
+        found = catalog.lookup(f"fake-{i}")
+        assert found is not None and found.context_window == 2000
+        assert catalog.lookup(f"other-{i}") is None
+        assert len(catalog._found) <= FOUND_LIMIT  # pyright: ignore[reportPrivateUsage]
 
 
 def _window(model: str) -> int | None:
