@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from .errors import ConfigurationError
-from .messages import ContextSource, ContextWindow, Message, MessageType, Usage, assemble
+from .messages import ContextSource, ContextWindow, Message, Usage, assemble
 
 __all__ = ["Catalog", "ContextTracker", "ModelInfo", "default_catalog"]
 
@@ -324,8 +324,6 @@ class SharedDefault(Generic[_T]):
 _tracker_catalog = SharedDefault(CATALOG_ENV, default_catalog).get
 
 
-_CONTEXT_WINDOW = MessageType.CONTEXT_WINDOW
-
 
 class ContextTracker:
     """Turns per-call usage (or an agent's own figures) into ``context_window`` messages.
@@ -419,20 +417,12 @@ class ContextTracker:
                     "size_source": size_source,
                 },
             )
-            self.last = reading
-            if (used is None or used >= 0) and (size is None or size >= 0):
-                # :meth:`Message.context_window`, inlined: a reading comes with every call.
-                usage = assemble(Usage, {"context_used_tokens": used, "context_size_tokens": size})
-                return assemble(
-                    Message,
-                    {"type": _CONTEXT_WINDOW, "context": reading, "usage": usage, "raw": raw},
-                )
-            return Message.context_window(reading, raw=raw)  # its usage drops what is below 0
-        reading = ContextWindow(
-            used_tokens=used,
-            size_tokens=size,
-            used_source=used_source,
-            size_source=size_source,
-        )
+        else:
+            reading = ContextWindow(
+                used_tokens=used,
+                size_tokens=size,
+                used_source=used_source,
+                size_source=size_source,
+            )
         self.last = reading
         return Message.context_window(reading, raw=raw)
