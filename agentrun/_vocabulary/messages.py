@@ -582,14 +582,7 @@ class Message(_Model):
             )
         return cls(
             type=MessageType.INIT,
-            init=InitMeta(
-                model=model,
-                agent_name=agent,
-                agent_version=version,
-                session_id=session_id,
-                cwd=cwd,
-                permission_mode=permission_mode,
-            ),
+            init=InitMeta.model_validate(meta),
             process=process,
             resume_id=session_id,
             raw=raw,
