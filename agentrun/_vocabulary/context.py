@@ -324,7 +324,6 @@ class SharedDefault(Generic[_T]):
 _tracker_catalog = SharedDefault(CATALOG_ENV, default_catalog).get
 
 
-
 class ContextTracker:
     """Turns per-call usage (or an agent's own figures) into ``context_window`` messages.
 

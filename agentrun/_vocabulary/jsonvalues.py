@@ -32,15 +32,20 @@ def as_str(value: object) -> str | None:
 MAX_COUNT = 2**63 - 1
 
 
+_MIN_COUNT = -MAX_COUNT
+
+
 def as_int(value: object) -> int | None:
     """An integer; a float with an integral value counts (JSON has one number type). Beyond
     :data:`MAX_COUNT` either way: ``None``."""
+    if type(value) is int:  # the common case first (a ``bool`` is not this)
+        return value if _MIN_COUNT <= value <= MAX_COUNT else None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if -MAX_COUNT <= value <= MAX_COUNT else None
+        return value if _MIN_COUNT <= value <= MAX_COUNT else None
     if isinstance(value, float) and value.is_integer():
-        return int(value) if -MAX_COUNT <= value <= MAX_COUNT else None
+        return int(value) if _MIN_COUNT <= value <= MAX_COUNT else None
     return None
 
 

@@ -21,7 +21,6 @@ from typing import Any
 from typing_extensions import Unpack
 
 from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
-from ..._vocabulary.jsonvalues import MAX_COUNT
 from ..._vocabulary.jsonvalues import as_float as _float
 from ..._vocabulary.jsonvalues import as_int as _int
 from ..._vocabulary.messages import (
@@ -79,15 +78,6 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _count(value: object) -> int | None:
-    """:func:`~agentrun._vocabulary.jsonvalues.as_int`, with the common case (a JSON integer
-    within bounds) first."""
-    if type(value) is int:
-        return value if _LOWEST <= value <= MAX_COUNT else None
-    return _int(value)
-
-
-_LOWEST = -MAX_COUNT
 _EMPTY: dict[str, Any] = {}
 
 
@@ -95,11 +85,11 @@ def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
     """Our :class:`Usage` of one step from ``step_finish.part.tokens`` (and its ``cost``)."""
     value = tokens.get("cache")
     cache: dict[str, Any] = value if isinstance(value, dict) else _EMPTY  # pyright: ignore[reportUnknownVariableType]
-    read = _count(cache.get("read"))
-    write = _count(cache.get("write"))
-    inp = _count(tokens.get("input"))
-    output = _count(tokens.get("output"))
-    reasoning = _count(tokens.get("reasoning"))
+    read = _int(cache.get("read"))
+    write = _int(cache.get("write"))
+    inp = _int(tokens.get("input"))
+    output = _int(tokens.get("output"))
+    reasoning = _int(tokens.get("reasoning"))
     if output is not None or reasoning is not None:
         total_output: int | None = (output or 0) + (reasoning or 0)
     else:
