@@ -331,6 +331,40 @@ def cap_nesting(value: object, limit: int = MAX_NESTING) -> object:
     return cast(object, value)
 
 
+#: Every byte but the ones that tell a JSON text's nesting: its brackets and the quotes that
+#: say which brackets are inside strings.
+_NOT_NESTING = bytes(sorted(set(range(256)) - set(b'[]{}"')))
+#: Braces read as square brackets: only the nesting counts, not the kind of container.
+_AS_SQUARE = bytes.maketrans(b"{}", b"[]")
+
+
+def nested_deeper(line: bytes, limit: int = MAX_NESTING) -> bool:
+    """Whether the JSON text ``line`` (one the decoder took) has containers nested deeper than
+    ``limit``, i.e. whether :func:`cap_nesting` would cut its decoded value; read from the bytes.
+
+    No more than ``limit`` opening brackets settle it at once (two counts). Beyond that the
+    brackets outside strings are kept (when a backslash comes before a quote, escaped
+    backslashes and then escaped quotes are dropped first, so every quote left opens or closes a
+    string) and the innermost pairs are taken away until none are left: as many rounds as the
+    value nests. A long line of many shallow containers (a list of objects) costs a few passes
+    over its brackets, not a walk of every value in it.
+    """
+    if line.count(b"{") + line.count(b"[") <= limit:
+        return False
+    if b'\\"' in line:  # else no quote is escaped (nor follows an escaped backslash)
+        line = line.replace(b"\\\\", b"").replace(b'\\"', b"")
+    # A string without brackets is left as two quotes; two quotes side by side are either that
+    # or the end of one string and the start of the next (which merges their brackets, still
+    # inside a string): taken away at once, they leave few strings to split on.
+    shape = line.translate(_AS_SQUARE, _NOT_NESTING).replace(b'""', b"")
+    brackets = b"".join(shape.split(b'"')[::2]) if b'"' in shape else shape
+    for _ in range(limit):
+        if not brackets:
+            return False
+        brackets = brackets.replace(b"[]", b"")
+    return bool(brackets)
+
+
 def capped(value: object, limit: int = MAX_NESTING) -> object:
     """``value`` itself when no container in it is deeper than ``limit``, else a copy of it with
     the deeper containers replaced by the marker (the caller's value is never changed). For
@@ -396,7 +430,7 @@ def decode_json_line(line: bytes) -> object | JsonProblem:
         value = _from_json(line)
     except ValueError:
         return _decode_json_line_slowly(line)
-    if line.count(b"{") + line.count(b"[") > MAX_NESTING:
+    if nested_deeper(line):
         value = cap_nesting(value)
     return value
 
@@ -443,7 +477,7 @@ def _decode_json_line_slowly(line: bytes) -> object | JsonProblem:
         return JsonProblem("invalid_utf8", f"{exc.reason} at byte {exc.start}", line)
     try:
         value = json.loads(text)
-        if line.count(b"{") + line.count(b"[") > MAX_NESTING:
+        if nested_deeper(line):
             value = cap_nesting(value)
         if _SURROGATE_ESCAPE.search(line) is not None:
             value = _without_lone_surrogates(value)

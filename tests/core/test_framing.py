@@ -13,11 +13,14 @@ from hypothesis import strategies as st
 
 from agentrun._wire.framing import (
     HEAD_BYTES,
+    MAX_NESTING,
     JsonProblem,
     LineFramer,
     LineTooLong,
+    cap_nesting,
     decode_json_line,
     iter_lines,
+    nested_deeper,
 )
 
 # -- a reference model ------------------------------------------------------------------
@@ -296,3 +299,70 @@ def test_decode_round_trips_framed_lines() -> None:
     data = b"".join(json.dumps(d).encode() + b"\r\n" for d in docs)
     out, _ = run_chunks(split_at(data, list(range(0, len(data), 97))), 1 << 20)
     assert [decode_json_line(line) for line in out if isinstance(line, bytes)] == docs
+
+
+# -- nested_deeper: the decoder's nesting check, read from the bytes -------------------------
+
+#: Strings full of what could mislead a reading of the bytes: brackets, quotes, backslashes
+#: (escaped by the encoder) and text after them.
+_TRICKY_TEXT = st.text(alphabet='[]{}"\\/n\u00e9', max_size=6)
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | _TRICKY_TEXT,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(_TRICKY_TEXT, children, max_size=4)
+    ),
+    max_leaves=60,
+)
+
+
+def _depth(value: object) -> int:
+    """How deep ``value``'s containers nest (the value itself is level 1; a scalar is 0)."""
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)  # pyright: ignore[reportUnknownArgumentType]
+    return 0
+
+
+@settings(max_examples=400)
+@given(value=_JSON_VALUES, limit=st.integers(0, 6), compact=st.booleans(), ascii=st.booleans())
+def test_nested_deeper_says_what_cap_nesting_would_cut(
+    value: object, limit: int, compact: bool, ascii: bool
+) -> None:
+    separators = (",", ":") if compact else None
+    line = json.dumps(value, separators=separators, ensure_ascii=ascii).encode()
+    deeper = nested_deeper(line, limit)
+    assert deeper == (_depth(value) > limit)
+    cut = cap_nesting(json.loads(line), limit) if limit else None
+    if limit:
+        assert deeper == (cut != value)
+
+
+def _lists(levels: int) -> object:
+    value: object = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "deeper"),
+    [
+        # Brackets inside strings are no nesting, whichever way they lean.
+        ({"a": "[" * 300}, False),
+        ({"a": "]" * 300, "b": _lists(MAX_NESTING - 1)}, False),
+        ({"a": "]" * 300, "b": _lists(MAX_NESTING)}, True),
+        # An escaped quote does not end a string; an escaped backslash before a quote does.
+        ({"a": 'x"', "b": "\\", "c": '\\"[[', "d": _lists(MAX_NESTING)}, True),
+        (["\\\\", '\\"[[[', _lists(MAX_NESTING - 1)], False),
+        # Many containers, none deep: the case the check is quick for.
+        ([{"k": [i]} for i in range(400)], False),
+        (_lists(MAX_NESTING), False),
+        (_lists(MAX_NESTING + 1), True),
+    ],
+)
+def test_nested_deeper_reads_strings_and_escapes(value: object, deeper: bool) -> None:
+    assert (_depth(value) > MAX_NESTING) == deeper
+    for separators in ((",", ":"), None):
+        line = json.dumps(value, separators=separators).encode()
+        assert nested_deeper(line) == deeper
