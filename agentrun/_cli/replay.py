@@ -13,10 +13,17 @@ from .run import json_line
 __all__ = ["replay", "summary_line"]
 
 
+#: ``json.dumps`` as it is called without arguments, less the check for containers that hold
+#: themselves: a dumped summary is made of new dicts and lists, none held twice.
+_encode = json.JSONEncoder(check_circular=False).encode
+#: ``model_dump(mode="json")`` without the method's own arguments to pass on.
+_to_python = TurnSummary.__pydantic_serializer__.to_python
+
+
 def summary_line(summary: TurnSummary) -> str:
     """A turn's summary as ``--summary`` prints it: one line of JSON, ASCII only (every
-    terminal can show it)."""
-    return json.dumps(summary.model_dump(mode="json"))
+    terminal can show it). The same text as ``json.dumps(summary.model_dump(mode="json"))``."""
+    return _encode(_to_python(summary, mode="json"))
 
 
 def replay(args: argparse.Namespace) -> int:

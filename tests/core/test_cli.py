@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from repo_paths import FIXTURES
 
+from agentrun import TurnSummary, replay
+from agentrun._cli.replay import summary_line
 from agentrun.cli import main
 from tests.agents_support import require_engine
 
@@ -37,6 +39,41 @@ def test_replay_summary_is_one_json_object_per_turn() -> None:
         assert s["ok"] is True
         assert s["context"]["size"] and s["context"]["used"]
     assert summaries[0]["resume_id"] == summaries[1]["resume_id"]
+
+
+#: Each folder of recorded transcripts and the engine that replays them.
+_TRANSCRIPT_ENGINES = {
+    "claude": "claude",
+    "codex": "codex",
+    "codex-app-server": "codex-app-server",
+    "opencode": "opencode",
+    "opencode-acp": "acp",
+    "acp": "acp",
+}
+
+
+def test_the_summary_line_is_json_dumps_of_the_dumped_summary() -> None:
+    # summary_line writes what json.dumps(summary.model_dump(mode="json")) writes, without the
+    # round of arguments and the cycle check: the same text for every recorded turn.
+    summaries = [
+        turn.summary
+        for folder, engine in _TRANSCRIPT_ENGINES.items()
+        for path in sorted((FIXTURES / folder).rglob("*.jsonl"))
+        if ".rollout." not in path.name and ".stderr." not in path.name
+        for turn in replay(path, engine=engine)
+    ]
+    summaries.append(
+        TurnSummary(
+            turn=3,
+            output={"é→": [1.5, None, 1e-07, "\u2603\U0001f600", {"k": True}]},
+            duration_s=0.25,
+            model="m\u00e9",
+            stop_reason="end_turn",
+        )
+    )
+    assert len(summaries) > 50
+    for summary in summaries:
+        assert summary_line(summary) == json.dumps(summary.model_dump(mode="json"))
 
 
 def test_replay_json_is_normalized_messages(capsys: pytest.CaptureFixture[str]) -> None:
