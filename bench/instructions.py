@@ -3,19 +3,25 @@ machine is not. One interpreter per engine runs under ``valgrind --tool=callgrin
 hash seed; only the measured workloads are counted (each runs inside a ``functools.reduce`` call,
 the one function collection is switched on for, and is dumped apart), after one warm-up run of
 each. Workloads, over a fixed corpus of the engine's recorded transcripts held in memory:
-``json.loads`` of every line (the unit), ``pydantic_core.from_json`` of every line, and what
+``json.loads`` of every line (the unit), ``pydantic_core.from_json`` of every line, what
 ``replay --summary`` does per transcript (framing, decoding, translation, turns, each turn's
-summary line of JSON as the command makes it).
+summary line of JSON as the command makes it), and the floor under it (``normalize.floor_memory``:
+the lines split and parsed, the messages built from fields at hand, each summary folded and
+written; no translation), which no translator can go below.
 
     python bench/instructions.py [--engine opencode] [--megabytes 1]
     python bench/instructions.py --imports
 
 Takes about a minute per engine; not part of ``make bench``. ``--imports``: the instructions of
 a fresh interpreter that runs ``import agentrun``, against the floor (``import anyio; from
-pydantic import BaseModel``), whole processes, each with its bytecode cached beforehand (as an
-installed package has it: pip compiles on install) in a cache of its own
-(``PYTHONPYCACHEPREFIX``); and again as a checkout runs where ``PYTHONDONTWRITEBYTECODE`` is set
-(agentrun's sources compiled at every start, everything else from the cache).
+pydantic import BaseModel``) and the floor with one model defined (what a program's first
+model adds: pydantic's schema machinery and its scan for plugins), whole processes, each with
+its bytecode cached beforehand (as an installed package has it: pip compiles on install) in a
+cache of its own (``PYTHONPYCACHEPREFIX``); and again as a checkout runs where
+``PYTHONDONTWRITEBYTECODE`` is set (agentrun's sources compiled at every start, everything else
+from the cache). Run it with the interpreter of the environment to measure: pydantic's plugin
+scan reads every installed distribution, so a development environment reads higher than an
+installation with the library's dependencies alone.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from pathlib import Path
 import pydantic_core
 from _common import CORPUS_DIRS
 
-WORKLOADS = ("json.loads", "from_json", "agentrun")
+WORKLOADS = ("json.loads", "from_json", "agentrun", "floor")
 
 
 def _child(engine: str, megabytes: float) -> None:
@@ -47,6 +53,7 @@ def _child(engine: str, megabytes: float) -> None:
         "json.loads": normalize._per_line_memory(corpus, json.loads),  # pyright: ignore[reportPrivateUsage]
         "from_json": normalize._per_line_memory(corpus, pydantic_core.from_json),  # pyright: ignore[reportPrivateUsage]
         "agentrun": normalize.agentrun_summary_memory(corpus, engine),
+        "floor": normalize.floor_memory(corpus, engine),
     }
     for name in WORKLOADS:
         runs[name]()  # warm-up, not counted
@@ -90,6 +97,11 @@ def _count(engine: str, megabytes: float) -> dict[str, int]:
 
 IMPORTS = {
     "floor": "import anyio; from pydantic import BaseModel",
+    # What any program pays for its first pydantic model beyond the floor: pydantic's schema
+    # machinery, and its scan of the installed distributions for plugins.
+    "floor + one model": (
+        "import anyio\nfrom pydantic import BaseModel\nclass M(BaseModel):\n    x: int = 0"
+    ),
     "import agentrun": "import agentrun",
 }
 
@@ -155,14 +167,18 @@ def main() -> None:
             floor = c["floor, sources compiled" if name.endswith("sources compiled") else "floor"]
             print(f"{name} | {count / 1e6:.1f}M | {count / floor:.2f}x")
         return
-    print("engine | json.loads | from_json | agentrun | from_json ratio | agentrun ratio")
+    print(
+        "engine | json.loads | from_json | agentrun | floor "
+        "| from_json ratio | agentrun ratio | floor ratio"
+    )
     for engine in args.engine or sorted(CORPUS_DIRS):
         c = _count(engine, args.megabytes)
         base = c["json.loads"]
         print(
             f"{engine} | {base / 1e6:.1f}M | {c['from_json'] / 1e6:.1f}M | "
-            f"{c['agentrun'] / 1e6:.1f}M | {c['from_json'] / base:.2f}x | "
-            f"{c['agentrun'] / base:.2f}x",
+            f"{c['agentrun'] / 1e6:.1f}M | {c['floor'] / 1e6:.1f}M | "
+            f"{c['from_json'] / base:.2f}x | {c['agentrun'] / base:.2f}x | "
+            f"{c['floor'] / base:.2f}x",
             flush=True,
         )
 

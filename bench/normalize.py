@@ -30,6 +30,7 @@ from _common import CORPUS_DIRS, Row, build_corpus, interleaved, print_table, sc
 
 from agentrun import Message, MessageType, TurnSummary, get_translator
 from agentrun._cli.replay import summary_line
+from agentrun._vocabulary.messages import assemble
 from agentrun.engines._replay import (
     _events_of_chunks,  # pyright: ignore[reportPrivateUsage]
     _split_turns,  # pyright: ignore[reportPrivateUsage]
@@ -123,6 +124,59 @@ def agentrun_summary_memory(
             events = list(_events_of_chunks((data,), engine=engine))
             translator.use_sidecars(side, events)
             for turn in _split_turns(translate_events(events, translator)):
+                out += len(summary_line(TurnSummary.from_messages(turn)))
+        return out
+
+    return run
+
+
+def _turns_of(data: bytes, side: dict[str, list[bytes]], engine: str) -> list[list[Message]]:
+    """A transcript's turns as :func:`agentrun_summary_memory` reads them."""
+    if not side:
+        return [list(turn.messages) for turn in replay(data, engine=engine)]
+    translator = get_translator(engine)
+    events = list(_events_of_chunks((data,), engine=engine))
+    translator.use_sidecars(side, events)
+    return _split_turns(translate_events(events, translator))
+
+
+def floor_memory(
+    corpus: list[tuple[bytes, dict[str, list[bytes]]]], engine: str
+) -> Callable[[], object]:
+    """The least that gives what ``replay --summary`` gives, with no translation at all: per
+    transcript, its bytes split into lines and each line parsed by the cheapest parser here
+    (``pydantic_core.from_json``), each of the messages replay makes built from its fields
+    already at hand (``assemble``: no validation, nested values not built), each turn's summary
+    folded from its messages and written as the command's line. No translator, no turn split,
+    no context tracking: whatever a translator does, the ``agentrun`` workload cannot cost less
+    than this one. Its fields and turns are prepared beforehand, not counted."""
+    prepared: list[
+        tuple[
+            bytes, list[bytes], list[tuple[type[Message], dict[str, object]]], list[list[Message]]
+        ]
+    ] = []
+    for data, side in corpus:
+        turns = _turns_of(data, side, engine)
+        fields = [
+            (type(m), {name: getattr(m, name) for name in m.__pydantic_fields_set__})
+            for turn in turns
+            for m in turn
+        ]
+        side_lines = [line for lines in side.values() for line in lines if line]
+        prepared.append((data, side_lines, fields, turns))
+    from_json = pydantic_core.from_json
+
+    def run() -> int:
+        out = 0
+        for data, side_lines, fields, turns in prepared:
+            for line in data.split(b"\n"):
+                if line:
+                    from_json(line)
+            for line in side_lines:
+                from_json(line)
+            for cls, given in fields:
+                assemble(cls, given)
+            for turn in turns:
                 out += len(summary_line(TurnSummary.from_messages(turn)))
         return out
 
