@@ -269,9 +269,10 @@ def _replay_lines(
         out = feed(item)
         if sample:  # the first lines: what the translator made of them (see :func:`recognised`)
             sample -= 1
-            if any(map(_known, out)):
+            seen = _line_recognition(out)
+            if seen > 0:
                 known += 1
-            elif any(map(_foreign, out)):
+            elif seen:
                 foreign += 1
         add(out)
     add(translator.finish())
@@ -311,29 +312,28 @@ _PASSTHROUGH_FIELDS = frozenset({"type", "subtype", "data", "raw", "turn"})
 _UNREADABLE = frozenset({"protocol", "invalid_json", "invalid_utf8", "line_too_long"})
 
 
-def _known(message: Message) -> bool:
-    """Whether the translator made something of its own of an event: not a pass-through of an
-    unknown kind, not an unreadable line, not the ``init`` every translator opens with."""
-    kind = message.type
-    if kind is _INIT or not isinstance(kind, MessageType):
-        return False
-    if message.__pydantic_fields_set__ <= _PASSTHROUGH_FIELDS:
-        return False
-    if kind is _ERROR:
-        return message.error is not None and message.error.code not in _UNREADABLE
-    return True
-
-
-def _foreign(message: Message) -> bool:
-    """Whether a message is an event of a kind the translator does not know (passed through
-    under its own type), or a line that could not be read. A ``system`` message of an unknown
-    subtype is neither known nor foreign: agents add subtypes of events their engine knows."""
-    kind = message.type
-    if not isinstance(kind, MessageType):
-        return True
-    if kind is _ERROR:
-        return message.error is None or message.error.code in _UNREADABLE
-    return False
+def _line_recognition(out: list[Message]) -> int:
+    """What the messages a translator made of one event say of it: ``1`` when the translator
+    made something of its own of it (a message that is not a pass-through of an unknown kind,
+    not an unreadable line, not the ``init`` every translator opens with), else ``-1`` when one
+    of them passed an event of an unknown kind through under its own type or reports a line that
+    could not be read, else ``0``. A ``system`` message of an unknown subtype is neither known
+    nor foreign: agents add subtypes of events their engine knows. One pass, no call per message:
+    replay asks it of every one of the first lines."""
+    foreign = 0
+    for message in out:
+        kind = message.type
+        if not isinstance(kind, MessageType):
+            foreign = -1
+        elif kind is _ERROR:
+            error = message.error
+            if error is None or error.code in _UNREADABLE:
+                foreign = -1
+            elif not message.__pydantic_fields_set__ <= _PASSTHROUGH_FIELDS:
+                return 1
+        elif kind is not _INIT and not message.__pydantic_fields_set__ <= _PASSTHROUGH_FIELDS:
+            return 1
+    return foreign
 
 
 def recognised(events: Iterable[Any | Message], engine: str) -> bool:
@@ -355,9 +355,10 @@ def recognised(events: Iterable[Any | Message], engine: str) -> bool:
         except Exception:  # a translator that chokes on a foreign event does not know it
             foreign += 1
             continue
-        if any(_known(m) for m in out):
+        seen = _line_recognition(out)
+        if seen > 0:
             known += 1
-        elif any(_foreign(m) for m in out):
+        elif seen:
             foreign += 1
     return known > 0 and known >= foreign
 

@@ -179,3 +179,96 @@ class _WeaklyKeepingTranslator(_KeepingTranslator):
         if event["k"] in ("fresh", "end"):
             self.refs.extend(weakref.ref(m) for m in out)
         return out
+
+
+# -- recognising a transcript as an engine's ---------------------------------------------------
+
+_PASSED_THROUGH = frozenset({"type", "subtype", "data", "raw", "turn"})
+_UNREADABLE_CODES = frozenset({"protocol", "invalid_json", "invalid_utf8", "line_too_long"})
+
+
+def _known_by_the_rule(message: Message) -> bool:
+    """The translator made something of its own: not a pass-through, not an unreadable line,
+    not the ``init``."""
+    kind = message.type
+    if kind is MessageType.INIT or not isinstance(kind, MessageType):
+        return False
+    if message.__pydantic_fields_set__ <= _PASSED_THROUGH:
+        return False
+    if kind is MessageType.ERROR:
+        return message.error is not None and message.error.code not in _UNREADABLE_CODES
+    return True
+
+
+def _foreign_by_the_rule(message: Message) -> bool:
+    """An event of an unknown kind passed through, or a line that could not be read."""
+    if not isinstance(message.type, MessageType):
+        return True
+    if message.type is MessageType.ERROR:
+        return message.error is None or message.error.code in _UNREADABLE_CODES
+    return False
+
+
+def _by_the_rule(out: list[Message]) -> int:
+    if any(map(_known_by_the_rule, out)):
+        return 1
+    return -1 if any(map(_foreign_by_the_rule, out)) else 0
+
+
+def test_each_line_is_recognised_by_the_rule_on_every_recording_read_by_every_engine() -> None:
+    # Every recorded line, read by its own engine's translator and by every other one (which
+    # passes it through or cannot read it), says of itself what the rule says.
+    from agentrun._bases.translator import line_feed
+    from agentrun.engines._replay import _framed_chunks, _line_recognition  # pyright: ignore[reportPrivateUsage]
+
+    engines = ("claude", "codex", "codex-app-server", "opencode", "acp")
+    folders = ("claude", "codex", "codex-app-server", "opencode", "opencode-acp", "gemini")
+    seen = {1: 0, 0: 0, -1: 0}
+    for folder in folders:
+        for path in sorted((FIXTURES / folder).glob("*.jsonl"))[:6]:
+            lines = _framed_chunks((path.read_bytes(),), 1 << 20)
+            for engine in engines:
+                feed = line_feed(_registry.get_translator(engine), engine=engine)
+                for item in lines:
+                    out = feed(item)
+                    expected = _by_the_rule(out)
+                    assert _line_recognition(out) == expected, (path.name, engine, out)
+                    seen[expected] += 1
+    assert min(seen.values()) > 20, seen
+
+
+def test_line_recognition_reads_every_message_of_a_line() -> None:
+    from agentrun._vocabulary.messages import ErrorInfo
+    from agentrun.engines._replay import _line_recognition  # pyright: ignore[reportPrivateUsage]
+
+    text = Message(type=MessageType.TEXT, text="hi")
+    init = Message(type=MessageType.INIT, resume_id="s")
+    passed = Message(type="x_unknown_kind", raw={"type": "x_unknown_kind"})
+    unknown_subtype = Message(type=MessageType.SYSTEM, subtype="new_thing", data={"a": 1})
+    bare_error = Message(type=MessageType.ERROR, text="?")
+    unreadable = Message(
+        type=MessageType.ERROR, error=ErrorInfo(message="bad", code="invalid_json")
+    )
+    error = Message(type=MessageType.ERROR, error=ErrorInfo(message="rate", code="rate_limit"))
+    # An error whose details were left unmarked is no message of the translator's own.
+    unmarked = Message.model_construct(
+        type=MessageType.ERROR, error=ErrorInfo(message="x"), _fields_set={"type", "raw"}
+    )
+    cases: list[tuple[list[Message], int]] = [
+        ([], 0),
+        ([text], 1),
+        ([init], 0),
+        ([unknown_subtype], 0),
+        ([passed], -1),
+        ([bare_error], -1),
+        ([unreadable], -1),
+        ([error], 1),
+        ([unmarked], 0),
+        ([init, passed], -1),
+        ([passed, text], 1),
+        ([unreadable, error], 1),
+        ([unknown_subtype, init, passed, unmarked], -1),
+    ]
+    for out, expected in cases:
+        assert _by_the_rule(out) == expected, out
+        assert _line_recognition(out) == expected, out
