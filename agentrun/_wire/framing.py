@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any, Literal, cast
 
 import anyio
@@ -122,26 +123,26 @@ class LineFramer:
                 self._emit(bytes(self._buf), out)
                 self._buf.clear()
             start = nl + 1
-        # Each newline is found by ``find`` (memchr), not by ``split``, which compares every
-        # byte in a loop of its own: the lines of a chunk cost a step each, their bytes almost
-        # nothing.
-        find = data.find
+        # The lines are read from a view of the chunk (no copy), whose iteration finds each
+        # newline with memchr; ``split`` compares every byte in a loop of its own, about five
+        # instructions a byte. Each line comes with its newline, cut off here.
+        lines = BytesIO(data)
+        if start:
+            lines.seek(start)
         limit = self._limit
         append = out.append
-        end = find(b"\n", start)
-        while end >= 0:
-            size = end - start
+        for line in lines:
+            if line[-1] != 10:  # the last, unterminated line: no newline yet
+                self._hold(line)
+                break
+            size = len(line) - 1
             if size > limit:
-                append(LineTooLong(size, limit, data[start : min(end, start + HEAD_BYTES)]))
+                append(LineTooLong(size, limit, line[: min(size, HEAD_BYTES)]))
             elif size:
-                # :meth:`_emit`, inlined: a chunk often completes many lines (13: ``\r``).
-                line = data[start : end - 1] if data[end - 1] == 13 else data[start:end]
+                # :meth:`_emit`, inlined: a chunk often completes many lines.
+                line = line[:-2] if line[-2] == 13 else line[:-1]  # 13: b"\r"
                 if line and not line.isspace():
                     append(line)
-            start = end + 1
-            end = find(b"\n", start)
-        if start < len(data):
-            self._hold(data[start:] if start else data)
         return out
 
     def flush(self) -> list[bytes | LineTooLong]:
