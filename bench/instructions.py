@@ -6,7 +6,7 @@ each. Workloads, over a fixed corpus of the engine's recorded transcripts held i
 ``json.loads`` of every line (the unit), ``pydantic_core.from_json`` of every line, what
 ``replay --summary`` does per transcript (framing, decoding, translation, turns, each turn's
 summary line of JSON as the command makes it), and the floor under it (``normalize.floor_memory``:
-the lines split and parsed, the messages built from fields at hand, each summary folded and
+the lines read and parsed, the messages built from fields at hand, each summary folded and
 written; no translation), which no translator can go below.
 
     python bench/instructions.py [--engine opencode] [--megabytes 1]

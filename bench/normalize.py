@@ -121,10 +121,7 @@ def agentrun_summary_memory(
                 for turn in replay(data, engine=engine):
                     out += len(summary_line(turn.summary))
                 continue
-            translator = get_translator(engine)
-            events = list(_events_of_chunks((data,), engine=engine))
-            translator.use_sidecars(side, events)
-            for turn in _split_turns(translate_events(events, translator)):
+            for turn in _turns_of(data, side, engine):
                 out += len(summary_line(TurnSummary.from_messages(turn)))
         return out
 
@@ -132,7 +129,8 @@ def agentrun_summary_memory(
 
 
 def _turns_of(data: bytes, side: dict[str, list[bytes]], engine: str) -> list[list[Message]]:
-    """A transcript's turns as :func:`agentrun_summary_memory` reads them."""
+    """A transcript's turns from its bytes: ``replay`` of them, or for a transcript with a
+    sidecar (which ``replay`` takes as a path) the same steps by hand."""
     if not side:
         return [list(turn.messages) for turn in replay(data, engine=engine)]
     translator = get_translator(engine)
