@@ -7,7 +7,8 @@ ID`` its turns; ``export ID`` its journal as JSON lines (``--atif``: an ATIF tra
 default the agent's kept home is found again) and appends to the same journal; ``fork ID
 PROMPT`` continues a copy in a new journal, where the agent can fork sessions; ``prune
 [--older-than AGE]`` removes the kept offline homes no run has used for that long (never one in
-use). An unknown or malformed ID is one line and exit 2.
+use, never a directory without the marker agentrun writes into each home: those that look like
+homes are listed as kept). An unknown or malformed ID is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "prune",
         help="remove the kept offline homes not used for a while (journals stay)",
         description="Remove the agents' homes that offline runs keep for --resume, when no "
-        "run has used them for --older-than; a home in use is never removed. Journals are "
-        "not touched.",
+        "run has used them for --older-than; a home in use is never removed, nor any "
+        "directory without the marker agentrun writes into each home (one that looks like a "
+        "home is listed as kept). Journals are not touched.",
     )
     prune.add_argument("--older-than", type=_age, metavar="AGE",
                        help="unused for at least this long: 30d, 12h, 90m, 0 (default: "
@@ -127,7 +129,13 @@ def _days(seconds: float) -> str:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from ..offline._homes import DEFAULT_MAX_AGE, max_age, offline_homes_dir, prune_homes
+    from ..offline._homes import (
+        DEFAULT_MAX_AGE,
+        max_age,
+        offline_homes_dir,
+        prune_homes,
+        unmarked_homes,
+    )
 
     older_than: float | None = args.older_than
     if older_than is None:
@@ -144,6 +152,16 @@ def _prune(args: argparse.Namespace) -> int:
         else:
             verb = "would remove" if args.dry_run else "removed"
             print(f"{verb} {home.path} ({home.engine}, unused for {_days(home.idle)})")
+    # Never removed, but never passed over in silence: a person decides.
+    for home in unmarked_homes(older_than, directory=directory):
+        if args.json:
+            row = {"engine": home.engine, "path": str(home.path), "idle_seconds": home.idle}
+            print(json.dumps({**row, "removed": False, "kept": "no_marker"}))
+        else:
+            print(
+                f"kept {home.path} ({home.engine}, unused for {_days(home.idle)}): it has no "
+                "marker of agentrun (a home of an older version?); delete it by hand if so"
+            )
     if not args.json:
         verb = "would be removed" if args.dry_run else "removed"
         count = f"{len(pruned)} home{'' if len(pruned) == 1 else 's'}"

@@ -14,6 +14,13 @@ The homes are pruned: a run holds a shared lock on its home's ``.lock`` file whi
 removes the homes not used for a given time whose lock it can take exclusively — never one in
 use — with the index entries that name them. Making a new home prunes, at most once a day, the
 homes not used for :data:`DEFAULT_MAX_AGE` (``$AGENTRUN_OFFLINE_HOMES_MAX_AGE``; ``off`` never).
+
+Pruning removes only what provably is a home this library made: a real directory (no symlink is
+followed below the homes' directory) named as :func:`_new_home` names them, directly in an
+engine's directory, holding the marker file :func:`_new_home` writes into it before it gets its
+name. Anything else — someone's project when the variable names one, a home made before homes
+carried the marker — is never touched; :func:`unmarked_homes` lists the directories that look
+like homes but carry no marker, for a person to decide.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -42,6 +50,7 @@ __all__ = [
     "parse_age",
     "prune_homes",
     "remember_home",
+    "unmarked_homes",
 ]
 
 #: The environment variable naming the directory of the kept offline homes.
@@ -56,7 +65,15 @@ _PRUNE_EVERY = 86400.0
 _LOCK = ".lock"
 _STAMP = ".last-prune"
 _GONE = ".gone-"
+_PARTIAL = ".new-"
 _INDEX = "index"
+#: The file a home is made with, and what it says: pruning removes no directory without it.
+_MARKER = ".agentrun-offline-home"
+_MARKER_TEXT = b"a home agentrun made for an offline session; pruning may remove it\n"
+#: A home's name (``_new_home``): its creation time and a random tag; ``.new-`` while it is made.
+_HOME_NAME = re.compile(r"(?:\.new-)?\d{8}T\d{6}-[0-9a-f]{8}")
+#: A home being removed (renamed out of its name first), left so by an interrupted pruning.
+_GONE_NAME = re.compile(r"\.gone-(?:\.new-)?\d{8}T\d{6}-[0-9a-f]{8}-[0-9a-f]{8}")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _AGE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0, "": 86400.0}
@@ -146,17 +163,44 @@ def _known_home(root: Path, resume_id: str) -> Path | None:
 
 
 def _new_home(root: Path) -> tuple[Path, int]:
-    """A new home, locked before it appears under its name (so no pruner sees it unlocked)."""
-    root.mkdir(parents=True, exist_ok=True)
-    name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
-    partial = root / f".new-{name}"
-    partial.mkdir()
-    fd = _lock(partial, fcntl.LOCK_SH)
-    if fd is None:  # a lock on a directory only this process knows of cannot be refused
-        raise OSError(f"cannot lock {partial}")
-    home = root / name
-    partial.rename(home)
+    """A new home, locked and marked before it appears under its name (so no pruner sees it
+    unlocked, and every home under its name carries the marker)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        name = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+        partial = root / f"{_PARTIAL}{name}"
+        partial.mkdir()
+        fd = _lock(partial, fcntl.LOCK_SH)
+        if fd is None:  # a lock on a directory only this process knows of cannot be refused
+            raise OSError(f"cannot lock {partial}")
+    except OSError as exc:
+        raise _unusable(root, exc) from None
+    try:
+        marker = os.open(
+            partial / _MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644
+        )
+        try:
+            os.write(marker, _MARKER_TEXT)
+        finally:
+            os.close(marker)
+        home = root / name
+        partial.rename(home)
+    except OSError as exc:
+        _release(fd)
+        raise _unusable(root, exc) from None
     return home, fd
+
+
+def _unusable(root: Path, exc: OSError) -> ConfigurationError:
+    """The error for a homes' directory where no home can be made, naming it (and the
+    variable, when it was set) and the reason."""
+    why = exc.strerror or str(exc)
+    if exc.filename is not None and str(exc.filename) != str(root):
+        why = f"{exc.filename}: {why}"
+    named = f" (${OFFLINE_HOMES_ENV})" if os.environ.get(OFFLINE_HOMES_ENV) else ""
+    return ConfigurationError(
+        f"cannot make an offline home in {root}{named}: {why}", option="offline_homes"
+    )
 
 
 @contextlib.contextmanager
@@ -164,7 +208,8 @@ def offline_home(engine: str, resume_id: str | None = None) -> Generator[Path, N
     """The home directory for a session of ``engine``, held in use (no pruning removes it)
     until the block ends: the one that ran ``resume_id`` when the index knows it, else a new
     one. Making a new one prunes the homes not used for ``$AGENTRUN_OFFLINE_HOMES_MAX_AGE``
-    (default 30 days), at most once a day."""
+    (default 30 days), at most once a day. A directory where no home can be made is a
+    :class:`ConfigurationError` naming it, before anything starts."""
     root = offline_homes_dir() / _key(engine)
     keep_for = max_age()
     home: Path | None = None
@@ -210,36 +255,109 @@ class PrunedHome:
 
 def _last_use(home: Path) -> float:
     """When ``home`` was last used: its lock file's time (a run touches it when it starts and
-    ends), else (a home made before homes were locked) the directory's."""
+    ends), else the directory's."""
     for path in (home / _LOCK, home):
         with contextlib.suppress(OSError):
-            return path.stat().st_mtime
+            return path.lstat().st_mtime
     return 0.0
 
 
-def _homes(root: Path) -> Iterator[tuple[str, Path]]:
+def _real_dirs(directory: Path | int) -> list[str]:
+    """The names of the directories in ``directory`` (a path or an open descriptor), symlinks
+    left out."""
     try:
-        engines = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        with os.scandir(directory) as entries:
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
     except OSError:
-        return
-    for engine in engines:
-        try:
-            homes = sorted(p for p in engine.iterdir() if p.is_dir() and p.name != _INDEX)
-        except OSError:
+        return []
+
+
+def _homes(root: Path) -> Iterator[tuple[str, Path]]:
+    """Every directory laid out as a home, ``<root>/<engine>/<name>``: real directories (no
+    symlink followed), named as :func:`_new_home` or an interrupted pruning names them. Whether
+    it is one (carries the marker) is the caller's check."""
+    for engine in _real_dirs(root):
+        if engine.startswith("."):
             continue
-        for home in homes:
-            yield engine.name, home
+        for name in _real_dirs(root / engine):
+            if _HOME_NAME.fullmatch(name) or _GONE_NAME.fullmatch(name):
+                yield engine, root / engine / name
+
+
+def _open_dir(path: Path) -> int | None:
+    """A descriptor of the directory ``path`` itself (``None`` when it is a symlink, not a
+    directory, or gone)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _marked_at(directory: int) -> bool:
+    """The directory (an open descriptor) holds the marker :func:`_new_home` writes: a regular
+    file (not a symlink) that says exactly what it wrote."""
+    try:
+        fd = os.open(_MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, len(_MARKER_TEXT) + 1) == _MARKER_TEXT
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _is_marked(home: Path) -> bool:
+    fd = _open_dir(home)
+    if fd is None:
+        return False
+    try:
+        return _marked_at(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_marked(directory: Path) -> None:
+    """Remove ``directory`` if it is a marked home, never following a symlink out of it; the
+    marker goes last, so a removal cut short is finished by a later pruning."""
+    fd = _open_dir(directory)
+    if fd is None:
+        return
+    try:
+        if not _marked_at(fd):
+            return
+        with os.scandir(fd) as entries:
+            children = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
+        for name, is_dir in children:
+            if name == _MARKER:
+                continue
+            if is_dir:  # refuses a symlink, and follows none inside
+                shutil.rmtree(directory / name, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=fd)
+        with contextlib.suppress(OSError):
+            os.unlink(_MARKER, dir_fd=fd)
+    finally:
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        directory.rmdir()
 
 
 def _drop_index_entries(engine_dir: Path, removed: set[str]) -> None:
     """Index entries that name a removed (or otherwise missing) home."""
     index = engine_dir / _INDEX
+    if index.is_symlink():
+        return
     try:
         entries = list(index.iterdir())
     except OSError:
         return
     for entry in entries:
-        if entry.name.startswith("."):
+        if entry.name.startswith(".") or entry.is_symlink():
             continue
         try:
             name = entry.read_text(encoding="utf-8").strip()
@@ -254,38 +372,33 @@ def prune_homes(
     older_than: float, *, dry_run: bool = False, directory: str | os.PathLike[str] | None = None
 ) -> list[PrunedHome]:
     """Remove the kept homes not used for ``older_than`` seconds, and the index entries that
-    name them; a home in use (its lock held by a run) is never removed. ``dry_run``: only say
-    which; ``directory``: the homes' directory (default :func:`offline_homes_dir`). Returns the
-    homes removed (or that would be), longest unused first."""
+    name them; a home in use (its lock held by a run) is never removed, nor anything that is not
+    a home this library made (see the module's docstring: :func:`unmarked_homes` lists what looks
+    like a home but carries no marker). ``dry_run``: only say which; ``directory``: the homes'
+    directory (default :func:`offline_homes_dir`). Returns the homes removed (or that would be),
+    longest unused first."""
     root = offline_homes_dir() if directory is None else Path(directory)
     now = time.time()
     pruned: list[PrunedHome] = []
     removed: dict[Path, set[str]] = {}
     for engine, home in _homes(root):
-        if home.name.startswith(_GONE):
+        if _GONE_NAME.fullmatch(home.name):
             if not dry_run:  # what an interrupted pruning left
-                shutil.rmtree(home, ignore_errors=True)
+                _remove_marked(home)
             continue
-        last = _last_use(home)
-        idle = now - last
+        if not _is_marked(home):
+            continue
+        idle = now - _last_use(home)
         if idle < older_than:
-            continue
-        had_lock = (home / _LOCK).exists()  # a home made before homes were locked has none
-        if dry_run and not had_lock:
-            pruned.append(PrunedHome(engine=engine, path=home, idle=idle))
             continue
         fd = _lock(home, fcntl.LOCK_EX)
         if fd is None:
             continue  # in use
         try:
-            if not had_lock:
-                with contextlib.suppress(OSError):
-                    os.utime(fd, (last, last))  # the lock made now is no use of the home
-            else:
-                # Used since it was looked at (a run that just ended touched it): kept.
-                idle = now - _last_use(home)
-                if idle < older_than or not _in_place(home, fd):
-                    continue
+            # Used since it was looked at (a run that just ended touched it): kept.
+            idle = now - _last_use(home)
+            if idle < older_than or not _in_place(home, fd):
+                continue
             if not dry_run:
                 # Out of its name first: a run resuming it from now on gets a fresh home.
                 gone = home.with_name(f"{_GONE}{home.name}-{secrets.token_hex(4)}")
@@ -293,7 +406,7 @@ def prune_homes(
                     home.rename(gone)
                 except OSError:
                     continue
-                shutil.rmtree(gone, ignore_errors=True)
+                _remove_marked(gone)
                 removed.setdefault(home.parent, set()).add(home.name)
             pruned.append(PrunedHome(engine=engine, path=home, idle=idle))
         finally:
@@ -305,6 +418,24 @@ def prune_homes(
             _drop_index_entries(engine_dir, names)
     pruned.sort(key=lambda p: -p.idle)
     return pruned
+
+
+def unmarked_homes(
+    older_than: float = 0.0, *, directory: str | os.PathLike[str] | None = None
+) -> list[PrunedHome]:
+    """The directories laid out and named as homes, not used for ``older_than`` seconds, that
+    carry no marker — homes made before homes were marked, or someone else's: pruning never
+    removes them (a person may). Longest unused first."""
+    root = offline_homes_dir() if directory is None else Path(directory)
+    now = time.time()
+    kept = [
+        PrunedHome(engine=engine, path=home, idle=now - _last_use(home))
+        for engine, home in _homes(root)
+        if _HOME_NAME.fullmatch(home.name)
+        and not home.name.startswith(_PARTIAL)
+        and not _is_marked(home)
+    ]
+    return sorted((k for k in kept if k.idle >= older_than), key=lambda k: -k.idle)
 
 
 def _prune_now_and_then(max_age: float) -> None:
