@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -40,6 +41,8 @@ DEFAULT_PROMPT = "Check that the shell works, then tell me what you found."
 
 #: The exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
+#: The exit status of a run that failed once it had started.
+EXIT_FAILED = 1
 
 
 def json_line(message: Message) -> str:
@@ -188,6 +191,8 @@ def _plan(args: argparse.Namespace) -> _Plan:
         )
     if args.cwd is not None and not Path(args.cwd).is_dir():
         raise ConfigurationError(f"--cwd {args.cwd}: no such directory", option="cwd")
+    for option in ("atif", "dump_requests"):
+        _check_output(getattr(args, option, None), option)
     if args.live and args.script is not None:
         raise ConfigurationError(
             "--script is for the embedded model server; --live uses your own", option="script"
@@ -208,6 +213,27 @@ def _plan(args: argparse.Namespace) -> _Plan:
         output_schema=load_output_schema(getattr(args, "output_schema", None)),
         wind_down=_wind_down(args),
     )
+
+
+def _check_output(path: str | None, option: str) -> None:
+    """A file the command writes after the turn (``--atif``, ``--dump-requests``) can be
+    written, checked before anything starts: the turn's output is never lost to a bad path."""
+    if path is None:
+        return
+    flag = "--" + option.replace("_", "-")
+    target = Path(path)
+    parent = target.parent
+    if target.is_dir():
+        problem = "it is a directory"
+    elif not parent.is_dir():
+        problem = f"no such directory {parent}"
+    elif target.exists() and not os.access(target, os.W_OK):
+        problem = "the file is not writable"
+    elif not target.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        problem = f"cannot create files in {parent}"
+    else:
+        return
+    raise ConfigurationError(f"{flag} {path}: {problem}", option=option)
 
 
 def _wind_down(args: argparse.Namespace) -> WindDown | None:
@@ -283,11 +309,13 @@ async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> 
             remember_home(args.engine, resume_id, home)
 
         async with ModelServer(plan.script) as server:
+            status = EXIT_FAILED
             try:
                 engine, session = _embedded(args, server.url, str(home), cwd, plan.options)
-                return await _turns(engine, session, plan, args, interrupt, on_close=remember)
+                status = await _turns(engine, session, plan, args, interrupt, on_close=remember)
             finally:
-                _dump_requests(args, server)
+                written = _dump_requests(args, server)
+            return status if written or status else EXIT_FAILED
 
 
 def _journal_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -304,15 +332,25 @@ def _fork(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "fork", False)) and args.resume is not None
 
 
-def _dump_requests(args: argparse.Namespace, server: ModelServer) -> None:
-    """``--dump-requests FILE``: every request the model server received, as JSON lines."""
+def _dump_requests(args: argparse.Namespace, server: ModelServer) -> bool:
+    """``--dump-requests FILE``: every request the model server received, as JSON lines.
+    False (said on standard error) when the file could not be written after all."""
     path: str | None = getattr(args, "dump_requests", None)
     if path is None:
-        return
-    with Path(path).open("a", encoding="utf-8") as out:
-        for request in server.requests:
-            record = {"seq": request.seq, "path": request.path, "json": request.json}
-            out.write(json.dumps(record, default=str) + "\n")
+        return True
+    try:
+        with Path(path).open("a", encoding="utf-8") as out:
+            for request in server.requests:
+                record = {"seq": request.seq, "path": request.path, "json": request.json}
+                out.write(json.dumps(record, default=str) + "\n")
+    except OSError as exc:
+        _cannot_write("the requests", path, exc)
+        return False
+    return True
+
+
+def _cannot_write(what: str, path: str, exc: OSError) -> None:
+    print(f"agentrun: cannot write {what} to {path}: {exc.strerror or exc}", file=sys.stderr)
 
 
 def _workspace(tmp: str) -> str:
@@ -368,6 +406,8 @@ async def _turns(
         # Some agents take seconds to start (ACP agents 3-6 s): say what is happening.
         print(f"starting {clean(engine.name)}…", file=sys.stderr, flush=True)
     recorded: list[tuple[str, list[Message]]] = []
+    status = EXIT_FAILED
+    written = True
     try:
         async with engine.start(session) as process:
             if on_close is not None:
@@ -375,24 +415,27 @@ async def _turns(
             journal_id = process.journal_id
             if journal_id is not None and _interactive():
                 print(f"session journal: {journal_id}", file=sys.stderr, flush=True)
-            return await _session_turns(
+            status = await _session_turns(
                 process, plan, args, interrupt, renderer, recorded, on_close
             )
     finally:
         if getattr(args, "atif", None) and recorded:
-            _write_atif(args.atif, recorded)
+            written = _write_atif(args.atif, recorded)
+    return status if written or status else EXIT_FAILED
 
 
-def _write_atif(path: str, recorded: list[tuple[str, list[Message]]]) -> None:
+def _write_atif(path: str, recorded: list[tuple[str, list[Message]]]) -> bool:
+    """The trajectory written to ``path``; False (said on standard error) when it could not be
+    after all (the path was checked before the turn started)."""
     from .._vocabulary.trajectory import to_atif
 
     trajectory = to_atif([m for _, m in recorded], prompts=[p for p, _ in recorded])
     try:
         Path(path).write_text(trajectory.model_dump_json(exclude_none=True, indent=2) + "\n")
     except OSError as exc:
-        raise ConfigurationError(
-            f"cannot write {path}: {exc.strerror or exc}", option="atif"
-        ) from None
+        _cannot_write("the trajectory", path, exc)
+        return False
+    return True
 
 
 async def _session_turns(
