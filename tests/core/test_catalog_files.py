@@ -38,6 +38,11 @@ BAD_PRICE_FILES = [
     ("missing", None, "no such file"),
     ("directory", "dir", "directory"),
     ("not-utf8", b"\xff\xfe{}", "UTF-8"),
+    # A misspelt or missing 'models' added no price without a word before.
+    ("misspelt-models", '{"model": {"m": {"input": 1, "output": 2}}}', "'model' (did you mean 'models'?)"),
+    ("no-models", '{"_about": "mine"}', "no 'models'"),
+    ("empty", "{}", "no 'models'"),
+    ("a-key-beside-models", '{"models": {}, "aliases": {"m": "n"}}', "'aliases'"),
 ]  # fmt: skip
 
 BAD_MODEL_FILES = [
@@ -93,6 +98,15 @@ def test_a_bad_users_file_names_the_variable_and_the_file(
                     ' "context_window": 1000, "max_output_tokens": null}}}')  # fmt: skip
     monkeypatch.setenv(variable, str(good))
     assert load().lookup("m") is not None
+
+
+def test_a_price_file_with_comments_and_its_models_merges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, '{"_about": "my prices", "models": {"m": {"input": 1, "output": 2}}}')
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(path))
+    found = default_prices().lookup("m")
+    assert found is not None and (found.input, found.output) == (1.0, 2.0)
 
 
 def test_a_bad_price_file_stops_the_accounting_with_the_same_error(
