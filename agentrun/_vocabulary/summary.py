@@ -8,6 +8,9 @@ The JSON form (``model_dump(mode="json")``) uses stable field names tools can re
 ``text``, ``thinking``, ``tool_calls`` (``id``, ``name``, ``input``, ``output``, ``is_error``),
 ``usage``, ``context`` (``used``, ``size``, ``fraction``, ``used_source``, ``size_source``),
 ``stop_reason``, ``denials``, ``errors`` (``message``, ``code``), ``resume_id``, ``model``, ``ok``.
+It loads back: ``TurnSummary.model_validate_json(summary.model_dump_json()) == summary`` (the
+texts are taken as they were joined; an ``output`` that was a model instance comes back as its
+JSON).
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
     computed_field,
     field_validator,
+    model_validator,
 )
 
 from .errors import configuration_error
@@ -140,7 +145,6 @@ class _Fold:
     joined_all_text: str | None = None
     joined_thinking: str | None = None
     result_text: str | None = None
-    side_usage: Usage | None = None
 
     def __init__(self) -> None:
         self.tail_text: list[str] = []
@@ -149,16 +153,10 @@ class _Fold:
         self.tools: dict[str, ToolCallSummary] = {}
 
     def _key(self) -> tuple[object, ...]:
-        # What the state holds (the joined strings are caches of it).
-        return (
-            self.tail_text,
-            self.all_text,
-            self.thinking,
-            self.tail_thinking,
-            self.tools,
-            self.result_text,
-            self.side_usage,
-        )
+        # What the state shows: the texts as joined (a summary loaded from its JSON form has
+        # each text as one block), not how the blocks were folded.
+        text = self.result_text if self.result_text is not None else "\n\n".join(self.tail_text)
+        return (text, "\n\n".join(self.all_text), "\n\n".join(self.thinking))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Fold) and self._key() == other._key()
@@ -272,6 +270,12 @@ class TurnSummary(BaseModel):
     output_repairs: int = 0
     steered: list[SteeredInput] = Field(default_factory=list[SteeredInput])
     wound_down: WoundDown | None = Field(default=None, exclude_if=lambda value: value is None)
+    #: The tokens (and the estimated cost) of the model calls the agent made beside the turn's
+    #: main loop -- a session title, prompt suggestions, subagents, compaction -- where the
+    #: agent reports them (claude-agent-acp, its result's ``data["side_usage"]``); ``None``
+    #: otherwise (and then left out of the JSON form). ``usage`` never counts them. A call made
+    #: after a turn's result (a prompt suggestion) counts in the next turn's.
+    side_usage: Usage | None = Field(default=None, exclude_if=lambda value: value is None)
 
     # The running state of the fold lives in one plain object: folding a message touches no
     # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a
@@ -315,14 +319,31 @@ class TurnSummary(BaseModel):
             state.joined_thinking = "\n\n".join(state.thinking)
         return state.joined_thinking
 
-    @property
-    def side_usage(self) -> Usage | None:
-        """The tokens (and the estimated cost) of the model calls the agent made beside the
-        turn's main loop -- a session title, prompt suggestions, subagents, compaction -- where
-        the agent reports them (claude-agent-acp); ``None`` otherwise. ``usage`` never counts
-        them. A call made after a turn's result (a prompt suggestion) counts in the next turn's.
-        Not serialized: it is the result's ``data["side_usage"]``."""
-        return self._state().side_usage
+    @model_validator(mode="wrap")
+    @classmethod
+    def _load(cls, data: Any, handler: ModelWrapValidatorHandler[TurnSummary]) -> TurnSummary:
+        """The JSON form loads back: its texts (computed fields) become the fold's state."""
+        if not isinstance(data, dict):
+            return handler(data)
+        given = dict(cast("dict[str, Any]", data))
+        shown = {name: given.pop(name) for name in _SHOWN if name in given}
+        for name, value in shown.items():
+            if not isinstance(value, str):
+                raise ValueError(f"{name} must be a string, got {type(value).__name__}")
+        summary = handler(given)
+        state = summary._state()
+        text = shown.get("text", "")
+        if text and summary.has_result:
+            state.result_text = text
+        elif text:
+            state.tail_text.append(text)
+        if shown.get("all_text"):
+            state.all_text.append(shown["all_text"])
+        if shown.get("thinking"):
+            state.thinking.append(shown["thinking"])
+        # A later tool result still finds its call.
+        state.tools.update((t.id, t) for t in summary.tool_calls if t.id is not None)
+        return summary
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message]) -> TurnSummary:
@@ -533,7 +554,8 @@ class TurnSummary(BaseModel):
         data = fields["data"]
         side = data.get("side_usage") if data else None
         if isinstance(side, dict):
-            self._state().side_usage = Usage.model_validate(side)
+            own["side_usage"] = Usage.model_validate(side)
+            fields_set.add("side_usage")
         model = data.get("model") if data else None
         if isinstance(model, str) and model:
             own["model"] = model
@@ -565,6 +587,9 @@ class TurnSummary(BaseModel):
                 return
         self.denials.append(denial)
 
+
+#: The computed fields of the JSON form, read back into the fold's state by ``_load``.
+_SHOWN = ("text", "all_text", "thinking")
 
 #: ``TurnSummary()``'s fields: the immutable defaults, and the fields made by a factory (each a
 #: ``list[...]``: a fresh empty list per summary).

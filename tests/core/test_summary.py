@@ -177,3 +177,83 @@ def test_parts_the_fold_builds_are_what_validation_builds() -> None:
     assert vars(entry) == vars(made)
     assert list(vars(entry)) == list(vars(made))
     assert entry.model_fields_set == made.model_fields_set
+
+
+# -- the JSON form loads back ---------------------------------------------------------------------
+
+
+def _recorded_summaries() -> list[tuple[str, TurnSummary]]:
+    """The summary of every turn of every recorded transcript, replayed by its engine."""
+    from repo_paths import FIXTURES
+
+    from agentrun.engines._registry import _TRANSLATORS  # pyright: ignore[reportPrivateUsage]
+    from agentrun.engines._replay import replay_turns
+
+    folders = {"acp": ["acp", "opencode-acp"], "opencode-acp": []}  # as the compliance suite
+    found: list[tuple[str, TurnSummary]] = []
+    for engine in sorted(_TRANSLATORS):
+        for folder in folders.get(engine, [engine]):
+            for path in sorted((FIXTURES / folder).rglob("*.jsonl")):
+                if ".rollout." in path.name or ".stderr." in path.name:
+                    continue
+                for number, turn in enumerate(replay_turns(path, engine=engine), start=1):
+                    name = f"{path.relative_to(FIXTURES)}#{number}"
+                    found.append((name, TurnSummary.from_messages(turn)))
+    return found
+
+
+def test_every_recorded_turns_summary_loads_back_from_its_json_equal() -> None:
+    summaries = _recorded_summaries()
+    # Every kind of content is among them, so the round trip is tried on each.
+    assert len(summaries) > 100
+    for has in (
+        lambda s: s.tool_calls and any(t.completed for t in s.tool_calls),
+        lambda s: s.usage is not None and s.usage.cost_usd is not None,
+        lambda s: s.context is not None,
+        lambda s: s.errors,
+        lambda s: s.side_usage is not None,
+        lambda s: s.thinking,
+        lambda s: s.denials,
+        lambda s: not s.has_result,
+        lambda s: s.retries,
+    ):
+        assert any(has(s) for _, s in summaries)
+    for name, summary in summaries:
+        dumped = summary.model_dump_json()
+        loaded = TurnSummary.model_validate_json(dumped)
+        assert loaded == summary, name
+        assert loaded.model_dump_json() == dumped, name
+        assert (loaded.text, loaded.all_text, loaded.thinking) == (
+            summary.text,
+            summary.all_text,
+            summary.thinking,
+        ), name
+        assert TurnSummary.model_validate(summary.model_dump(mode="json")) == summary, name
+        assert TurnSummary.model_validate(summary.model_dump()) == summary, name
+
+
+def test_a_loaded_summary_folds_on_and_compares_by_what_it_says() -> None:
+    unfinished = STREAM[:4]  # a tool call still running, text said before it
+    loaded = TurnSummary.model_validate_json(
+        TurnSummary.from_messages(unfinished).model_dump_json()
+    )
+    rest = [tool_result("t1", "x.txt"), text("Done.")]
+    for message in rest:
+        loaded.add(message)
+    assert loaded == TurnSummary.from_messages([*unfinished, *rest])
+    assert loaded.tool_calls[0].completed and loaded.text == "Done."
+    # Equal only when it says the same.
+    whole = TurnSummary.from_messages(STREAM)
+    form = whole.model_dump(mode="json")
+    for name, other in (("text", "else"), ("all_text", "else"), ("thinking", "else")):
+        assert TurnSummary.model_validate({**form, name: other}) != whole, name
+
+
+def test_a_json_form_with_a_text_that_is_not_a_string_or_an_unknown_key_is_refused() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    form = TurnSummary.from_messages(STREAM).model_dump(mode="json")
+    for bad in ({**form, "text": 5}, {**form, "thinking": None}, {**form, "texts": "x"}):
+        with pytest.raises(ValidationError):
+            TurnSummary.model_validate(bad)
