@@ -187,6 +187,7 @@ def _new_home(root: Path) -> tuple[Path, int]:
         partial.rename(home)
     except OSError as exc:
         _release(fd)
+        shutil.rmtree(partial, ignore_errors=True)  # made a moment ago, by this process
         raise _unusable(root, exc) from None
     return home, fd
 
@@ -262,9 +263,8 @@ def _last_use(home: Path) -> float:
     return 0.0
 
 
-def _real_dirs(directory: Path | int) -> list[str]:
-    """The names of the directories in ``directory`` (a path or an open descriptor), symlinks
-    left out."""
+def _real_dirs(directory: Path) -> list[str]:
+    """The names of the directories in ``directory``, symlinks left out."""
     try:
         with os.scandir(directory) as entries:
             return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
