@@ -242,10 +242,13 @@ def from_atif(
 
     A trajectory the library wrote reads back into the messages it was made of (less what
     export leaves out: deltas, the agent's housekeeping events, readings not taken from a model
-    call). Any other ATIF document reads as: a ``user`` step begins a turn (its text is the
-    prompt), agent steps become thinking, text, tool uses and their results, step metrics
-    context readings, and each turn ends with a ``result`` whose usage sums the turn's step
-    metrics. Raises :class:`ConfigurationError` when ``source`` is not an ATIF document."""
+    call), the events kept on a ``user`` step included (a turn the API refused has no agent
+    step; its errors are kept on the prompt's step). Any other ATIF document reads as: a
+    ``user`` step begins a turn (its text is the prompt), agent steps become thinking, text,
+    tool uses and their results, step metrics context readings, and each turn ends with a
+    ``result`` whose usage sums the turn's step metrics. Raises :class:`ConfigurationError`
+    when ``source`` is not an ATIF document, or its subagent references nest deeper than
+    :data:`MAX_SUBAGENT_DEPTH`."""
     trajectory = load_trajectory(source)
     subagents = _embedded(trajectory, {})
     groups: list[tuple[int, list[AtifStep]]] = []
@@ -278,8 +281,9 @@ def from_atif(
         prompts = [_text(s.message) for s in steps if s.source == "user"]
         result: Message | None = None
         for step in steps:
-            if step.source != "user":
-                messages.extend(_step_messages(step, number, None, subagents))
+            # A user step holds no message of its own, but what happened before the agent's
+            # first step can be kept on it (an API error that ended the turn).
+            messages.extend(_step_messages(step, number, None, subagents))
             kept = _own(step).get("result")
             if isinstance(kept, dict):
                 result = _message({**cast("dict[str, Any]", kept), "type": "result"}, number)
