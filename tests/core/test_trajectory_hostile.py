@@ -14,10 +14,14 @@ from repo_paths import FIXTURES
 
 import agentrun
 from agentrun import ConfigurationError, Message, MessageType, Usage
-from agentrun._vocabulary.trajectory_digest import DIGEST_MAX_CHARS
-from agentrun._vocabulary.trajectory_import import MAX_SUBAGENT_DEPTH
 from agentrun._vocabulary.trajectory_load import MAX_NESTING
-from agentrun.trajectory import from_atif, to_atif, trajectory_digest
+from agentrun.trajectory import (
+    DIGEST_MAX_CHARS,
+    MAX_SUBAGENT_DEPTH,
+    from_atif,
+    to_atif,
+    trajectory_digest,
+)
 
 _AGENT = {"name": "other-tool", "version": "1"}
 
