@@ -7,9 +7,9 @@ that begin at its ``user`` steps.
 A document is read as untrusted: a piece of ``extra`` of the wrong shape (the library's own
 ``extra["agentrun"]`` included, which another tool may have rewritten) is left out and the rest
 of the trajectory is read; a token count below zero is not reported, and so is a cost that is
-negative, NaN or infinite; a subagent reference back to a trajectory being read (a cycle) is not
-followed; references nested deeper than :data:`MAX_SUBAGENT_DEPTH` are a
-:class:`ConfigurationError`.
+negative, NaN or infinite; an embedded subagent trajectory is read once, at its first reference
+(a reference back to one being read, a cycle, or a second reference adds nothing); references
+nested deeper than :data:`MAX_SUBAGENT_DEPTH` are a :class:`ConfigurationError`.
 """
 
 from __future__ import annotations
@@ -117,10 +117,13 @@ def _step_messages(
     turn: int,
     parent: str | None,
     subagents: Mapping[str, Trajectory],
-    reading: tuple[str, ...] = (),
+    read: set[int],
+    depth: int = 0,
 ) -> list[Message]:
-    """``step``'s messages; ``reading``: the ids of the subagent trajectories being read, the
-    outermost first (a reference to one of them is a cycle, not followed)."""
+    """``step``'s messages, ``depth`` subagents deep. ``read``: the subagent trajectories read
+    so far (by identity): each is read once, at its first reference, so a reference back to one
+    (a cycle) or a second reference to it adds nothing, and the messages never outnumber the
+    document's steps."""
     own = _own(step)
     out = _events(own, "events_before", turn, parent)
     common: dict[str, Any] = {"turn": turn, "parent_tool_use_id": parent}
@@ -181,17 +184,18 @@ def _step_messages(
         for ref in result.subagent_trajectory_ref or ():
             name = ref.trajectory_id or ""
             sub = subagents.get(name)
-            if sub is None or call_id is None or name in reading:
+            if sub is None or call_id is None or id(sub) in read:
                 continue
-            if len(reading) >= MAX_SUBAGENT_DEPTH:
+            if depth >= MAX_SUBAGENT_DEPTH:
                 raise ConfigurationError(
                     f"subagent trajectories nested deeper than {MAX_SUBAGENT_DEPTH} levels "
                     f"(at {_shown(name)})",
                     option="trajectory",
                 )
+            read.add(id(sub))
             names = _embedded(sub, subagents)
             for sub_step in sub.steps:
-                out.extend(_step_messages(sub_step, turn, call_id, names, (*reading, name)))
+                out.extend(_step_messages(sub_step, turn, call_id, names, read, depth + 1))
         if result.source_call_id is None and result.content is None:
             continue
         is_error = extra.get("is_error")
@@ -251,6 +255,7 @@ def from_atif(
     :data:`MAX_SUBAGENT_DEPTH`."""
     trajectory = load_trajectory(source)
     subagents = _embedded(trajectory, {})
+    read: set[int] = set()
     groups: list[tuple[int, list[AtifStep]]] = []
     numbered = any("turn" in _own(s) for s in trajectory.steps)
     for step in trajectory.steps:
@@ -283,7 +288,7 @@ def from_atif(
         for step in steps:
             # A user step holds no message of its own, but what happened before the agent's
             # first step can be kept on it (an API error that ended the turn).
-            messages.extend(_step_messages(step, number, None, subagents))
+            messages.extend(_step_messages(step, number, None, subagents, read))
             kept = _own(step).get("result")
             if isinstance(kept, dict):
                 result = _message({**cast("dict[str, Any]", kept), "type": "result"}, number)

@@ -96,6 +96,38 @@ def test_subagents_that_reference_each_other_are_each_read_once() -> None:
     assert _texts(document) == [(None, "Main."), ("c1", "In a."), ("c2", "In b.")]
 
 
+def test_a_subagent_referenced_many_times_is_read_once_so_nothing_multiplies() -> None:
+    # Each level delegates to the next from four tool calls: read per reference, the bottom
+    # would be read 4**8 = 65,536 times.
+    def fanning(level: int) -> dict[str, Any]:
+        calls = [f"c{level}-{k}" for k in range(4)]
+        return {
+            "step_id": 1,
+            "source": "agent",
+            "message": f"level {level}",
+            "tool_calls": [
+                {"tool_call_id": c, "function_name": "Task", "arguments": {}} for c in calls
+            ],
+            "observation": {
+                "results": [
+                    {
+                        "source_call_id": c,
+                        "subagent_trajectory_ref": [{"trajectory_id": f"s{level + 1}"}],
+                    }
+                    for c in calls
+                ]
+            },
+        }
+
+    subs = [_subagent(f"s{n}", [fanning(n)]) for n in range(1, 8)]
+    subs.append(_subagent("s8", [{"step_id": 1, "source": "agent", "message": "bottom"}]))
+    document = _document([fanning(0)], subagent_trajectories=subs)
+    texts = _texts(document)
+    assert [t for _, t in texts] == [*(f"level {n}" for n in range(8)), "bottom"]
+    # Each is read under the first call that delegated to it.
+    assert texts[1:3] == [("c0-0", "level 1"), ("c1-0", "level 2")]
+
+
 def _chain(depth: int) -> dict[str, Any]:
     """A main trajectory whose subagent delegates to another, ``depth`` levels deep, each
     subagent embedded in the one that delegates to it (as the RFC embeds them)."""
