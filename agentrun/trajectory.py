@@ -26,6 +26,8 @@ from ._vocabulary.atif import (
     Trajectory,
 )
 from ._vocabulary.trajectory import (
+    DIGEST_MAX_CHARS,
+    MAX_SUBAGENT_DEPTH,
     ReplayedTurn,
     TrajectorySource,
     TrajectoryTurns,
@@ -37,6 +39,8 @@ from ._vocabulary.trajectory import (
 
 __all__ = [
     "ATIF_VERSION",
+    "DIGEST_MAX_CHARS",
+    "MAX_SUBAGENT_DEPTH",
     "AtifAgent",
     "AtifContentPart",
     "AtifFinalMetrics",

@@ -15,6 +15,13 @@ for the keywords :func:`schema_errors` knows (``type``, ``enum``, ``const``, ``r
 ``minLength``/``maxLength``, ``minimum``/``maximum``, ``anyOf``/``oneOf``/``allOf`` and
 ``$ref`` into ``$defs``/``definitions``); others are not checked.
 
+A schema ``dict`` is refused up front (a :class:`ConfigurationError` naming ``output``) when
+checking an answer against it could not end: a ``$ref`` that comes back to where it started
+without going into the value (``a`` → ``a``, ``a`` → ``allOf`` ``b`` → ``a``), or nesting deeper
+than :data:`MAX_SCHEMA_NESTING` levels. Checking an answer goes at most
+:data:`MAX_CHECK_DEPTH` schemas deep (an answer nested deeper is a problem with it, reported as
+any other).
+
 Imports the vocabulary only.
 """
 
@@ -30,10 +37,24 @@ from pydantic import BaseModel, ValidationError
 
 from .._vocabulary.errors import ConfigurationError
 
-__all__ = ["OutputSpec", "OutputType", "output_spec", "schema_errors", "schema_problems"]
+__all__ = [
+    "MAX_CHECK_DEPTH",
+    "MAX_SCHEMA_NESTING",
+    "OutputSpec",
+    "OutputType",
+    "output_spec",
+    "schema_errors",
+    "schema_problems",
+]
 
 #: What ``output=`` takes: a pydantic model class or a JSON Schema.
 OutputType = type[BaseModel] | Mapping[str, Any]
+
+#: How deep a schema ``dict`` may nest (objects and arrays, as JSON): deeper is refused.
+MAX_SCHEMA_NESTING = 100
+#: How many schemas deep checking an answer goes (each ``$ref``, ``allOf``/``anyOf``/``oneOf``
+#: member, property or item is one level): deeper, the answer is reported as too deep.
+MAX_CHECK_DEPTH = 200
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n(.*?)\n?```", re.DOTALL)
 
@@ -84,6 +105,8 @@ class OutputSpec:
             decoded = json.loads(candidate)
         except ValueError as exc:
             return None, [f"not JSON: {exc}"]
+        except RecursionError:
+            return None, ["not JSON: nested too deep to read"]
         if self.model is not None:
             try:
                 return self.model.model_validate(decoded), []
@@ -118,11 +141,15 @@ def output_spec(output: object) -> OutputSpec | None:
         return OutputSpec(schema=output.model_json_schema(), model=output)
     if isinstance(output, Mapping):
         schema = cast(Mapping[str, Any], output)
+        if _nests_deeper(schema, MAX_SCHEMA_NESTING):
+            raise ConfigurationError(
+                f"output schema nests deeper than {MAX_SCHEMA_NESTING} levels", option="output"
+            )
         try:
             plain = json.loads(json.dumps(dict(schema)))
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"output schema is not JSON: {exc}", option="output") from None
-        problems = schema_problems(plain)
+        problems = schema_problems(plain) or _ref_loops(plain)
         if problems:
             raise ConfigurationError(
                 "output schema is not a usable JSON Schema: " + "; ".join(problems[:5]),
@@ -134,6 +161,106 @@ def output_spec(output: object) -> OutputSpec | None:
         f"output must be a pydantic model class or a JSON Schema dict, got {kind}",
         option="output",
     )
+
+
+def _nests_deeper(value: object, limit: int) -> bool:
+    """Whether ``value``'s mappings and lists nest deeper than ``limit`` (iterative: a schema
+    that contains itself is infinitely deep)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: list[object] = list(cast(Mapping[object, object], item).values())
+        elif isinstance(item, list | tuple):
+            children = list(cast("list[object] | tuple[object, ...]", item))
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _resolve(ref: str, root: object) -> object:
+    """The schema a local ``$ref`` (``#/...``) names in ``root``, as :func:`schema_errors`
+    follows it (``None``: nothing)."""
+    target: object = root
+    for part in ref[2:].split("/"):
+        target = cast(dict[str, Any], target).get(part) if isinstance(target, dict) else None
+    return target
+
+
+def _same_value_edges(rule: dict[str, Any], root: object, at: str) -> list[tuple[object, str]]:
+    """The schemas :func:`schema_errors` checks the same value against after ``rule`` (its
+    ``$ref`` and ``allOf``/``anyOf``/``oneOf`` members), each with where it is."""
+    found: list[tuple[object, str]] = []
+    ref = rule.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        found.append((_resolve(ref, root), ref))
+    for key in ("allOf", "anyOf", "oneOf"):
+        options = rule.get(key)
+        if isinstance(options, list):
+            found += [(o, f"{at}.{key}[{i}]") for i, o in enumerate(cast(list[Any], options))]
+    return [(target, where) for target, where in found if isinstance(target, dict)]
+
+
+def _value_edges(rule: dict[str, Any], at: str) -> list[tuple[object, str]]:
+    """The schemas :func:`schema_errors` checks a part of the value against (one level into
+    it)."""
+    found: list[tuple[object, str]] = []
+    properties = rule.get("properties")
+    if isinstance(properties, dict):
+        found += [(s, f"{at}.properties.{k}") for k, s in cast(dict[str, Any], properties).items()]
+    for key in ("items", "additionalProperties"):
+        found.append((rule.get(key), f"{at}.{key}"))
+    return [(target, where) for target, where in found if isinstance(target, dict)]
+
+
+def _ref_loops(root: dict[str, Any]) -> list[str]:
+    """The loops of ``root`` that come back to a schema without going into the value: checking
+    any answer against one would never end."""
+    # Every schema the check can reach, by identity, with where it was first met.
+    where: dict[int, str] = {id(root): "(root)"}
+    nodes: dict[int, dict[str, Any]] = {id(root): root}
+    pending: list[dict[str, Any]] = [root]
+    while pending:
+        rule = pending.pop()
+        at = where[id(rule)]
+        for target, there in _same_value_edges(rule, root, at) + _value_edges(rule, at):
+            if id(target) not in nodes:
+                nodes[id(target)] = cast(dict[str, Any], target)
+                where[id(target)] = there
+                pending.append(cast(dict[str, Any], target))
+    # A cycle among the same-value steps (iterative depth-first search, three colours).
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in nodes.values():
+        if id(start) in state:
+            continue
+        state[id(start)] = 1
+        path: list[tuple[dict[str, Any], list[tuple[object, str]]]] = [
+            (start, _same_value_edges(start, root, where[id(start)]))
+        ]
+        while path:
+            rule, edges = path[-1]
+            if not edges:
+                state[id(rule)] = 2
+                path.pop()
+                continue
+            target, there = edges.pop()
+            seen = state.get(id(target))
+            if seen == 1:
+                loop = [where[id(r)] for r, _ in path]
+                first = next(i for i, (r, _) in enumerate(path) if r is target)
+                shown = " -> ".join([*loop[first:], there])
+                return [
+                    f"{loop[first]}: refers back to itself without going into the value "
+                    f"({shown}); checking an answer would never end"
+                ]
+            if seen is None:
+                state[id(target)] = 1
+                child = cast(dict[str, Any], target)
+                path.append((child, _same_value_edges(child, root, where[id(child)])))
+    return []
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -236,10 +363,16 @@ def _is_type(value: Any, name: str) -> bool:
     return True if kinds is None else isinstance(value, kinds)
 
 
-def schema_errors(value: Any, schema: Any, root: Any = None, at: str = "(root)") -> list[str]:
-    """What makes ``value`` fail ``schema`` (see the module docstring for the keywords)."""
+def schema_errors(
+    value: Any, schema: Any, root: Any = None, at: str = "(root)", depth: int = 0
+) -> list[str]:
+    """What makes ``value`` fail ``schema`` (see the module docstring for the keywords);
+    ``depth``: how many schemas deep the check already is (at most :data:`MAX_CHECK_DEPTH`)."""
     if not isinstance(schema, dict):
         return []
+    if depth >= MAX_CHECK_DEPTH:
+        return [f"{at}: nested too deep to check (over {MAX_CHECK_DEPTH} schemas)"]
+    depth += 1
     rule = cast(dict[str, Any], schema)
     root = rule if root is None else root
     errors: list[str] = []
@@ -248,7 +381,7 @@ def schema_errors(value: Any, schema: Any, root: Any = None, at: str = "(root)")
         target: Any = root
         for part in ref[2:].split("/"):
             target = cast(dict[str, Any], target).get(part) if isinstance(target, dict) else None
-        errors += schema_errors(value, target, root, at)
+        errors += schema_errors(value, target, root, at, depth)
     kind = rule.get("type")
     if isinstance(kind, str | list):
         names = [kind] if isinstance(kind, str) else [str(k) for k in cast(list[Any], kind)]
@@ -266,16 +399,18 @@ def schema_errors(value: Any, schema: Any, root: Any = None, at: str = "(root)")
         properties = cast(dict[str, Any], rule.get("properties") or {})
         for key, item in obj.items():
             if key in properties:
-                errors += schema_errors(item, properties[key], root, f"{at}.{key}")
+                errors += schema_errors(item, properties[key], root, f"{at}.{key}", depth)
             elif rule.get("additionalProperties") is False:
                 errors.append(f"{at}.{key}: extra field not permitted")
             elif isinstance(rule.get("additionalProperties"), dict):
-                errors += schema_errors(item, rule["additionalProperties"], root, f"{at}.{key}")
+                errors += schema_errors(
+                    item, rule["additionalProperties"], root, f"{at}.{key}", depth
+                )
     if isinstance(value, list):
         items = cast(list[Any], value)
         if isinstance(rule.get("items"), dict):
             for i, item in enumerate(items):
-                errors += schema_errors(item, rule["items"], root, f"{at}[{i}]")
+                errors += schema_errors(item, rule["items"], root, f"{at}[{i}]", depth)
         if isinstance(rule.get("minItems"), int) and len(items) < rule["minItems"]:
             errors.append(f"{at}: fewer than {rule['minItems']} items")
         if isinstance(rule.get("maxItems"), int) and len(items) > rule["maxItems"]:
@@ -294,9 +429,11 @@ def schema_errors(value: Any, schema: Any, root: Any = None, at: str = "(root)")
     for key in ("anyOf", "oneOf"):
         options = rule.get(key)
         if isinstance(options, list):
-            passing = [o for o in cast(list[Any], options) if not schema_errors(value, o, root, at)]
+            passing = [
+                o for o in cast(list[Any], options) if not schema_errors(value, o, root, at, depth)
+            ]
             if not passing or (key == "oneOf" and len(passing) > 1):
                 errors.append(f"{at}: does not match {'exactly one' if key == 'oneOf' else 'any'}")
     for part in cast(list[Any], rule.get("allOf") or []):
-        errors += schema_errors(value, part, root, at)
+        errors += schema_errors(value, part, root, at, depth)
     return errors

@@ -81,6 +81,7 @@ class MessageType(str, enum.Enum):
 ContextSource = Literal["agent", "agent_effective", "call_usage", "user", "catalog"]
 
 
+_INFINITY = float("inf")
 _INIT = MessageType.INIT
 _CONTEXT_WINDOW = MessageType.CONTEXT_WINDOW
 
@@ -221,8 +222,11 @@ class Usage(_Model):
     )
     @classmethod
     def _never_negative(cls, value: float | None) -> float | None:
-        # A negative count or cost is nonsense from a broken or hostile agent: not reported.
-        return None if value is not None and value < 0 else value
+        # A negative, NaN or infinite count or cost is nonsense from a broken or hostile agent
+        # (or file): not reported (NaN fails every comparison).
+        if value is None or (0 <= value < _INFINITY):
+            return value
+        return None
 
     def is_empty(self) -> bool:
         return all(v is None for v in self.__dict__.values())

@@ -8,19 +8,21 @@ model):
 * :mod:`.trajectory_turns` — :class:`ReplayedTurn`, :class:`TrajectoryTurns`;
 * :mod:`.trajectory_load` — :data:`TrajectorySource`, :func:`load_trajectory`;
 * :mod:`.trajectory_export` — :func:`to_atif` (the mapping onto the RFC is described there);
-* :mod:`.trajectory_import` — :func:`from_atif`;
-* :mod:`.trajectory_digest` — :func:`trajectory_digest`.
+* :mod:`.trajectory_import` — :func:`from_atif`, :data:`MAX_SUBAGENT_DEPTH`;
+* :mod:`.trajectory_digest` — :func:`trajectory_digest`, :data:`DIGEST_MAX_CHARS`.
 """
 
 from __future__ import annotations
 
-from .trajectory_digest import trajectory_digest
+from .trajectory_digest import DIGEST_MAX_CHARS, trajectory_digest
 from .trajectory_export import to_atif
-from .trajectory_import import from_atif
+from .trajectory_import import MAX_SUBAGENT_DEPTH, from_atif
 from .trajectory_load import TrajectorySource, load_trajectory
 from .trajectory_turns import ReplayedTurn, TrajectoryTurns
 
 __all__ = [
+    "DIGEST_MAX_CHARS",
+    "MAX_SUBAGENT_DEPTH",
     "ReplayedTurn",
     "TrajectorySource",
     "TrajectoryTurns",

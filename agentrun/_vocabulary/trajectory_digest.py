@@ -11,11 +11,20 @@ from typing import Any, cast
 from .trajectory_import import from_atif
 from .trajectory_load import TrajectorySource, load_trajectory
 
-__all__ = ["trajectory_digest"]
+__all__ = ["DIGEST_MAX_CHARS", "trajectory_digest"]
+
+#: The most characters a digest has, however long the trajectory: each part keeps its most
+#: recent entries within a share of it and says how many earlier ones it left out.
+DIGEST_MAX_CHARS = 16_000
 
 #: Argument names that hold a file path, across agents' tools.
 _PATH_KEYS = ("file_path", "filePath", "path", "notebook_path", "filename", "file")
+#: The shares of :data:`DIGEST_MAX_CHARS` (the headings and the fixed lines take the rest).
+_TASK_CHARS = 4_000
+_DONE_CHARS = 6_000
 _MAX_DONE = 40
+_FILES_CHARS = 2_000
+_OPEN_CHARS = 600
 _MAX_TEXT = 1500
 
 
@@ -39,45 +48,74 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _fitting(lines: list[str], budget: int, most: int | None = None) -> int:
+    """How many of the last of ``lines`` fit in ``budget`` characters (each with its newline),
+    at most ``most``."""
+    count = used = 0
+    for line in reversed(lines):
+        if (most is not None and count == most) or used + len(line) + 1 > budget:
+            break
+        count += 1
+        used += len(line) + 1
+    return count
+
+
+def _recent(lines: list[str], budget: int, noun: str, most: int | None = None) -> list[str]:
+    """The last of ``lines`` that fit in ``budget`` characters (at most ``most`` of them),
+    after a line that says how many earlier ``noun`` were left out."""
+    kept = _fitting(lines, budget, most)
+    left_out = len(lines) - kept
+    shown = lines[left_out:]
+    return [f"- ({left_out} earlier {noun} left out)", *shown] if left_out else shown
+
+
 def trajectory_digest(
     source: TrajectorySource,
 ) -> str:
     """A plain-text digest of a trajectory for another agent to continue the work: the task
     (the prompts, when recorded), what was done (tool calls and their outcome), the files
-    touched, where the agent left off, and what is still open."""
+    touched, where the agent left off, and what is still open. At most
+    :data:`DIGEST_MAX_CHARS` characters: a long trajectory keeps its first prompt and its most
+    recent prompts, tool calls and files, and says how many it left out."""
     trajectory = load_trajectory(source)
     agent = trajectory.agent
     read = from_atif(trajectory)
     prompts = [t.prompt for t in read.turns if t.prompt]
     done: list[str] = []
     files: list[str] = []
+    seen_files: set[str] = set()
     last_text = ""
     for turn in read.turns:
         for call in turn.summary.tool_calls:
             given: Any = call.input
             arguments = cast("dict[str, Any]", given) if isinstance(given, dict) else {}
             for path in _paths(arguments):
-                if path not in files:
-                    files.append(path)
+                if path not in seen_files:
+                    seen_files.add(path)
+                    files.append(f"- {_short(path, 200)}")
             outcome = "no result" if not call.completed else ("failed" if call.is_error else "ok")
-            done.append(f"- turn {turn.number}: {call.name or 'tool'} {_short(given)} ({outcome})")
+            name = _short(call.name or "tool", 60)
+            done.append(f"- turn {turn.number}: {name} {_short(given)} ({outcome})")
         if turn.summary.text:
             last_text = turn.summary.text
-    model = f", model {agent.model_name}" if agent.model_name else ""
+    model = f", model {_short(agent.model_name, 80)}" if agent.model_name else ""
     lines = [
-        f"Work recorded with {agent.name} {agent.version}{model} over {len(read.turns)} turn(s).",
+        f"Work recorded with {_short(agent.name, 80)} {_short(agent.version, 40)}{model} over "
+        f"{len(read.turns)} turn(s).",
         "",
         "Task:",
-        *(f"- {_short(p, 600)}" for p in prompts),
     ]
-    if not prompts:
+    if prompts:
+        # The first prompt states the task; the latest say where it went.
+        first = f"- {_short(prompts[0], 600)}"
+        later = [f"- {_short(p, 600)}" for p in prompts[1:]]
+        lines += [first, *_recent(later, _TASK_CHARS - len(first), "prompts")]
+    else:
         lines.append("- not recorded (the trajectory holds no user prompts)")
     lines += ["", "Done:"]
-    if len(done) > _MAX_DONE:
-        skipped = len(done) - _MAX_DONE
-        done = [f"- ({skipped} earlier tool calls left out)", *done[-_MAX_DONE:]]
-    lines += done or ["- no tool calls"]
-    lines += ["", "Files touched:", *(f"- {f}" for f in files)] if files else []
+    lines += _recent(done, _DONE_CHARS, "tool calls", _MAX_DONE) or ["- no tool calls"]
+    if files:
+        lines += ["", "Files touched:", *_recent(files, _FILES_CHARS, "files")]
     if last_text:
         shown = last_text if len(last_text) <= _MAX_TEXT else "…" + last_text[-_MAX_TEXT:]
         lines += ["", "Where it left off (the agent's last answer):", shown]
@@ -87,9 +125,15 @@ def trajectory_digest(
         reason = last.errors[-1].message if last.errors else (last.stop_reason or "unfinished")
         lines.append(f"- the last turn did not finish: {_short(reason, 300)}")
     open_calls = [
-        c.name or "tool" for t in read.turns for c in t.summary.tool_calls if not c.completed
+        _short(c.name or "tool", 60)
+        for t in read.turns
+        for c in t.summary.tool_calls
+        if not c.completed
     ]
     if open_calls:
-        lines.append(f"- tool calls without a result: {', '.join(open_calls)}")
+        kept = _fitting(open_calls, _OPEN_CHARS)
+        earlier = len(open_calls) - kept
+        more = f"{earlier} earlier ones, " if earlier else ""
+        lines.append(f"- tool calls without a result: {more}{', '.join(open_calls[earlier:])}")
     lines.append("- continue the task from where it was left; check the files before changing them")
     return "\n".join(lines)

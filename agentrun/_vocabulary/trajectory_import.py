@@ -3,20 +3,37 @@
 A trajectory the library wrote (:mod:`.trajectory_export`) reads back into the messages it was
 made of, from what it kept under ``extra["agentrun"]``; any other ATIF document reads as turns
 that begin at its ``user`` steps.
+
+A document is read as untrusted: a piece of ``extra`` of the wrong shape (the library's own
+``extra["agentrun"]`` included, which another tool may have rewritten) is left out and the rest
+of the trajectory is read; a token count below zero is not reported, and so is a cost that is
+negative, NaN or infinite; an embedded subagent trajectory is read once, at its first reference
+(a reference back to one being read, a cycle, or a second reference adds nothing); references
+nested deeper than :data:`MAX_SUBAGENT_DEPTH` are a :class:`ConfigurationError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, cast, get_args
 
-from .atif import AtifStep, Trajectory
-from .messages import ContextWindow, Message, MessageType, ToolCall, Usage
+from pydantic import ValidationError
+
+from .atif import AtifMetrics, AtifStep, Trajectory
+from .errors import ConfigurationError
+from .messages import ContextSource, ContextWindow, Message, MessageType, ToolCall, Usage
 from .summary import TurnSummary
 from .trajectory_load import ATIF_SYSTEM, EXTRA_KEY, TrajectorySource, load_trajectory
 from .trajectory_turns import ReplayedTurn, TrajectoryTurns
 
-__all__ = ["from_atif"]
+__all__ = ["MAX_SUBAGENT_DEPTH", "from_atif"]
+
+#: How deep subagent references are followed: a subagent's subagent is depth 2. Deeper is a
+#: :class:`ConfigurationError` (agents delegate one or two levels deep; a chain this long is a
+#: broken or hostile document).
+MAX_SUBAGENT_DEPTH = 16
+
+_CONTEXT_SOURCES: frozenset[str] = frozenset(get_args(ContextSource))
 
 
 def _text(content: Any) -> str:
@@ -33,11 +50,66 @@ def _own(step: AtifStep | Trajectory) -> dict[str, Any]:
     return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
 
 
-def _message(dump: Mapping[str, Any], turn: int, parent: str | None = None) -> Message:
-    fields = dict(dump)
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int | None:
+    """A token count: a non-negative integer, else not reported."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _message(dump: object, turn: int, parent: str | None = None) -> Message | None:
+    """The message kept in ``dump``; ``None`` when it is not one (left out, not raised)."""
+    if not isinstance(dump, dict):
+        return None
+    fields = dict(cast("dict[str, Any]", dump))
     if parent is not None and "parent_tool_use_id" not in fields:
         fields["parent_tool_use_id"] = parent
-    return Message.model_validate({**fields, "turn": turn})
+    try:
+        message = Message.model_validate({**fields, "turn": turn})
+    except ValidationError:
+        return None
+    reading = message.context
+    if reading is not None and any(
+        n is not None and n < 0 for n in (reading.used_tokens, reading.size_tokens)
+    ):
+        return None
+    return message
+
+
+def _events(own: Mapping[str, Any], key: str, turn: int, parent: str | None) -> list[Message]:
+    listed = own.get(key)
+    if not isinstance(listed, list):
+        return []
+    found = (_message(e, turn, parent) for e in cast("list[Any]", listed))
+    return [m for m in found if m is not None]
+
+
+def _reading(metrics: AtifMetrics) -> ContextWindow | None:
+    used = _count(metrics.prompt_tokens)
+    if used is None:
+        return None
+    extra = metrics.extra or {}
+    source = extra.get("context_size_source")
+    return ContextWindow(
+        used_tokens=used,
+        size_tokens=_count(extra.get("context_size_tokens")),
+        used_source="call_usage",
+        size_source=cast("ContextSource", source)
+        if isinstance(source, str) and source in _CONTEXT_SOURCES
+        else None,
+    )
+
+
+def _embedded(trajectory: Trajectory, outer: Mapping[str, Trajectory]) -> dict[str, Trajectory]:
+    """The subagent trajectories a step of ``trajectory`` can name: its own embedded ones, then
+    those of the trajectories it is embedded in (``outer``)."""
+    names = dict(outer)
+    for sub in trajectory.subagent_trajectories or ():
+        if sub.trajectory_id:
+            names[sub.trajectory_id] = sub
+    return names
 
 
 def _step_messages(
@@ -45,21 +117,28 @@ def _step_messages(
     turn: int,
     parent: str | None,
     subagents: Mapping[str, Trajectory],
+    read: set[int],
+    depth: int = 0,
 ) -> list[Message]:
+    """``step``'s messages, ``depth`` subagents deep. ``read``: the subagent trajectories read
+    so far (by identity): each is read once, at its first reference, so a reference back to one
+    (a cycle) or a second reference to it adds nothing, and the messages never outnumber the
+    document's steps."""
     own = _own(step)
-    out = [_message(e, turn, parent) for e in own.get("events_before", ())]
+    out = _events(own, "events_before", turn, parent)
     common: dict[str, Any] = {"turn": turn, "parent_tool_use_id": parent}
-    message_id = own.get("message_id")
+    message_id = _string(own.get("message_id"))
     if step.source == "system":
         context = (step.extra or {}).get("context_management")
-        if "compaction" in own:
-            out.append(_message(own["compaction"], turn, parent))
+        compaction = _message(own.get("compaction"), turn, parent)
+        if compaction is not None:
+            out.append(compaction)
         elif isinstance(context, dict):
             out.append(
                 Message(
                     type=MessageType.COMPACTION,
                     text=_text(step.message),
-                    data={"trigger": cast("dict[str, Any]", context).get("type")},
+                    data={"trigger": _string(cast("dict[str, Any]", context).get("type"))},
                     **common,
                 )
             )
@@ -91,49 +170,55 @@ def _step_messages(
                         id=call.tool_call_id,
                         name=call.function_name,
                         input=call.arguments,
-                        title=extra.get("title"),
-                        kind=extra.get("kind"),
-                        status=extra.get("status"),
+                        title=_string(extra.get("title")),
+                        kind=_string(extra.get("kind")),
+                        status=_string(extra.get("status")),
                     ),
                     message_id=message_id,
                     **common,
                 )
             )
     for result in step.observation.results if step.observation else ():
-        call_id = result.source_call_id or (result.extra or {}).get("tool_call_id")
+        extra = result.extra or {}
+        call_id = result.source_call_id or _string(extra.get("tool_call_id"))
         for ref in result.subagent_trajectory_ref or ():
-            sub = subagents.get(ref.trajectory_id or "")
-            if sub is not None and isinstance(call_id, str):
-                for sub_step in sub.steps:
-                    out.extend(_step_messages(sub_step, turn, call_id, subagents))
+            name = ref.trajectory_id or ""
+            sub = subagents.get(name)
+            if sub is None or call_id is None or id(sub) in read:
+                continue
+            if depth >= MAX_SUBAGENT_DEPTH:
+                raise ConfigurationError(
+                    f"subagent trajectories nested deeper than {MAX_SUBAGENT_DEPTH} levels "
+                    f"(at {_shown(name)})",
+                    option="trajectory",
+                )
+            read.add(id(sub))
+            names = _embedded(sub, subagents)
+            for sub_step in sub.steps:
+                out.extend(_step_messages(sub_step, turn, call_id, names, read, depth + 1))
         if result.source_call_id is None and result.content is None:
             continue
-        extra = result.extra or {}
+        is_error = extra.get("is_error")
         out.append(
             Message(
                 type=MessageType.TOOL_RESULT,
                 tool=ToolCall(
-                    id=call_id if isinstance(call_id, str) else None,
+                    id=call_id,
                     output=_text(result.content) if result.content is not None else None,
-                    is_error=extra.get("is_error"),
+                    is_error=is_error if isinstance(is_error, bool) else None,
                 ),
                 **common,
             )
         )
-    if step.metrics is not None and step.metrics.prompt_tokens is not None:
-        extra = step.metrics.extra or {}
-        out.append(
-            Message.context_window(
-                ContextWindow(
-                    used_tokens=step.metrics.prompt_tokens,
-                    size_tokens=extra.get("context_size_tokens"),
-                    used_source="call_usage",
-                    size_source=extra.get("context_size_source"),
-                )
-            ).model_copy(update=common)
-        )
-    out.extend(_message(e, turn, parent) for e in own.get("events", ()))
+    reading_taken = _reading(step.metrics) if step.metrics is not None else None
+    if reading_taken is not None:
+        out.append(Message.context_window(reading_taken).model_copy(update=common))
+    out.extend(_events(own, "events", turn, parent))
     return out
+
+
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= 80 else name[:79] + "…")
 
 
 def _usage_of(steps: Sequence[AtifStep]) -> Usage | None:
@@ -142,13 +227,13 @@ def _usage_of(steps: Sequence[AtifStep]) -> Usage | None:
         m = step.metrics
         if m is None:
             continue
-        cached = m.cached_tokens
-        prompt = m.prompt_tokens
+        cached = _count(m.cached_tokens)
+        prompt = _count(m.prompt_tokens)
         usage = Usage(
-            input_tokens=None if prompt is None else prompt - (cached or 0),
+            input_tokens=None if prompt is None else max(prompt - (cached or 0), 0),
             cache_read_tokens=cached,
-            output_tokens=m.completion_tokens,
-            cost_usd=m.cost_usd,
+            output_tokens=_count(m.completion_tokens),
+            cost_usd=m.cost_usd,  # Usage drops a negative, NaN or infinite cost
         )
         total = usage if total is None else total + usage
     return total
@@ -161,14 +246,16 @@ def from_atif(
 
     A trajectory the library wrote reads back into the messages it was made of (less what
     export leaves out: deltas, the agent's housekeeping events, readings not taken from a model
-    call). Any other ATIF document reads as: a ``user`` step begins a turn (its text is the
-    prompt), agent steps become thinking, text, tool uses and their results, step metrics
-    context readings, and each turn ends with a ``result`` whose usage sums the turn's step
-    metrics. Raises :class:`ConfigurationError` when ``source`` is not an ATIF document."""
+    call), the events kept on a ``user`` step included (a turn the API refused has no agent
+    step; its errors are kept on the prompt's step). Any other ATIF document reads as: a
+    ``user`` step begins a turn (its text is the prompt), agent steps become thinking, text,
+    tool uses and their results, step metrics context readings, and each turn ends with a
+    ``result`` whose usage sums the turn's step metrics. Raises :class:`ConfigurationError`
+    when ``source`` is not an ATIF document, or its subagent references nest deeper than
+    :data:`MAX_SUBAGENT_DEPTH`."""
     trajectory = load_trajectory(source)
-    subagents = {
-        s.trajectory_id: s for s in trajectory.subagent_trajectories or () if s.trajectory_id
-    }
+    subagents = _embedded(trajectory, {})
+    read: set[int] = set()
     groups: list[tuple[int, list[AtifStep]]] = []
     numbered = any("turn" in _own(s) for s in trajectory.steps)
     for step in trajectory.steps:
@@ -199,11 +286,12 @@ def from_atif(
         prompts = [_text(s.message) for s in steps if s.source == "user"]
         result: Message | None = None
         for step in steps:
-            if step.source != "user":
-                messages.extend(_step_messages(step, number, None, subagents))
-            own = _own(step)
-            if "result" in own:
-                result = _message({"type": "result", **own["result"]}, number)
+            # A user step holds no message of its own, but what happened before the agent's
+            # first step can be kept on it (an API error that ended the turn).
+            messages.extend(_step_messages(step, number, None, subagents, read))
+            kept = _own(step).get("result")
+            if isinstance(kept, dict):
+                result = _message({**cast("dict[str, Any]", kept), "type": "result"}, number)
         if result is None and not numbered:
             # A foreign trajectory: each turn ends, with what its steps' metrics add up to.
             result = Message(type=MessageType.RESULT, turn=number, usage=_usage_of(steps))

@@ -9,9 +9,9 @@ ATIF models.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -21,6 +21,7 @@ from .errors import ConfigurationError
 __all__ = [
     "ATIF_SYSTEM",
     "EXTRA_KEY",
+    "MAX_NESTING",
     "TrajectorySource",
     "load_trajectory",
 ]
@@ -28,6 +29,10 @@ __all__ = [
 #: What the readers of a trajectory take: the model, a decoded document, JSON text or bytes, or
 #: the path of a JSON file (an ``os.PathLike``; a ``str`` is JSON text).
 TrajectorySource = Trajectory | Mapping[str, Any] | str | bytes | os.PathLike[str]
+
+#: How deep a document nests (objects and arrays): JSON text deeper than this is refused by the
+#: parser, and a decoded document (a ``Mapping``) is held to the same bound.
+MAX_NESTING = 200
 
 #: The key under a step's (or a trajectory's) ``extra`` that holds what the RFC has no field for.
 EXTRA_KEY = "agentrun"
@@ -45,6 +50,11 @@ def load_trajectory(source: TrajectorySource) -> Trajectory:
             source = Path(source).read_bytes()
         if isinstance(source, (str, bytes)):
             return Trajectory.model_validate_json(source)
+        if _too_deep(source):
+            raise ConfigurationError(
+                f"not an ATIF trajectory: nested deeper than {MAX_NESTING} levels",
+                option="trajectory",
+            )
         return Trajectory.model_validate(source)
     except OSError as exc:
         raise ConfigurationError(
@@ -53,8 +63,29 @@ def load_trajectory(source: TrajectorySource) -> Trajectory:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
+        if len(where) > 200:
+            where = "…" + where[-199:]
         message = str(first["msg"]).removeprefix("Value error, ")
         raise ConfigurationError(
             f"not an ATIF trajectory: {where + ': ' if where else ''}{message}",
             option="trajectory",
         ) from None
+
+
+def _too_deep(document: Mapping[str, Any]) -> bool:
+    """Whether ``document``'s objects and arrays nest deeper than :data:`MAX_NESTING`
+    (iterative: no recursion limit applies)."""
+    stack: list[tuple[Iterable[object], int]] = [(document.values(), 1)]
+    while stack:
+        children, depth = stack.pop()
+        for child in children:
+            if isinstance(child, Mapping):
+                inner: Iterable[object] = cast("Mapping[Any, object]", child).values()
+            elif isinstance(child, (list, tuple)):
+                inner = cast("Iterable[object]", child)
+            else:
+                continue
+            if depth + 1 > MAX_NESTING:
+                return True
+            stack.append((inner, depth + 1))
+    return False
