@@ -65,10 +65,10 @@ def _data(result: Any) -> dict[str, Any]:
 
 
 async def test_a_client_runs_a_turn_and_gets_the_summary(tmp_path: Path) -> None:
-    progress: list[tuple[float, float | None, str | None]] = []
+    reported: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
 
     async with Client(_server(tmp_path)) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
@@ -90,7 +90,7 @@ async def test_a_client_runs_a_turn_and_gets_the_summary(tmp_path: Path) -> None
         assert summary["all_text"] == "Looking.\n\nDone: list files"
         assert summary["tool_calls"][0]["name"] == "Bash"
         assert summary["context"]["fraction"] == 0.42
-        assert progress == [(4.0, None, "context 42% full")]
+        assert reported == [(4.0, None, "context 42% full")]
         context = _data(await client.call_tool("get_context", {"session_id": sid}))["context"]
         assert (context["used"], context["size"]) == (420, 1000)
         assert _data(await client.call_tool("close_session", {"session_id": sid})) == {
@@ -103,19 +103,19 @@ async def test_a_client_runs_a_turn_and_gets_the_summary(tmp_path: Path) -> None
 async def test_progress_increases_with_each_notification(tmp_path: Path) -> None:
     """MCP: "The progress value MUST increase with each notification". A context fill that
     repeats or falls is still reported, in the message; progress counts the turn's messages."""
-    progress: list[tuple[float, float | None, str | None]] = []
+    reported: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
 
     async with Client(_server(tmp_path)) as client:
         sid = _data(await client.call_tool("start_session", {"engine": "scripted"}))["session_id"]
         arguments = {"session_id": sid, "prompt": "compact"}
         _data(await client.call_tool("run_turn", arguments, progress_callback=on_progress))
-    assert [message for _, _, message in progress] == [
+    assert [message for _, _, message in reported] == [
         "context 42% full", "context 42% full", "context 30% full"
     ]  # fmt: skip
-    values = [value for value, _, _ in progress]
+    values = [value for value, _, _ in reported]
     assert all(later > earlier for earlier, later in itertools.pairwise(values)), values
 
 
@@ -418,10 +418,10 @@ async def test_agentrun_mcp_embedded_runs_real_claude_offline(tmp_path: Path) ->
         str(workspace),
     ]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    progress: list[float] = []
+    reported: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
     params = StdioServerParameters(command=sys.executable, args=argv, env=env)
     async with Client(params) as client:
@@ -435,8 +435,8 @@ async def test_agentrun_mcp_embedded_runs_real_claude_offline(tmp_path: Path) ->
         _data(await client.call_tool("close_session", {"session_id": sid}))
     assert summary["ok"] is True and summary["text"] == "Embedded answer.", summary
     assert summary["errors"] == []
-    assert progress, "claude reports its context fill"
-    assert all(later > earlier for earlier, later in itertools.pairwise(progress)), progress
+    assert reported, "claude reports its context fill"
+    assert all(later > earlier for earlier, later in itertools.pairwise(reported)), reported
 
 
 def test_script_needs_embedded(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
