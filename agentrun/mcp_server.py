@@ -8,6 +8,8 @@ context fill while it runs), ``cancel_turn``, ``get_context`` and ``close_sessio
 Each session runs in a task of the server's own, so it is closed when the server stops: for the
 stdio transport, when the client disconnects. ``max_sessions`` bounds how many run at once and
 working directories must lie under one of ``roots`` (default: the server's working directory).
+With ``embedded=True`` the real agents run against the embedded scripted model server, offline
+(``agentrun mcp --embedded``, as ``agentrun acp --embedded``).
 
 ::
 
@@ -21,17 +23,20 @@ import ipaddress
 import itertools
 import logging
 import os
+import tempfile
 from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+    from mcp.types import CallToolResult, InputRequiredResult
+    from pydantic import ValidationError
 except ImportError as _missing:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "agentrun mcp needs the MCP SDK: pip install 'agentrun-py[mcp]'"
@@ -48,11 +53,15 @@ from ._vocabulary.options import SessionOptions
 from ._vocabulary.summary import ContextSummary, TurnSummary
 from .engines._registry import engine_names, get_engine
 
+if TYPE_CHECKING:
+    from .offline import Script
+
 __all__ = ["build_server", "serve"]
 
 _logger = logging.getLogger("agentrun.mcp")
 
 EngineFactory = Callable[[], Engine]
+_Mode = Literal["plan", "act"]
 
 
 class _Hosted:
@@ -66,6 +75,10 @@ class _Hosted:
         self.context: ContextSummary | None = None
 
 
+#: Registered engines that are test doubles, not agents: never offered by name.
+_TEST_DOUBLES = frozenset({"scripted"})
+
+
 class _Sessions:
     """The server's sessions, each held open by a task in the server's task group."""
 
@@ -74,17 +87,28 @@ class _Sessions:
         roots: Sequence[Path],
         max_sessions: int,
         engines: dict[str, EngineFactory] | None,
+        embedded: bool = False,
     ) -> None:
         self.roots = roots
         self.max_sessions = max_sessions
         self.engines = engines
+        self.embedded = embedded
         self.hosted: dict[str, _Hosted] = {}
         self.starting = 0
         self.numbers = itertools.count(1)
         self.task_group: anyio.abc.TaskGroup | None = None
+        #: With ``embedded``: the model server's address and a directory for agents' homes.
+        self.server_url: str | None = None
+        self.scratch: Path | None = None
 
     def names(self) -> list[str]:
-        return sorted(self.engines) if self.engines is not None else engine_names()
+        if self.engines is not None:
+            return sorted(self.engines)
+        if self.embedded:
+            from .offline import EMBEDDED_ENGINES
+
+            return sorted(EMBEDDED_ENGINES)
+        return [name for name in engine_names() if name not in _TEST_DOUBLES]
 
     def engine(self, name: str) -> Engine:
         if self.engines is not None:
@@ -97,10 +121,35 @@ class _Sessions:
                 raise ToolError(f"engine {name!r} cannot be used: {exc.message}") from None
             except Exception as exc:
                 raise ToolError(f"engine {name!r} cannot be used: {_describe(exc)}") from None
+        if name in _TEST_DOUBLES or (self.embedded and name not in self.names()):
+            raise ToolError(f"unknown engine {name!r} (known: {', '.join(self.names())})")
         try:
             return get_engine(name)
         except AgentrunError as exc:
             raise ToolError(exc.message) from None
+
+    def setup(
+        self, name: str, cwd: str, model: str | None, mode: _Mode | None
+    ) -> tuple[Engine, SessionOptions]:
+        """The engine ``name`` and the options a session of it starts with."""
+        if not self.embedded or self.engines is not None:
+            engine = self.engine(name)
+            try:
+                return engine, SessionOptions(cwd=cwd, model=model, mode=mode)
+            except ConfigurationError as exc:
+                raise ToolError(exc.message) from None
+        from .offline import embedded_engine
+
+        self.engine(name)  # an unknown name is refused as it is without --embedded
+        assert self.server_url is not None
+        assert self.scratch is not None
+        home = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.scratch))
+        try:
+            return embedded_engine(
+                name, self.server_url, home / "agent", cwd=cwd, model=model, mode=mode
+            )
+        except AgentrunError as exc:
+            raise ToolError(f"engine {name!r} cannot be used: {exc.message}") from None
 
     def cwd(self, cwd: str | None) -> str:
         if cwd is not None and "\0" in cwd:
@@ -124,10 +173,12 @@ class _Sessions:
             raise ToolError(f"no session {session_id!r} (start one with start_session)")
         return hosted
 
-    async def start(self, engine_name: str, options: SessionOptions) -> str:
+    async def start(
+        self, engine_name: str, cwd: str, model: str | None, mode: _Mode | None
+    ) -> tuple[str, SessionOptions]:
         if len(self.hosted) + self.starting >= self.max_sessions:
             raise ToolError(f"{self.max_sessions} sessions are open: close one first")
-        engine = self.engine(engine_name)
+        engine, options = self.setup(engine_name, cwd, model, mode)
         assert self.task_group is not None
         session_id = f"{engine_name}-{next(self.numbers)}"
         self.starting += 1
@@ -141,7 +192,7 @@ class _Sessions:
         finally:
             self.starting -= 1
         self.hosted[session_id] = hosted
-        return session_id
+        return session_id, options
 
     async def _host(
         self,
@@ -182,31 +233,71 @@ class _Sessions:
             await self.close(session_id)
 
 
+class _Server(MCPServer[Any]):
+    """The SDK's server, whose tools answer arguments of the wrong shape in words."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            raise ToolError(_arguments_problem(name, cause)) from cause
+
+
+def _arguments_problem(tool: str, error: ValidationError) -> str:
+    """What is wrong with a tool's arguments, naming each argument (not pydantic's report)."""
+    problems: list[str] = []
+    for item in error.errors(include_url=False, include_input=False):
+        argument = ".".join(str(part) for part in item["loc"]) or "arguments"
+        if item["type"] == "missing":
+            problems.append(f"the argument {argument!r} is missing")
+        else:
+            problems.append(f"the argument {argument!r} is invalid: {item['msg']}")
+    return f"{tool}: {'; '.join(problems)}"
+
+
 def build_server(
     *,
     roots: Sequence[str | os.PathLike[str]] | None = None,
     max_sessions: int = 8,
     engines: dict[str, EngineFactory] | None = None,
+    embedded: bool = False,
+    script: Script | None = None,
 ) -> MCPServer[Any]:
     """The MCP server. ``roots``: the directories sessions may work in (default: the current
-    directory); ``engines``: engine factories by name (default: every registered engine)."""
+    directory); ``engines``: engine factories by name (default: every registered engine that is
+    an agent). ``embedded``: run the engines' pinned agents against the embedded scripted model
+    server (``script``; default: its default script), offline."""
     if max_sessions < 1:
         raise ConfigurationError("max_sessions must be at least 1", option="max_sessions")
+    if script is not None and not embedded:
+        raise ConfigurationError("a script needs embedded=True", option="script")
     root_paths = [Path(r).expanduser().resolve() for r in (roots or [os.getcwd()])]
-    sessions = _Sessions(root_paths, max_sessions, engines)
+    sessions = _Sessions(root_paths, max_sessions, engines, embedded)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[Any]) -> AsyncGenerator[None, None]:
-        async with anyio.create_task_group() as tg:
-            sessions.task_group = tg
-            try:
-                yield
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await sessions.close_all()
-                sessions.task_group = None
+        async with AsyncExitStack() as stack:
+            if embedded:
+                from .offline import ModelServer
 
-    server: MCPServer[Any] = MCPServer(
+                model_server = await stack.enter_async_context(ModelServer(script))
+                scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="agentrun-mcp-"))
+                sessions.server_url, sessions.scratch = model_server.url, Path(scratch)
+            async with anyio.create_task_group() as tg:
+                sessions.task_group = tg
+                try:
+                    yield
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await sessions.close_all()
+                    sessions.task_group = None
+
+    server: MCPServer[Any] = _Server(
         name="agentrun",
         version=VERSION,
         instructions=(
@@ -223,8 +314,7 @@ def build_server(
         out: list[dict[str, Any]] = []
         for name in sessions.names():
             try:
-                engine = sessions.engine(name)
-                engine.check()
+                sessions.engine(name).check()
                 available, problem = True, None
             except (AgentrunError, ToolError) as exc:
                 available, problem = False, str(exc)
@@ -245,11 +335,7 @@ def build_server(
     ) -> dict[str, Any]:
         """Start a session of an agent in a working directory (under the server's roots).
         Returns the session id the other tools take."""
-        try:
-            options = SessionOptions(cwd=sessions.cwd(cwd), model=model, mode=mode)
-        except ConfigurationError as exc:
-            raise ToolError(exc.message) from None
-        session_id = await sessions.start(engine, options)
+        session_id, options = await sessions.start(engine, sessions.cwd(cwd), model, mode)
         return {"session_id": session_id, "engine": engine, "cwd": options.cwd}
 
     @server.tool()
@@ -275,10 +361,11 @@ def build_server(
         except ConfigurationError as exc:
             raise ToolError(exc.message.replace("output schema", "output_schema", 1)) from None
         output_errors: list[str] = []
+        progress = _Progress(ctx)
         try:
             turn = hosted.session.turn(prompt, timeout=timeout, output=spec)
             turn.output_repairable = True
-            summary = await _drive(hosted, turn, ctx)
+            summary = await _drive(hosted, turn, progress)
             if spec is not None and turn.output_errors and not turn.cancelling:
                 # The answer did not match: one repair turn, as run_turn makes.
                 repair = hosted.session.turn(
@@ -286,7 +373,7 @@ def build_server(
                 )
                 repair.output_repairable = True
                 repair.summary.output_repairs = 1
-                summary = await _drive(hosted, repair, ctx)
+                summary = await _drive(hosted, repair, progress)
                 output_errors = repair.output_errors
             elif turn.output_errors:
                 output_errors = turn.output_errors
@@ -335,23 +422,32 @@ def build_server(
     return server
 
 
-async def _drive(hosted: _Hosted, turn: Turn, ctx: Context | None) -> TurnSummary:
+async def _drive(hosted: _Hosted, turn: Turn, progress: _Progress) -> TurnSummary:
     """Run ``turn`` to its end as the session's cancellable turn, reporting progress."""
     async with turn:
         hosted.turn = turn
         async for message in turn:
-            await _progress(ctx, message)
+            await progress.seen(message)
     return turn.summary
 
 
-async def _progress(ctx: Context | None, message: Message) -> None:
-    if ctx is None or message.type is not MessageType.CONTEXT_WINDOW:
-        return
-    reading = message.context
-    if reading is None or reading.fraction is None:
-        return
-    fraction = min(reading.fraction, 1.0)
-    await ctx.report_progress(round(fraction * 100, 2), 100, f"context {reading.fraction:.0%} full")
+class _Progress:
+    """A ``run_turn`` call's progress notifications. MCP wants each notification's progress
+    greater than the one before, and a context fill can repeat or fall (compaction, a repair
+    turn), so progress counts the messages seen so far and the message carries the fill."""
+
+    def __init__(self, ctx: Context | None) -> None:
+        self.ctx = ctx
+        self.messages = 0
+
+    async def seen(self, message: Message) -> None:
+        self.messages += 1
+        if self.ctx is None or message.type is not MessageType.CONTEXT_WINDOW:
+            return
+        reading = message.context
+        if reading is None or reading.fraction is None:
+            return
+        await self.ctx.report_progress(self.messages, None, f"context {reading.fraction:.0%} full")
 
 
 def serve(
@@ -361,6 +457,8 @@ def serve(
     port: int = 8765,
     roots: Sequence[str] | None = None,
     max_sessions: int = 8,
+    embedded: bool = False,
+    script: Script | None = None,
 ) -> None:
     """Run the server until its client disconnects (stdio) or it is stopped (HTTP)."""
     # Refused whatever the transport: a --host meant for HTTP must never be taken quietly.
@@ -372,7 +470,7 @@ def serve(
         raise ConfigurationError(
             f"transport must be 'stdio' or 'http', got {transport!r}", option="transport"
         )
-    server = build_server(roots=roots, max_sessions=max_sessions)
+    server = build_server(roots=roots, max_sessions=max_sessions, embedded=embedded, script=script)
     if transport == "stdio":
         server.run("stdio")
     else:

@@ -22,6 +22,7 @@ nothing of the cancelled turn can reach the next one (its process is gone before
 
 from __future__ import annotations
 
+import re
 import signal
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
@@ -174,11 +175,14 @@ class SpawnPerTurnSession(Session):
         if code == 0 or (code in self.outcome_exit_codes and translator.has_outcome):
             await self._emit_finish(ctx, translator)
             return
-        resumed = self.resume_id
-        tail = proc.stderr_tail()
-        if resumed is not None and any(marker in tail for marker in self.not_found_markers):
+        said = _not_found_line(proc.stderr_tail(), self.not_found_markers)
+        if said is not None:
+            # Whenever it happens: a resume id of the caller's, one the session captured, or
+            # one that reached the agent another way (``extra_args``).
+            resumed = self.resume_id
+            known = repr(resumed) if resumed is not None else f"the session it was given ({said})"
             raise SessionNotFoundError(
-                f"{self.agent_name} does not know {resumed!r}",
+                f"{self.agent_name} does not know {known}",
                 session_id=resumed,
                 engine=self.engine_name,
             )
@@ -307,3 +311,16 @@ class SpawnPerTurnSession(Session):
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Nothing runs between turns; subclasses check here that the program exists."""
+
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _not_found_line(tail: str, markers: tuple[str, ...]) -> str | None:
+    """The line of ``tail`` in which the agent says it does not know the session, without its
+    terminal colours, or ``None``."""
+    for line in tail.splitlines():
+        plain = _ANSI_ESCAPE.sub("", line).strip()
+        if any(marker in plain for marker in markers):
+            return plain[:300]
+    return None

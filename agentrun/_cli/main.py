@@ -211,6 +211,9 @@ def parser() -> argparse.ArgumentParser:
                       help="a directory sessions may work in (repeatable; default: the "
                            "current directory)")  # fmt: skip
     mcp_.add_argument("--max-sessions", type=_count, default=8, help="sessions open at once")
+    mcp_.add_argument("--embedded", action="store_true",
+                      help="run the agents on the embedded model server, offline")  # fmt: skip
+    mcp_.add_argument("--script", metavar="FILE", help="model server script (with --embedded)")
 
     catalog_ = sub.add_parser("catalog", help="look models up in the catalog")
     catalog_.add_argument("models", nargs="+", metavar="MODEL", help="model names or aliases")

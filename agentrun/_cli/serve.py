@@ -19,15 +19,22 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def mcp(args: argparse.Namespace) -> int:
+    if args.script and not args.embedded:
+        raise ConfigurationError("--script needs --embedded", option="script")
     try:
         from ..mcp_server import serve
     except ImportError as exc:
         raise ConfigurationError(str(exc), option="mcp") from None
+    from .run import load_script
+
+    script = load_script(args.script)  # a missing or bad script is one line and exit 2, at once
     serve(
         transport=args.transport,
         host=args.host,
         port=args.port,
         roots=args.root or None,
         max_sessions=args.max_sessions,
+        embedded=args.embedded,
+        script=script,
     )
     return 0

@@ -106,6 +106,11 @@ class _SessionActor:
         self._session: Session | None = None
         self._stack: Any = None
         self._turn: Any = None
+        #: The driver's number of the turn running here (or the latest one).
+        self._turn_key: int | None = None
+        #: The number of a turn the driver cancelled before it was entered here: the cancel
+        #: and the turn are separate calls, and the cancel may run first.
+        self._cancelled_key: int | None = None
 
     async def open(self) -> dict[str, Any]:
         from contextlib import AsyncExitStack
@@ -122,15 +127,22 @@ class _SessionActor:
         return {"pid": os.getpid(), "engine": session.engine_name}
 
     async def turn(
-        self, prompt: str, timeout: float | None, idle_timeout: float | None
+        self,
+        prompt: str,
+        timeout: float | None,
+        idle_timeout: float | None,
+        key: int | None = None,
     ) -> Any:  # an async generator of message dicts
         session = self._session
         if session is None:
             yield _error_record(SessionTerminatedError("the remote session is not open"))
             return
+        self._turn_key = key
         try:
             async with session.turn(prompt, timeout=timeout, idle_timeout=idle_timeout) as turn:
                 self._turn = turn
+                if key is not None and self._cancelled_key == key:
+                    turn.cancel()  # cancelled before it got here: it ends as a cancelled turn
                 async for message in turn:
                     yield message.model_dump(mode="json", exclude_none=True)
             yield {"__agentrun_resume_id__": session.resume_id}
@@ -140,9 +152,13 @@ class _SessionActor:
         finally:
             self._turn = None
 
-    async def cancel_turn(self) -> bool:
+    async def cancel_turn(self, key: int | None = None) -> bool:
+        """Cancel turn ``key`` (the driver's turn number): the running one, or, when it has not
+        been entered yet, as soon as it is. Whether a running turn was cancelled."""
+        if key is not None:
+            self._cancelled_key = key
         turn = self._turn
-        if turn is None:
+        if turn is None or (key is not None and key != self._turn_key):
             return False
         turn.cancel()
         return True
@@ -274,14 +290,16 @@ class RaySession(Session):
             raise self._lost
         ray = _import_ray()
         # The driver's Turn owns the timeouts; it cancels this coroutine when one fires.
-        generator = self.actor.turn.options(num_returns="streaming").remote(ctx.prompt, None, None)
+        generator = self.actor.turn.options(num_returns="streaming").remote(
+            ctx.prompt, None, None, ctx.number
+        )
         try:
             await self._pump(ray, generator, ctx)
         except anyio.get_cancelled_exc_class():
             ctx.begin_cancel()
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.engine.cancel_timeout):
                 try:
-                    await self._call(ray.get, self.actor.cancel_turn.remote())
+                    await self._call(ray.get, self.actor.cancel_turn.remote(ctx.number))
                     await self._pump(ray, generator, ctx)
                 except (AgentrunError, ray.exceptions.RayError):
                     pass

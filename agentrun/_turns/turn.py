@@ -32,6 +32,7 @@ import anyio
 import anyio.abc
 
 from .._vocabulary.errors import (
+    AgentAccountError,
     AgentrunError,
     NoResultError,
     OutputValidationError,
@@ -39,8 +40,9 @@ from .._vocabulary.errors import (
     SessionClosedError,
     UsageError,
     account_error,
+    account_failure,
 )
-from .._vocabulary.messages import Message, MessageType
+from .._vocabulary.messages import ErrorInfo, Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import SteeredInput, TurnSummary, WindDown, WoundDown
 from .boundary import check_turn_arguments, failure_code, wind_down_spec
@@ -646,10 +648,19 @@ class Turn:
                     failure = account
             if failure is not None:
                 code = failure_code(failure)
+                errors = self.summary.errors
+                source = (
+                    _account_error_index(errors) if isinstance(failure, AgentAccountError) else None
+                )
                 with anyio.CancelScope(shield=True):
                     await self.deliver(
                         Message.error_message(failure.message, code=code, fatal=True)
                     )
+                if source is not None and len(errors) > source + 1:
+                    # The typed error restates the agent's own: the summary keeps one record of
+                    # the failure, the agent's, under the typed code.
+                    typed = errors.pop()
+                    errors[source] = _recoded(errors[source], typed.code)
                 failure.summary = self.summary
                 self._failure = failure
         finally:
@@ -678,3 +689,21 @@ class Turn:
         """The error that ended the turn, if not raised yet (the iterator will not raise it)."""
         failure, self._failure = self._failure, None
         return failure
+
+
+def _account_error_index(errors: list[ErrorInfo]) -> int | None:
+    """Where the agent's fatal error an account error is read from is (the one
+    :func:`account_error` picks), if any."""
+    for index in range(len(errors) - 1, -1, -1):
+        error = errors[index]
+        if error.fatal and account_failure(error) is not None:
+            return index
+    return None
+
+
+def _recoded(error: ErrorInfo, code: str | None) -> ErrorInfo:
+    """``error`` under ``code``, the agent's own code kept in ``data["agent_code"]``."""
+    data = error.data
+    if error.code not in (None, code):
+        data = {**(data or {}), "agent_code": error.code}
+    return error.model_copy(update={"code": code, "data": data})

@@ -135,3 +135,25 @@ async def test_a_server_error_stays_a_failed_summary(name: str, tmp_path: Path) 
     assert not summary.ok and summary.errors, summary
     assert all(e.message for e in summary.errors)
     assert not {e.code for e in summary.errors} & {"not_authenticated", "quota_exceeded"}
+
+
+@pytest.mark.parametrize("drop", [None, "ANTHROPIC_API_KEY"], ids=["http_401", "no_key"])
+async def test_claude_without_an_account_is_one_error_and_an_error_stop(
+    drop: str | None, tmp_path: Path
+) -> None:
+    """Claude Code says "Not logged in" (or "Invalid API key") in a synthetic message with
+    ``stop_reason: stop_sequence``, then on its result: one failure, one record of it (the
+    agent's, under the typed code), and a stop reason that says the turn failed."""
+    script = Script(turns=[ModelTurn.error(401, "invalid x-api-key")] * 4)
+    async with ModelServer(script) as server:
+        engine, options = _engine("claude", server.url, tmp_path, drop=drop)
+        async with engine.start(options) as session:
+            with pytest.raises(NotAuthenticatedError) as caught:
+                await run_turn(session, "hi", timeout=120)
+    summary = caught.value.summary
+    assert summary is not None
+    assert [(e.code, e.message) for e in summary.errors] == [
+        ("not_authenticated", caught.value.message)
+    ], summary.errors
+    assert summary.errors[0].data == {"agent_code": "api_error"}
+    assert summary.stop_reason == "error" and not summary.ok

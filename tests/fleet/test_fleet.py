@@ -246,10 +246,12 @@ async def test_the_fleet_budget_cancels_running_turns_in_their_agents(backend: s
 
 class ChargedOnCancelEngine(ScriptedEngine):
     """Works until cancelled, then reports what the interrupted turn cost (as Claude Code's
-    result after an interrupt does)."""
+    result after an interrupt does). With ``working``: the file it creates once it has said
+    it is working."""
 
-    def __init__(self) -> None:
+    def __init__(self, working: Path | None = None) -> None:
         super().__init__([[text("working"), Hang()]])
+        self.working = working
 
     def start(self, options: SessionOptions | None = None) -> ScriptedSession:
         return ChargedOnCancelSession(self, options)
@@ -258,6 +260,9 @@ class ChargedOnCancelEngine(ScriptedEngine):
 class ChargedOnCancelSession(ScriptedSession):
     async def _run_turn(self, ctx: TurnContext) -> None:
         await ctx.emit(text("working"))
+        working = getattr(self.engine, "working", None)
+        if isinstance(working, Path):
+            working.touch()
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
@@ -268,12 +273,41 @@ class ChargedOnCancelSession(ScriptedSession):
             raise
 
 
-async def test_a_turn_the_fleet_budget_cancels_is_a_record_with_its_cost(backend: str) -> None:
+class SpendsOnceEngine(ScriptedEngine):
+    """Spends ``cost`` in its turn once the file ``after`` exists (another session's signal,
+    also across Ray workers on one machine)."""
+
+    def __init__(self, after: Path, cost: float) -> None:
+        super().__init__([[result("spent")]])
+        self.after = after
+        self.cost = cost
+
+    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
+        return SpendsOnceSession(self, options)
+
+
+class SpendsOnceSession(ScriptedSession):
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        engine = self.engine
+        assert isinstance(engine, SpendsOnceEngine)
+        while not engine.after.exists():
+            await anyio.sleep(0.01)
+        await ctx.emit(text("spent"))
+        spent = Usage(input_tokens=10, output_tokens=5, cost_usd=engine.cost)
+        await ctx.emit(result("spent", usage=spent))
+
+
+async def test_a_turn_the_fleet_budget_cancels_is_a_record_with_its_cost(
+    backend: str, tmp_path: Path
+) -> None:
+    """The spending turn ends once the other turn is working (whatever the load, on either
+    backend): that turn is cancelled by the budget and is a record with what it cost."""
     tasks = [
         FleetTask(engine="scripted", prompts=("x",), name="hangs"),
         FleetTask(engine="scripted", prompts=("x",), name="spends"),
     ]
-    engines = {"hangs": ChargedOnCancelEngine(), "spends": costing(5.0, delay=0.3)}
+    working = tmp_path / "hangs-is-working"
+    engines = {"hangs": ChargedOnCancelEngine(working), "spends": SpendsOnceEngine(working, 5.0)}
     with anyio.fail_after(30):
         result = await Fleet(
             limit=2,

@@ -8,18 +8,28 @@ turn with ``SessionLostError``, the session stays dead, and the turn is not run 
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
 from agents_support import require_engine
 
-from agentrun import Engine, Fleet, FleetTask, SessionTerminatedError, run_turn
-from agentrun._fleets.ray import RayEngine, RaySession, SessionLostError
+from agentrun import (
+    Engine,
+    Fleet,
+    FleetTask,
+    SessionOptions,
+    SessionTerminatedError,
+    Usage,
+    run_turn,
+)
+from agentrun._fleets.ray import RayEngine, RaySession, SessionLostError, _SessionActor
+from agentrun._turns.turn import TurnContext
 from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
-from agentrun.testing import ScriptedEngine
+from agentrun.testing import ScriptedEngine, ScriptedSession
 from agentrun.testing._scripted_engine import result, text
 
 ray: Any = pytest.importorskip("ray")
@@ -147,3 +157,86 @@ async def test_a_session_no_node_can_hold_fails_fast_and_cancels_fast(ray_instan
             pytest.fail("the actor cannot have started")
     assert scope.cancelled_caught
     assert anyio.current_time() - started < 8
+
+
+class _ChargedOnCancelEngine(ScriptedEngine):
+    """Works until cancelled — also when cancelled before its first message — then reports
+    what the interrupted turn cost, as Claude Code's result after an interrupt does."""
+
+    def __init__(self) -> None:
+        super().__init__([[text("working"), result("never")]])
+
+    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
+        return _ChargedOnCancelSession(self, options)
+
+
+class _ChargedOnCancelSession(ScriptedSession):
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        try:
+            await ctx.emit(text("working"))
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            ctx.begin_cancel()
+            with anyio.CancelScope(shield=True):
+                spent = Usage(input_tokens=100, output_tokens=7, cost_usd=0.25)
+                await ctx.emit(result(stop_reason="cancelled", usage=spent))
+            raise
+
+
+def _items(turn: Any) -> AsyncIterator[dict[str, Any]]:
+    """The actor's turn (an async generator of message dicts, typed ``Any`` for Ray)."""
+    return cast("AsyncIterator[dict[str, Any]]", turn)
+
+
+async def test_the_actor_keeps_a_cancel_that_arrives_before_its_turn() -> None:
+    """The driver's cancel and the turn are separate actor calls: a cancel that runs before the
+    turn was entered in the actor (a budget stop 40 ms into a turn, on a loaded node) must still
+    cancel that turn, which then ends as a cancelled turn with what it cost; before, the
+    cancel was dropped and the turn ran on, with nothing of it reaching the record."""
+    actor = _SessionActor(_ChargedOnCancelEngine, SessionOptions())
+    assert "pid" in await actor.open()
+    try:
+        assert await actor.cancel_turn(1) is False  # nothing is running yet
+        items: list[dict[str, Any]] = []
+        with anyio.fail_after(30):  # a guard against a hang, not a measurement
+            async for item in _items(actor.turn("x", None, None, 1)):
+                items.append(item)
+        ended = [i for i in items if i.get("type") == "result"]
+        assert ended and ended[-1]["stop_reason"] == "cancelled", items
+        assert ended[-1]["usage"]["cost_usd"] == 0.25
+        # A stale cancel (of turn 1) does not touch the next turn.
+        assert await actor.cancel_turn(1) is False
+        actor._cancelled_key = 1  # pyright: ignore[reportPrivateUsage]
+        second: list[dict[str, Any]] = []
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+
+                async def run() -> None:
+                    async for item in _items(actor.turn("y", None, None, 2)):
+                        second.append(item)
+
+                tg.start_soon(run)
+                while not second:
+                    await anyio.sleep(0.01)
+                assert await actor.cancel_turn(2) is True
+        assert second[0].get("text") == "working"
+    finally:
+        await actor.close()
+
+
+async def test_a_turn_cancelled_before_its_first_message_on_ray_is_a_cancelled_summary(
+    ray_instance: None,
+) -> None:
+    """End to end: the driver cancels the turn as soon as it is entered, before the actor has
+    sent anything; the turn still ends in the actor, with its cost, not by force."""
+    engine = RayEngine(_ChargedOnCancelEngine)
+    async with engine.start() as session:
+        turn = session.turn("x")
+        async with turn:
+            turn.cancel()
+            async for _ in turn:
+                pass
+        summary = turn.summary
+        assert not turn.stopped_by_force
+        assert summary.stop_reason == "cancelled" and not summary.ok
+        assert summary.usage is not None and summary.usage.cost_usd == 0.25

@@ -49,22 +49,34 @@ async def test_list_engines_works_with_the_default_engines(tmp_path: Path) -> No
         assert not answer.is_error, answer.content
         assert answer.structured_content is not None
         engines = {e["name"]: e for e in answer.structured_content["engines"]}
-    assert sorted(engines) == engine_names()
+    assert sorted(engines) == [name for name in engine_names() if name != "scripted"]
     replay = engines["replay"]
     assert replay["available"] is False and "path" in replay["problem"]
-    assert engines["scripted"]["available"] is True
+
+
+async def test_the_test_double_is_never_offered_as_an_agent(tmp_path: Path) -> None:
+    """``scripted`` echoes the prompt with ``ok: true``: a client taking it for an agent would
+    believe work was done. The default server neither lists it nor starts it."""
+    async with Client(build_server(roots=[tmp_path])) as client:
+        listed = (await client.call_tool("list_engines")).structured_content
+        assert listed is not None
+        assert "scripted" not in {e["name"] for e in listed["engines"]}
+        message = _error_text(await client.call_tool("start_session", {"engine": "scripted"}))
+        assert "unknown engine 'scripted'" in message and "claude" in message, message
 
 
 async def test_every_bad_request_says_what_is_wrong(tmp_path: Path) -> None:
     async with Client(build_server(roots=[tmp_path])) as client:
         for arguments, said in [
             ({"engine": "replay"}, "replay"),
-            ({"engine": "scripted", "cwd": "a\0b"}, "NUL"),
-            ({"engine": "scripted", "model": "--dangerously"}, "model"),
-            ({"engine": "scripted", "cwd": str(tmp_path / "missing")}, "not a directory"),
+            ({"engine": "claude", "cwd": "a\0b"}, "NUL"),
+            ({"engine": "claude", "model": "--dangerously"}, "model"),
+            ({"engine": "claude", "cwd": str(tmp_path / "missing")}, "not a directory"),
         ]:
             message = _error_text(await client.call_tool("start_session", arguments))
             assert not BARE.match(message) and said in message, (arguments, message)
+    scripted = build_server(roots=[tmp_path], engines={"scripted": ScriptedEngine})
+    async with Client(scripted) as client:
         sid = (await client.call_tool("start_session", {"engine": "scripted"})).structured_content
         assert sid is not None
         for arguments, said in [
@@ -77,6 +89,28 @@ async def test_every_bad_request_says_what_is_wrong(tmp_path: Path) -> None:
             )
             message = _error_text(answer)
             assert not BARE.match(message) and said in message, (arguments, message)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "said"),
+    [
+        ("start_session", {}, "start_session: the argument 'engine' is missing"),
+        ("run_turn", {"session_id": "s-1"}, "run_turn: the argument 'prompt' is missing"),
+        ("run_turn", {}, "the argument 'session_id' is missing; the argument 'prompt' is missing"),
+        ("run_turn", {"session_id": "s-1", "prompt": "hi", "timeout": "soon"},
+         "run_turn: the argument 'timeout' is invalid: Input should be a valid number"),
+        ("start_session", {"engine": "claude", "mode": "fast"},
+         "the argument 'mode' is invalid: Input should be 'plan' or 'act'"),
+        ("close_session", {"session_id": 3}, "the argument 'session_id' is invalid"),
+    ],
+)  # fmt: skip
+async def test_arguments_of_the_wrong_shape_are_named_in_words(
+    tmp_path: Path, tool: str, arguments: dict[str, Any], said: str
+) -> None:
+    async with Client(build_server(roots=[tmp_path])) as client:
+        message = _error_text(await client.call_tool(tool, arguments))
+    assert said in message, message
+    assert "pydantic" not in message and "validation error" not in message, message
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

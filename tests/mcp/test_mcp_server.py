@@ -3,7 +3,9 @@ engine; and over stdio against ``agentrun mcp`` driving the real pinned OpenCode
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,9 +26,15 @@ from agentrun.testing._scripted_engine import result, text, tool_result, tool_us
 pytestmark = pytest.mark.anyio
 
 
+def _reading(used: int) -> Message:
+    return Message.context_window(ContextWindow(used_tokens=used, size_tokens=1000))
+
+
 def _script(prompt: str, number: int) -> list[Any]:
     if prompt == "hang":
         return [text("working"), Hang()]
+    if prompt == "compact":  # the fill repeats, then falls
+        return [_reading(420), text("a"), _reading(420), _reading(300), result("compacted")]
     # Structured output: the first line of the prompt is the answer (the schema follows it).
     if prompt.startswith("answer "):
         answer = prompt.split("\n")[0].removeprefix("answer ")
@@ -57,10 +65,10 @@ def _data(result: Any) -> dict[str, Any]:
 
 
 async def test_a_client_runs_a_turn_and_gets_the_summary(tmp_path: Path) -> None:
-    progress: list[tuple[float, float | None, str | None]] = []
+    reported: list[tuple[float, float | None, str | None]] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
 
     async with Client(_server(tmp_path)) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
@@ -82,7 +90,7 @@ async def test_a_client_runs_a_turn_and_gets_the_summary(tmp_path: Path) -> None
         assert summary["all_text"] == "Looking.\n\nDone: list files"
         assert summary["tool_calls"][0]["name"] == "Bash"
         assert summary["context"]["fraction"] == 0.42
-        assert progress == [(42.0, 100.0, "context 42% full")]
+        assert reported == [(4.0, None, "context 42% full")]
         context = _data(await client.call_tool("get_context", {"session_id": sid}))["context"]
         assert (context["used"], context["size"]) == (420, 1000)
         assert _data(await client.call_tool("close_session", {"session_id": sid})) == {
@@ -90,6 +98,25 @@ async def test_a_client_runs_a_turn_and_gets_the_summary(tmp_path: Path) -> None
         }
         gone = await client.call_tool("get_context", {"session_id": sid})
         assert gone.is_error and "no session" in json.dumps(gone.model_dump(mode="json"))
+
+
+async def test_progress_increases_with_each_notification(tmp_path: Path) -> None:
+    """MCP: "The progress value MUST increase with each notification". A context fill that
+    repeats or falls is still reported, in the message; progress counts the turn's messages."""
+    reported: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, total, message))
+
+    async with Client(_server(tmp_path)) as client:
+        sid = _data(await client.call_tool("start_session", {"engine": "scripted"}))["session_id"]
+        arguments = {"session_id": sid, "prompt": "compact"}
+        _data(await client.call_tool("run_turn", arguments, progress_callback=on_progress))
+    assert [message for _, _, message in reported] == [
+        "context 42% full", "context 42% full", "context 30% full"
+    ]  # fmt: skip
+    values = [value for value, _, _ in reported]
+    assert all(later > earlier for earlier, later in itertools.pairwise(values)), values
 
 
 async def test_bad_requests_are_clear_tool_errors(tmp_path: Path) -> None:
@@ -369,3 +396,51 @@ async def test_claude_delegates_to_opencode_through_agentrun_mcp(tmp_path: Path)
     assert delegated["model"] == "fake/fake-model" and delegated["context"]["size"] == 200_000
     assert not calls["mcp__agentrun__run_turn"].is_error
     assert summary.text == "OpenCode answered: Delegated answer."
+
+
+@pytest.mark.agent
+async def test_agentrun_mcp_embedded_runs_real_claude_offline(tmp_path: Path) -> None:
+    """``agentrun mcp --embedded --script FILE``, as ``agentrun acp --embedded``: the pinned
+    claude answers from the embedded model server; no account, no network; progress rises."""
+    require_engine("claude")
+    script = tmp_path / "script.json"
+    script.write_text(Script(turns=[ModelTurn.text("Embedded answer.")]).model_dump_json())
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    argv = [
+        "-m",
+        "agentrun",
+        "mcp",
+        "--embedded",
+        "--script",
+        str(script),
+        "--root",
+        str(workspace),
+    ]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    reported: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
+
+    params = StdioServerParameters(command=sys.executable, args=argv, env=env)
+    async with Client(params) as client:
+        engines = {e["name"]: e for e in _data(await client.call_tool("list_engines"))["engines"]}
+        assert "scripted" not in engines and engines["claude"]["available"] is True
+        sid = _data(await client.call_tool("start_session", {"engine": "claude"}))["session_id"]
+        arguments = {"session_id": sid, "prompt": "hi", "timeout": 120}
+        summary = _data(
+            await client.call_tool("run_turn", arguments, progress_callback=on_progress)
+        )
+        _data(await client.call_tool("close_session", {"session_id": sid}))
+    assert summary["ok"] is True and summary["text"] == "Embedded answer.", summary
+    assert summary["errors"] == []
+    assert reported, "claude reports its context fill"
+    assert all(later > earlier for earlier, later in itertools.pairwise(reported)), reported
+
+
+def test_script_needs_embedded(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from agentrun.cli import main
+
+    assert main(["mcp", "--script", str(tmp_path / "s.json")]) == 2
+    assert "--script needs --embedded" in capsys.readouterr().err

@@ -71,6 +71,9 @@ TERMINAL_CODES = {
     "aborted_tools": "cancelled",
 }
 
+#: A failed result's stop reasons that say why it failed (any other becomes ``"error"``).
+FAILED_STOPS_KEPT = frozenset({"max_tokens", "refusal", "model_context_window_exceeded"})
+
 #: What a result passes on as it is, when the CLI sent it.
 RESULT_DATA = ("errors", "api_error_status", "api_error_type", "api_error", "result_index")
 
@@ -848,6 +851,10 @@ class ClaudeTranslator(Translator):
                 data[key] = ev[key]
         if stop is None and not is_error:
             stop = self._last_stop_reason
+        if is_error and stop not in FAILED_STOPS_KEPT:
+            # A failed turn says so like every engine's: the model call's own stop (the CLI's
+            # synthetic "stop_sequence" with "Not logged in", say) is not why the turn ended.
+            stop = "error"
         if TERMINAL_CODES.get(terminal or "") == "cancelled":
             # An interrupted turn says so like every engine's, whatever the last call said.
             stop = "cancelled"

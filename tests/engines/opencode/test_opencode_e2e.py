@@ -194,6 +194,32 @@ async def test_nothing_of_a_cancelled_turn_reaches_the_next(tmp_path: Path) -> N
     assert _user_texts(third_call) == ["first prompt", "third prompt"]
 
 
+async def test_session_not_found_is_typed_without_a_resume_id(tmp_path: Path) -> None:
+    """OpenCode printing ``Session not found`` and exiting is :class:`SessionNotFoundError`
+    whenever it happens, not only when the caller passed ``resume_id`` (here the id reaches it
+    through ``extra_args``), as the engine's docstring says."""
+    from agentrun import SessionNotFoundError
+
+    binary = _binary()
+    async with ModelServer(Script(turns=[Turn.text("unused")])) as server:
+        config = opencode_offline(server.url, tmp_path)
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        session = SessionOptions(
+            model=config.model,
+            env=dict(config.env),
+            inherit_env=False,
+            cwd=str(workspace),
+            extra_args=("--session", "ses_0000000000000000000000unknown"),
+        )
+        async with OpenCodeEngine(binary=binary).start(session) as process:
+            with pytest.raises(SessionNotFoundError) as caught:
+                await run_turn(process, "hello", timeout=120)
+        assert server.model_requests == []
+    assert caught.value.session_id is None
+    assert "Session not found" in caught.value.message
+
+
 async def test_resuming_an_unknown_session_is_session_not_found(tmp_path: Path) -> None:
     """``--session`` with an id OpenCode does not know: the documented typed error, naming it."""
     from agentrun import SessionNotFoundError
