@@ -360,7 +360,8 @@ def _continue(
     row = _overview(args.id, records)
     engine: str | None = row["engine"]
     if not engine:
-        raise ConfigurationError(f"session {args.id} has no session record", option="session")
+        what = "names no engine" if _session_record(records) else "has no session record"
+        raise ConfigurationError(f"session {args.id} {what}", option="session")
     if not row["resume_id"]:
         raise ConfigurationError(
             f"session {args.id} has no resume id (the agent never reported one)",

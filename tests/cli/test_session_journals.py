@@ -314,7 +314,7 @@ def test_records_of_the_wrong_types_are_read_as_unknown(
     assert exported[2]["summary"]["usage"]["cost_usd"] is None
     assert main([*directory, "fork", "odd", "hello"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err == "agentrun: session odd has no session record\n"
+    assert out == "" and err == "agentrun: session odd names no engine\n"
 
 
 def test_records_nested_too_deep_are_damage(tmp_path: Path) -> None:
