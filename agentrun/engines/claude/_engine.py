@@ -248,7 +248,7 @@ class ClaudeSession(LongLivedSession):
         translator = self.claude_translator
         current = translator.session_id
         if current is not None and current != self.resume_id and not translator.session_not_found:
-            self.resume_id = current
+            self.resume_id: str | None = current
 
     async def _control(self, ev: dict[str, Any]) -> bool:
         """Handle control traffic; True when ``ev`` was consumed here."""
