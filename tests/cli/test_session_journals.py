@@ -353,6 +353,9 @@ def test_a_fifo_named_as_a_journal_is_refused_without_waiting(tmp_path: Path) ->
     assert shown.returncode == 2 and shown.stderr.startswith("agentrun: cannot read session")
     with pytest.raises(JournalError, match="cannot write session journal pipe in "):
         JsonlSessionStore(journals).open("pipe")
+    (journals / "full.jsonl").symlink_to("/dev/full")  # a device: never written as a journal
+    with pytest.raises(JournalError, match=r"full\.jsonl is not a file"):
+        JsonlSessionStore(journals).open("full")
 
 
 # -- fork: bad input creates nothing ----------------------------------------------------------
