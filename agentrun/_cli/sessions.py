@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -22,6 +23,7 @@ from typing import Any, cast
 from .._vocabulary.errors import ConfigurationError, ForkNotSupportedError
 from .._vocabulary.journal import JsonlSessionStore, check_journal_id, new_journal_id
 from .._vocabulary.messages import Message
+from .render import clean
 
 __all__ = ["FORKING_ENGINES", "add_parser", "sessions"]
 
@@ -42,6 +44,10 @@ FORKING_ENGINES = frozenset(
         "gemini",
     }
 )
+
+
+#: ``list``'s exit status when a journal could not be read (the others are listed all the same).
+_UNREADABLE = 2
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -174,6 +180,20 @@ def _obj(value: Any) -> dict[str, Any]:
     return cast(dict[str, Any], value) if isinstance(value, dict) else {}
 
 
+def _text(value: Any) -> str | None:
+    """``value`` when it is a non-empty string (a journal is read from disk: anything else
+    there is not what the library wrote), else ``None``."""
+    return value if isinstance(value, str) and value else None
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite number, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
 def _session_record(records: list[dict[str, Any]]) -> dict[str, Any]:
     empty: dict[str, Any] = {}
     return next((r for r in records if r.get("kind") == "session"), empty)
@@ -183,23 +203,22 @@ def _overview(journal_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     first = _session_record(records)
     cost: float | None = None
     fill: float | None = None
-    resume_id: str | None = first.get("resume_id")
+    resume_id = _text(first.get("resume_id"))
     for record in records:
-        if record.get("resume_id"):
-            resume_id = record["resume_id"]
+        resume_id = _text(record.get("resume_id")) or resume_id
         if record.get("kind") != "summary":
             continue
         summary = _obj(record.get("summary"))
-        spent = _obj(summary.get("usage")).get("cost_usd")
-        if isinstance(spent, (int, float)):
-            cost = (cost or 0.0) + float(spent)
-        fraction = _obj(summary.get("context")).get("fraction")
-        if isinstance(fraction, (int, float)):
-            fill = float(fraction)
+        spent = _number(_obj(summary.get("usage")).get("cost_usd"))
+        if spent is not None:
+            cost = (cost or 0.0) + spent
+        fraction = _number(_obj(summary.get("context")).get("fraction"))
+        if fraction is not None:
+            fill = fraction
     return {
         "id": journal_id,
-        "engine": first.get("engine"),
-        "started": first.get("at"),
+        "engine": _text(first.get("engine")),
+        "started": _text(first.get("at")),
         "turns": sum(1 for r in records if r.get("kind") == "turn"),
         "cost_usd": cost,
         "context_fill": fill,
@@ -209,47 +228,58 @@ def _overview(journal_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _list(store: JsonlSessionStore, *, as_json: bool) -> int:
     rows: list[dict[str, Any]] = []
-    for journal_id in store.ids():
+    ids = store.ids()
+    unreadable = 0
+    for journal_id in ids:
         try:
             rows.append(_overview(journal_id, store.records(journal_id)))
         except ConfigurationError as exc:  # one damaged journal does not hide the others
-            print(f"agentrun: {exc}", file=sys.stderr)
+            unreadable += 1
+            print(f"agentrun: {clean(str(exc))}", file=sys.stderr)
+    status = _UNREADABLE if unreadable else 0
     if as_json:
         for row in rows:
-            print(json.dumps(row))
+            print(json.dumps(row, allow_nan=False))
+        return status
+    if not ids:
+        print(f"no journaled sessions in {clean(str(store.directory))}")
         return 0
     if not rows:
-        print(f"no journaled sessions in {store.directory}")
-        return 0
+        return status
     print(f"{'ID':<24} {'ENGINE':<17} {'STARTED':<20} {'TURNS':>5} {'COST':>9} {'CONTEXT':>7}")
     for row in rows:
         cost = "-" if row["cost_usd"] is None else f"${row['cost_usd']:.4f}"
         fill = "-" if row["context_fill"] is None else f"{row['context_fill']:.0%}"
         print(
-            f"{row['id']:<24} {row['engine'] or '?':<17} {row['started'] or '?':<20} "
+            f"{row['id']:<24} {clean(row['engine'] or '?'):<17} {clean(row['started'] or '?'):<20} "
             f"{row['turns']:>5} {cost:>9} {fill:>7}"
         )
-    return 0
+    return status
 
 
 def _show(journal_id: str, records: list[dict[str, Any]]) -> int:
     row = _overview(journal_id, records)
-    print(f"session {journal_id}: {row['engine']}, started {row['started']}")
+    engine, started = clean(row["engine"] or "?"), clean(row["started"] or "?")
+    print(f"session {journal_id}: {engine}, started {started}")
     if row["resume_id"]:
-        print(f"  resume id: {row['resume_id']}")
+        print(f"  resume id: {clean(row['resume_id'])}")
+    # Numbered in the journal's order: each process that resumed the session counted from 1.
+    number = 0
     for record in records:
         kind = record.get("kind")
         if kind == "turn":
-            print(f"▶ {record.get('prompt', '')}")
+            number += 1
+            print(f"▶ {clean(str(record.get('prompt', '')))}")
         elif kind == "summary":
             summary = _obj(record.get("summary"))
-            state = "ok" if summary.get("ok") else f"failed ({record.get('error') or 'no result'})"
-            text = str(record.get("text") or "").strip()
+            error = _text(record.get("error")) or "no result"
+            state = "ok" if summary.get("ok") is True else f"failed ({clean(error)})"
+            text = clean(str(record.get("text") or "").strip())
             if text:
                 print("  " + text.replace("\n", "\n  "))
-            print(f"  turn {record.get('turn')} {state}")
+            print(f"  turn {number} {state}")
         elif kind == "fork":
-            print(f"  forked from {record.get('from')}")
+            print(f"  forked from {clean(str(record.get('from')))}")
     return 0
 
 
@@ -291,20 +321,36 @@ def _export(journal_id: str, records: list[dict[str, Any]], *, atif: bool) -> in
             raise ConfigurationError(
                 f"session {journal_id} has no turns to export as a trajectory", option="session"
             )
-        trajectory = to_atif(turns, prompts=prompts, session_id=journal_id)
+        # The agent's session id (its ``init``'s, else the journal's resume id), as ``run
+        # --atif`` writes it; the journal's own id is not the agent's.
+        trajectory = to_atif(turns, prompts=prompts)
+        resume_id = _overview(journal_id, records)["resume_id"]
+        if trajectory.session_id is None and resume_id is not None:
+            trajectory = to_atif(turns, prompts=prompts, session_id=resume_id)
         print(trajectory.model_dump_json(exclude_none=True, indent=2))
         return 0
     for record in records:
-        print(json.dumps(record))
+        print(json.dumps(record, allow_nan=False))
     return 0
 
 
 class _SameJournal:
-    """A store that keeps appending to one journal: a resumed session goes on in its journal."""
+    """A store that keeps appending to one journal: a resumed session goes on in its journal,
+    a forked one begins its own with ``first`` (its ``fork`` record), written once the session
+    holds the journal: a fork that does not start leaves no journal."""
 
-    def __init__(self, store: JsonlSessionStore, journal_id: str) -> None:
+    def __init__(
+        self, store: JsonlSessionStore, journal_id: str, first: dict[str, Any] | None = None
+    ) -> None:
         self.store = store
         self.journal_id = journal_id
+        self._first = first
+
+    def open(self, journal_id: str) -> None:
+        self.store.open(self.journal_id)
+        first, self._first = self._first, None
+        if first is not None:
+            self.store.append(self.journal_id, first)
 
     def append(self, journal_id: str, record: dict[str, Any]) -> None:
         self.store.append(self.journal_id, record)
@@ -332,7 +378,8 @@ def _continue(
     row = _overview(args.id, records)
     engine: str | None = row["engine"]
     if not engine:
-        raise ConfigurationError(f"session {args.id} has no session record", option="session")
+        what = "names no engine" if _session_record(records) else "has no session record"
+        raise ConfigurationError(f"session {args.id} {what}", option="session")
     if not row["resume_id"]:
         raise ConfigurationError(
             f"session {args.id} has no resume id (the agent never reported one)",
@@ -341,14 +388,13 @@ def _continue(
     if fork and engine not in FORKING_ENGINES:
         raise ForkNotSupportedError(f"{engine} cannot fork a session", engine=engine)
     options = _obj(_session_record(records).get("options"))
-    cwd = options.get("cwd")
+    cwd = _text(options.get("cwd"))
     target = new_journal_id() if fork else args.id
-    if fork:
-        store.append(target, {"kind": "fork", "from": args.id, "resume_id": row["resume_id"]})
+    first = {"kind": "fork", "from": args.id, "resume_id": row["resume_id"]} if fork else None
     run_args = argparse.Namespace(
         engine=engine,
-        model=options.get("model"),
-        cwd=cwd if isinstance(cwd, str) and Path(cwd).is_dir() else None,
+        model=_text(options.get("model")),
+        cwd=cwd if cwd is not None and Path(cwd).is_dir() else None,
         json=args.json,
         live=args.live,
         resume=row["resume_id"],
@@ -360,13 +406,13 @@ def _continue(
         idle_timeout=None,
         tool_timeout=None,
         stall_after=None,
-        binary=options.get("binary"),
+        binary=_text(options.get("binary")),
         prompt=args.prompt,
         prompt_file=None,
         dump_requests=args.dump_requests,
-        journal_store=_SameJournal(store, target),
+        journal_store=_SameJournal(store, target, first),
     )
     status = anyio.run(run, run_args)
-    if fork:
+    if fork and store.path(target).exists():
         print(f"forked session: {target}", file=sys.stderr)
     return status

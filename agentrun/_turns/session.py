@@ -38,6 +38,7 @@ import anyio.abc
 
 from .._vocabulary.errors import (
     CompactionNotSupportedError,
+    JournalError,
     SessionTerminatedError,
     SteeringNotSupportedError,
     TurnInProgressError,
@@ -225,8 +226,15 @@ class Session(ABC):
         self._entered = True
         stack = AsyncExitStack()
         if OBSERVERS or self.observers:
-            for observer in (*OBSERVERS, *self.observers):
-                observer.session_started(self)
+            try:
+                for observer in (*OBSERVERS, *self.observers):
+                    observer.session_started(self)
+            except BaseException:
+                # The journal cannot be written (or is in use): nothing started; the observers
+                # told of the start are told of the end.
+                self._closed = True
+                self._observed_close()
+                raise
         try:
             self._task_group = await stack.enter_async_context(anyio.create_task_group())
             await self._start(self._task_group)
@@ -251,9 +259,16 @@ class Session(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        await self.aclose()
+        journal_failure: JournalError | None = None
+        try:
+            await self.aclose()
+        except JournalError as failure:
+            # Raised once the session is over, and only when no other exception is on its way.
+            journal_failure = failure
         stack, self._stack = self._stack, None
         if stack is None:
+            if journal_failure is not None and exc is None:
+                raise journal_failure
             return None
         if self._task_group is not None:
             # The block is over: what is still running in the background is cancelled (this
@@ -267,6 +282,8 @@ class Session(ABC):
             # A background task's error leaves the task group in an exception group: the
             # caller gets the one error itself.
             raise single_error(group) from None
+        if journal_failure is not None and exc is None:
+            raise journal_failure
         return None
 
     async def aclose(self) -> None:
@@ -276,7 +293,8 @@ class Session(ABC):
         turn is cancelled in the agent first (bounded by ``CLOSE_TURN_GRACE``) and ends with
         :class:`SessionClosedError`. The caller's code after ``aclose()`` runs normally: the
         session's background tasks end with the program, and whatever is left is cancelled
-        when the ``async with`` block exits."""
+        when the ``async with`` block exits. A journal that ended early (its store failed) is
+        a :class:`JournalError` here, once the session is over."""
         if self._closed:
             return
         self._closed = True
@@ -289,6 +307,12 @@ class Session(ABC):
                     await active.wait_done()
             await self._shutdown()
         self._observed_close()
+        journal = self.journal
+        if journal is not None:
+            # The journal ended early (its store failed): the turns went on, the close says so.
+            failure = journal.take_error()
+            if failure is not None:
+                raise failure
 
     def _observed_close(self) -> None:
         if OBSERVERS or self.observers:

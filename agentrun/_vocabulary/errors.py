@@ -14,6 +14,8 @@ column is each class's ``error_code`` (``abc``: in :mod:`agentrun.abc`, ``acp``:
     ├── ForkNotSupportedError            fork_not_supported     the agent cannot fork a session
     ├── TurnInProgressError              turn_in_progress       a second turn while one runs
     ├── SessionNotFoundError             session_not_found      a resume / load id the agent lacks
+    ├── JournalError                     journal                the session's journal not written
+    │   └── JournalInUseError            journal_in_use         another session holds the journal
     ├── ProtocolError                    protocol               the wire broken beyond recovery
     │   └── LineTooLongError             line_too_long
     ├── JsonRpcError                     jsonrpc                abc: a JSON-RPC error object
@@ -62,6 +64,8 @@ __all__ = [
     "ConfigurationError",
     "EngineUnavailableError",
     "ForkNotSupportedError",
+    "JournalError",
+    "JournalInUseError",
     "LineTooLongError",
     "NoResultError",
     "NotAuthenticatedError",
@@ -102,6 +106,7 @@ ERROR_CODES: dict[str, str] = {
     "output_validation": "the final answer did not validate against the turn's output schema",
     "not_authenticated": "the agent is not logged in, or its API key is missing or invalid",
     "quota_exceeded": "the agent's account has no quota, credit or billing left",
+    "journal": "the session's journal could not be written; it ends there, the turn went on",
 }
 
 
@@ -216,6 +221,22 @@ class SessionNotFoundError(AgentrunError):
     def __init__(self, message: str, *, session_id: str | None = None, engine: str | None = None):
         super().__init__(message, engine=engine)
         self.session_id = session_id
+
+
+class JournalError(AgentrunError):
+    """The session's journal (``SessionOptions(journal=...)``) could not be written: the store
+    failed (a full disk, a directory that cannot be written). At the start the session does not
+    start; later the journal ends there, the turns go on, and the session's close raises it."""
+
+    def __init__(self, message: str, *, journal_id: str | None = None, engine: str | None = None):
+        super().__init__(message, engine=engine)
+        #: The journal's id.
+        self.journal_id = journal_id
+
+
+class JournalInUseError(JournalError):
+    """Another session (in this process or another) holds the journal: two sessions never
+    write one journal at once. Raised before the agent starts."""
 
 
 class ProtocolError(AgentrunError):

@@ -172,8 +172,9 @@ async def test_sessions_export_atif_is_the_trajectory_of_what_the_session_did(
     exported = _cli(tmp_path, *directory, "export", journal_id, "--atif")
     assert exported.returncode == 0, exported.stderr
     trajectory = Trajectory.model_validate_json(exported.stdout)  # the RFC's models, strict
-    # The journal gives back what the caller saw: the same document.
-    expected = to_atif(turns, prompts=prompts, session_id=journal_id)
+    # The journal gives back what the caller saw: the same document, with the agent's session.
+    expected = to_atif(turns, prompts=prompts)
+    assert trajectory.session_id == summaries[0].resume_id != journal_id
     assert json.loads(exported.stdout) == expected.model_dump(mode="json", exclude_none=True)
     assert [s.message for s in trajectory.steps if s.source == "user"] == prompts
     (call,) = [c for s in trajectory.steps for c in s.tool_calls or ()]

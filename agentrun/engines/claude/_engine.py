@@ -233,13 +233,22 @@ class ClaudeSession(LongLivedSession):
                 else:
                     ev = cast(dict[str, Any], event)
                     if ev.get("type") not in _CONTROL or not await self._control(ev):
-                        await self._route(feed(ev))
+                        messages = feed(ev)
+                        self._note_resume_id()
+                        await self._route(messages)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             pass
         finally:
             for done, _ in self._pending.values():
                 done.set()
             await self._output_ended()
+
+    def _note_resume_id(self) -> None:
+        """``resume_id``: the session id the CLI reports (not one it said it does not know)."""
+        translator = self.claude_translator
+        current = translator.session_id
+        if current is not None and current != self.resume_id and not translator.session_not_found:
+            self.resume_id: str | None = current
 
     async def _control(self, ev: dict[str, Any]) -> bool:
         """Handle control traffic; True when ``ev`` was consumed here."""
