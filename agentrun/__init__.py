@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from ._vocabulary.trajectory_import import from_atif
     from ._vocabulary.trajectory_turns import ReplayedTurn
     from .engines._replay import replay
+    from .offline._proxy import CredentialProxy
 
 #: Public names defined in modules loaded on first use.
 _LAZY: dict[str, str] = {
@@ -123,6 +124,7 @@ _LAZY: dict[str, str] = {
     "RayEngine": "._fleets.ray",
     "RaySession": "._fleets.ray",
     "replay": ".engines._replay",
+    "CredentialProxy": ".offline._proxy",
     "Trajectory": "._vocabulary.atif",
     "ReplayedTurn": "._vocabulary.trajectory_turns",
     "from_atif": "._vocabulary.trajectory_import",
@@ -162,6 +164,7 @@ __all__ = [
     "ContextSummary",
     "ContextTracker",
     "ContextWindow",
+    "CredentialProxy",
     "Effort",
     "Engine",
     "EngineFactory",
