@@ -53,7 +53,7 @@ from ._http import HttpRequest, Limits, Responder, serve_connection
 from ._ledger import ZERO_USAGE, Ledger, LedgerEntry, LedgerSlice
 from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, SideRequest, classify
 from ._script import HttpError
-from ._upstream import Upstream, UpstreamAnswer, UpstreamFailure, exchange
+from ._upstream import Upstream, UpstreamAnswer, UpstreamFailure, connect, exchange
 
 __all__ = [
     "DEFAULT_UPSTREAMS",
@@ -272,6 +272,8 @@ class CredentialProxy:
         self.errors: list[Exception] = []
         #: Model calls refused because the budget was spent.
         self.refused: int = 0
+        self._in_flight = 0
+        self._quiet: anyio.Event | None = None
 
     def __repr__(self) -> str:  # never the keys
         providers = ", ".join(sorted(self._keys))
@@ -299,6 +301,32 @@ class CredentialProxy:
     def url(self) -> str:
         """``http://127.0.0.1:<port>``: the base URL to give the agent."""
         return f"http://127.0.0.1:{self.port}"
+
+    def has_key(self, provider: str) -> bool:
+        """Whether the proxy holds a real key for ``provider``."""
+        return provider in self._keys
+
+    async def check_upstream(self, provider: str) -> None:
+        """Connect to ``provider``'s upstream once (and hang up): a
+        :class:`~agentrun.ConfigurationError` with the upstream's words when it cannot be
+        reached, within the connect timeout."""
+        upstream = self._upstreams[cast(Provider, provider)]
+        try:
+            stream = await connect(upstream, self._connect_timeout)
+        except UpstreamFailure as failure:
+            raise ConfigurationError(failure.words, option="upstream") from None
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+
+    async def settled(self, most: float = 10.0) -> None:
+        """Wait (``most`` seconds at most) until no model call is being answered, so the ledger
+        holds every call an agent has seen the end of."""
+        if not self._in_flight:
+            return
+        if self._quiet is None:
+            self._quiet = anyio.Event()
+        with anyio.move_on_after(most):
+            await self._quiet.wait()
 
     @property
     def spent_tokens(self) -> int:
@@ -464,6 +492,17 @@ class CredentialProxy:
         return headers
 
     async def _handle(self, request: HttpRequest, out: Responder) -> bool:
+        model_call = classify(request.method, request.path) in DIALECTS
+        self._in_flight += model_call
+        try:
+            return await self._answer(request, out)
+        finally:
+            self._in_flight -= model_call
+            if not self._in_flight and self._quiet is not None:
+                self._quiet.set()
+                self._quiet = None
+
+    async def _answer(self, request: HttpRequest, out: Responder) -> bool:
         received_at = datetime.now(timezone.utc)
         keep = request.keep_alive
         api = classify(request.method, request.path)

@@ -24,7 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._vocabulary.errors import ConfigurationError
 
-__all__ = ["Upstream", "UpstreamAnswer", "UpstreamFailure", "exchange"]
+__all__ = ["Upstream", "UpstreamAnswer", "UpstreamFailure", "connect", "exchange"]
 
 #: Bounds on what an upstream's answer head may hold.
 _MAX_LINE = 64 * 1024
@@ -202,7 +202,8 @@ def _words(exc: BaseException) -> str:
     return str(cause) or type(cause).__name__
 
 
-async def _connect(upstream: Upstream, timeout: float) -> anyio.abc.ByteStream:
+async def connect(upstream: Upstream, timeout: float) -> anyio.abc.ByteStream:
+    """A connection to ``upstream`` (TLS for ``https``), or :class:`UpstreamFailure`."""
     with anyio.move_on_after(timeout):
         try:
             if upstream.scheme == "https":
@@ -227,7 +228,7 @@ async def exchange(
 ) -> UpstreamAnswer:
     """Send one request (``target``: the path and query after the upstream's prefix) and read
     its answer's head. The caller reads the body and closes the answer."""
-    stream = await _connect(upstream, connect_timeout)
+    stream = await connect(upstream, connect_timeout)
     try:
         lines = [f"{method} {upstream.prefix}{target} HTTP/1.1", f"host: {upstream.host_header}"]
         lines += [f"{name}: {value}" for name, value in headers]
