@@ -197,6 +197,8 @@ class _EventUsage:
         self._pending = b""
 
     def _event(self, block: bytes) -> None:
+        if b"usage" not in block:
+            return  # every usage object's name says so (usage, usageMetadata): no need to parse
         data = b"\n".join(
             line[5:].removeprefix(b" ") for line in block.split(b"\n") if line.startswith(b"data:")
         )
@@ -583,20 +585,26 @@ class CredentialProxy:
             if events:
                 reader = _EventUsage(dialect) if dialect is not None else None
                 await out.start(answer.status, headers, chunked=True, keep_alive=keep)
-                async for piece in answer.chunks():
+
+                async def relay(piece: bytes) -> None:
                     await out.write(piece)
                     if reader is not None:
                         reader.feed(piece)
+
+                await answer.pipe(relay)
                 await out.finish()
                 if reader is not None:
                     reader.close()
                     reported = reader.usage
             else:
                 whole = bytearray()
-                async for piece in answer.chunks():
-                    whole += piece
+
+                async def keep_piece(piece: bytes) -> None:
+                    whole.extend(piece)
                     if len(whole) > _MAX_WHOLE_ANSWER:
                         raise UpstreamFailure("the upstream's answer is too large")
+
+                await answer.pipe(keep_piece)
                 body = self._scrub(bytes(whole))
                 if dialect is not None:
                     parsed = _json_object(body)

@@ -4,7 +4,7 @@ as it arrives.
 An :class:`Upstream` is a base URL (``http`` or ``https``, a host, a port, a path prefix put
 before every forwarded path). :func:`exchange` connects (TLS for ``https``, bounded by a
 connect timeout), writes the request with a fixed length and ``connection: close``, and reads
-the status line and headers; :meth:`UpstreamAnswer.chunks` then yields the body as it comes
+the status line and headers; :meth:`UpstreamAnswer.pipe` then hands the body on as it comes
 (fixed length, chunked, or until the upstream closes), each read bounded by an idle timeout.
 Anything that keeps the answer from arriving is an :class:`UpstreamFailure` with the words of
 the failure (``Connection refused``, a TLS error, a timeout), never a hang.
@@ -12,9 +12,10 @@ the failure (``Connection refused``, a TLS error, a timeout), never a hang.
 
 from __future__ import annotations
 
+import math
 import os
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -87,7 +88,7 @@ class Upstream:
 
 @dataclass
 class UpstreamAnswer:
-    """The head of an upstream's answer, and its body to read (:meth:`chunks`)."""
+    """The head of an upstream's answer, and its body to hand on (:meth:`pipe`)."""
 
     status: int
     #: Header names in lower case, in order.
@@ -95,6 +96,7 @@ class UpstreamAnswer:
     _stream: anyio.abc.ByteStream
     _reader: BufferedByteReceiveStream
     _idle_timeout: float
+    _watch: anyio.CancelScope | None = None
 
     def header(self, name: str) -> str | None:
         value: str | None = None
@@ -114,8 +116,21 @@ class UpstreamAnswer:
         except ValueError:
             return None
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The body, piece by piece as it arrives; :class:`UpstreamFailure` if it stops."""
+    async def pipe(self, sink: Callable[[bytes], Awaitable[None]]) -> None:
+        """Hand the body to ``sink`` piece by piece as it arrives; :class:`UpstreamFailure` if
+        it stops, or nothing arrives for the idle timeout (the sink's own time not counted)."""
+        with anyio.CancelScope() as watch:
+            self._watch = watch
+            try:
+                async for piece in self._pieces():
+                    watch.deadline = math.inf
+                    await sink(piece)
+            finally:
+                self._watch = None
+        if watch.cancelled_caught:
+            raise UpstreamFailure(f"the upstream sent nothing for {self._idle_timeout:g} s")
+
+    async def _pieces(self) -> AsyncIterator[bytes]:
         try:
             if self.status in (204, 304) or 100 <= self.status < 200:
                 return
@@ -143,33 +158,45 @@ class UpstreamAnswer:
             raise UpstreamFailure(f"the upstream's answer broke off: {exc!r}") from None
 
     async def _read(self, most: int) -> bytes:
-        with anyio.move_on_after(self._idle_timeout) as waited:
-            try:
-                return await self._reader.receive(most)
-            except anyio.EndOfStream as end:
-                raise UpstreamFailure("the upstream closed the connection") from end
-            except (anyio.BrokenResourceError, OSError, ssl.SSLError) as exc:
-                raise UpstreamFailure(f"the upstream's answer broke off: {exc}") from None
-        assert waited.cancelled_caught
-        raise UpstreamFailure(f"the upstream sent nothing for {self._idle_timeout:g} s")
+        if self._watch is None:
+            with anyio.move_on_after(self._idle_timeout):
+                return await self._receive(most)
+            raise UpstreamFailure(f"the upstream sent nothing for {self._idle_timeout:g} s")
+        # One scope watches the whole body: a deadline moved per read costs less than a scope.
+        self._watch.deadline = anyio.current_time() + self._idle_timeout
+        return await self._receive(most)
+
+    async def _receive(self, most: int) -> bytes:
+        try:
+            return await self._reader.receive(most)
+        except anyio.EndOfStream as end:
+            raise UpstreamFailure("the upstream closed the connection") from end
+        except (anyio.BrokenResourceError, OSError, ssl.SSLError) as exc:
+            raise UpstreamFailure(f"the upstream's answer broke off: {exc}") from None
 
     async def _line(self) -> bytes:
-        with anyio.move_on_after(self._idle_timeout):
-            try:
-                return await self._reader.receive_until(b"\r\n", _MAX_LINE)
-            except anyio.DelimiterNotFound:
-                raise UpstreamFailure("the upstream sent a line too long") from None
-            except (
-                anyio.EndOfStream,
-                anyio.IncompleteRead,
-                anyio.BrokenResourceError,
-                OSError,
-                ssl.SSLError,
-            ) as exc:
-                raise UpstreamFailure(
-                    f"the upstream's answer broke off: {type(exc).__name__} {exc}".rstrip()
-                ) from None
-        raise UpstreamFailure(f"the upstream sent nothing for {self._idle_timeout:g} s")
+        if self._watch is None:
+            with anyio.move_on_after(self._idle_timeout):
+                return await self._receive_line()
+            raise UpstreamFailure(f"the upstream sent nothing for {self._idle_timeout:g} s")
+        self._watch.deadline = anyio.current_time() + self._idle_timeout
+        return await self._receive_line()
+
+    async def _receive_line(self) -> bytes:
+        try:
+            return await self._reader.receive_until(b"\r\n", _MAX_LINE)
+        except anyio.DelimiterNotFound:
+            raise UpstreamFailure("the upstream sent a line too long") from None
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.BrokenResourceError,
+            OSError,
+            ssl.SSLError,
+        ) as exc:
+            raise UpstreamFailure(
+                f"the upstream's answer broke off: {type(exc).__name__} {exc}".rstrip()
+            ) from None
 
     async def _chunked(self) -> AsyncIterator[bytes]:
         while True:
