@@ -577,7 +577,11 @@ class CredentialProxy:
         dialect: Dialect | None,
     ) -> bool:
         """Pass the upstream's answer on and enter its usage in the ledger."""
-        headers = [(k, v) for k, v in answer.headers if k not in _HOP_HEADERS]
+        # The body goes on as it came: a content-encoding the upstream chose despite
+        # ``identity`` stays (the agent decodes it; its usage then cannot be read).
+        headers = [
+            (k, v) for k, v in answer.headers if k not in _HOP_HEADERS or k == "content-encoding"
+        ]
         events = "text/event-stream" in (answer.header("content-type") or "").lower()
         reported: dict[str, Any] | None = None
         complete = False

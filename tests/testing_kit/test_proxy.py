@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from model_client import Reply, exchange, parse_reply, raw_request
 
@@ -81,6 +82,18 @@ def _request(api: str, streamed: bool) -> tuple[str, dict[str, Any]]:
 async def _post(port: int, api: str, path: str, body: Any) -> Reply:
     (reply,) = await exchange(port, [raw_request(path, body, headers=AUTH[api])])
     return reply
+
+
+async def _raw_exchange(conn: anyio.abc.ByteStream, request: bytes) -> bytes:
+    """Send ``request`` and read everything until the other side closes."""
+    data = b""
+    async with conn:
+        await conn.send(request)
+        while True:
+            try:
+                data += await conn.receive()
+            except anyio.EndOfStream:
+                return data
 
 
 def _same_answer(direct: Reply, proxied: Reply) -> None:
@@ -202,6 +215,23 @@ async def test_the_upstream_down_is_a_502_with_its_words() -> None:
     assert [e.status for e in proxy.ledger.entries] == [502]
 
 
+async def test_an_upstream_that_stalls_mid_stream_is_cut_with_its_words() -> None:
+    stalling = ModelTurn(blocks=[TextBlock(text="slow " * 20)], chunk_chars=5, chunk_delay=30)
+    async with ModelServer(Script(turns=[stalling])) as server:
+        async with CredentialProxy(server.url, keys=REAL, idle_timeout=0.5) as proxy:
+            with anyio.fail_after(30):
+                data = await _raw_exchange(
+                    await anyio.connect_tcp("127.0.0.1", proxy.port),
+                    raw_request(*STREAMED["chat"], headers=AUTH["chat"]),
+                )
+    # What came before the stall was passed on, then the connection closed: no last chunk.
+    assert data.startswith(b"HTTP/1.1 200") and b'"role":"assistant"' in data
+    assert not data.endswith(b"0\r\n\r\n")
+    assert proxy.failures == ["the upstream sent nothing for 0.5 s"]
+    (entry,) = proxy.ledger.entries
+    assert not entry.complete and entry.reported is None
+
+
 async def test_the_proxy_s_port_taken_is_a_configuration_error() -> None:
     async with ModelServer() as server:
         with pytest.raises(ConfigurationError, match=r"cannot listen on 127\.0\.0\.1"):
@@ -235,14 +265,10 @@ async def test_a_unix_socket_serves_the_same(tmp_path: Path) -> None:
     where = tmp_path / "proxy.sock"
     async with ModelServer(Script(turns=[TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL, socket_path=where) as proxy:
-            async with await anyio.connect_unix(where) as conn:
-                await conn.send(raw_request(*STREAMED["chat"], headers=AUTH["chat"]))
-                data = b""
-                while True:
-                    try:
-                        data += await conn.receive()
-                    except anyio.EndOfStream:
-                        break
+            data = await _raw_exchange(
+                await anyio.connect_unix(where),
+                raw_request(*STREAMED["chat"], headers=AUTH["chat"]),
+            )
     reply, _ = parse_reply(data)
     assert reply.status == 200 and len(proxy.ledger) == 1
     assert not where.exists()  # the socket is removed when the proxy stops
