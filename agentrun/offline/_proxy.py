@@ -116,8 +116,12 @@ _MAX_EVENT = 16 * 1024 * 1024
 
 
 def _provider_of(api: ApiKind, request: HttpRequest) -> Provider:
-    if api in ("anthropic", "responses", "chat", "gemini"):
-        return {"anthropic": "anthropic", "gemini": "gemini"}.get(api, "openai")  # type: ignore[return-value]
+    if api == "anthropic":
+        return "anthropic"
+    if api == "gemini":
+        return "gemini"
+    if api in ("responses", "chat"):
+        return "openai"
     if api == "count_tokens":
         return "gemini" if ":" in request.path else "anthropic"
     if request.header("x-api-key") is not None or request.header("anthropic-version"):

@@ -4,7 +4,9 @@ side requests, budgets, a missing key, an unreachable upstream, a taken port, a 
 
 from __future__ import annotations
 
+import json
 import socket
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,13 @@ import anyio.abc
 import pytest
 from model_client import Reply, exchange, parse_reply, raw_request
 
-from agentrun import ConfigurationError, CredentialProxy
+from agentrun import ConfigurationError, CredentialProxy, TurnSummary, Usage
+from agentrun._cli.proxied import Meter
 from agentrun._vocabulary.prices import PriceCatalog
 from agentrun.offline import (
+    Ledger,
+    LedgerEntry,
+    LedgerSlice,
     ModelServer,
     ModelTurn,
     Script,
@@ -23,6 +29,7 @@ from agentrun.offline import (
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
+    usage_disagreement,
 )
 
 pytestmark = pytest.mark.anyio
@@ -127,8 +134,6 @@ async def test_each_api_is_passed_on_with_the_real_key_and_metered(
 
 
 def direct_body(body: Any) -> bytes:
-    import json
-
     return json.dumps(body).encode()
 
 
@@ -277,3 +282,45 @@ async def test_a_unix_socket_serves_the_same(tmp_path: Path) -> None:
 def test_a_bad_upstream_url_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="not an http"):
         CredentialProxy("ftp://example.com", keys=REAL)
+
+
+async def test_a_turn_s_usage_is_set_beside_the_ledger_and_a_disagreement_is_reported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with ModelServer(Script(turns=[TURN, TURN])) as server:
+        async with CredentialProxy(server.url, keys=REAL) as proxy:
+            meter = Meter(proxy, as_json=True)
+            await _post(proxy.port, "chat", *STREAMED["chat"])
+            metered = proxy.ledger.since(0).main.usage
+            agreeing = TurnSummary(turn=1, usage=metered)
+            await meter.turn(agreeing)
+            await _post(proxy.port, "chat", *STREAMED["chat"])
+            wrong = metered.model_copy(update={"output_tokens": 1})
+            disagreeing = TurnSummary(turn=2, usage=wrong)
+            await meter.turn(disagreeing)
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (first["agrees"], first["proxy"]["calls"], agreeing.errors) == (True, 1, [])
+    assert first["proxy"]["usage"] == metered.model_dump(exclude_none=True)
+    assert second["agrees"] is False and second["proxy"]["calls"] == 1
+    assert (
+        second["disagreement"]
+        == f"the agent reported output_tokens 1 (proxy {SCRIPTED.output_tokens})"
+    )
+    (error,) = disagreeing.errors
+    assert error.code == "usage_mismatch" and not error.fatal
+
+
+def test_no_figures_for_metered_tokens_is_a_disagreement() -> None:
+    assert usage_disagreement(None, LedgerSlice()) is None  # nothing metered, nothing said
+    ledger = Ledger()
+    ledger.append(
+        LedgerEntry(
+            seq=0, api="chat", model="m", status=200, usage=Usage(input_tokens=5, output_tokens=2),
+            received_at=datetime.now(timezone.utc), answered_at=datetime.now(timezone.utc),
+        )
+    )  # fmt: skip
+    said = usage_disagreement(Usage(usage_source="unavailable"), ledger.since(0))
+    assert said == (
+        "the agent reported no token figures; the proxy metered "
+        "{'input_tokens': 5, 'output_tokens': 2}"
+    )
