@@ -38,12 +38,14 @@ KEY_HEADER = {
     "codex-acp": OPENAI,
     "opencode": OPENAI,
     "opencode-acp": OPENAI,
+    "qwen": OPENAI,
 }
 #: Lets each agent run the shell command below without asking.
 NO_ASKING: dict[str, tuple[str, ...]] = {
     "claude": ("--option", "claude.permission_mode=bypassPermissions"),
     "claude-acp": ("--option", "acp.mode=bypassPermissions"),
     "codex-acp": ("--option", "acp.mode=agent-full-access"),
+    "qwen": ("--option", "acp.mode=yolo"),
 }
 #: The agent's environment and every command line of the machine, printed by its own shell.
 SHOW_ENV = "env; ps -ww -eo args"
