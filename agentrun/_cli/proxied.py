@@ -102,7 +102,7 @@ class Meter:
         served = proxy.ledger.since(self._mark)
         self._mark += len(served)
         refused, self._refused = proxy.refused - self._refused, proxy.refused
-        disagreement = usage_disagreement(summary.usage, served)
+        disagreement = usage_disagreement(summary.usage, served, prices=proxy.prices)
         if disagreement is not None:
             summary.errors.append(
                 ErrorInfo(

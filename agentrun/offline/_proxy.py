@@ -288,6 +288,11 @@ class CredentialProxy:
     # ------------------------------------------------------------------ what callers read
 
     @property
+    def prices(self) -> PriceCatalog:
+        """The prices the cost budget and the metered cost are counted at."""
+        return self._prices or default_prices()
+
+    @property
     def upstreams(self) -> dict[Provider, str]:
         """Where each provider's requests go."""
         return {provider: upstream.url for provider, upstream in self._upstreams.items()}
@@ -351,7 +356,7 @@ class CredentialProxy:
     @property
     def spent_cost_usd(self) -> float | None:
         """What the metered calls cost at the catalog's prices (``None``: a model unpriced)."""
-        return self.ledger.since(0).cost(prices=self._prices or default_prices())
+        return self.ledger.since(0).cost(prices=self.prices)
 
     @property
     def budget_spent(self) -> str | None:
@@ -635,10 +640,15 @@ class CredentialProxy:
         return keep
 
 
-def usage_disagreement(usage: Usage | None, served: LedgerSlice) -> str | None:
+def usage_disagreement(
+    usage: Usage | None, served: LedgerSlice, *, prices: PriceCatalog | None = None
+) -> str | None:
     """How a turn's ``usage`` (as the agent reported it) differs from what the proxy metered
     for the turn's main calls (``served``), or ``None`` when every figure the agent reported
-    is the proxy's. An agent that reports no figures disagrees when tokens were metered."""
+    is the proxy's. An agent that reports no figures disagrees when tokens were metered. A
+    cost the agent reported itself (``cost_source`` ``reported``) disagrees when it is more
+    than 1 % off the proxy's tokens at the catalog's prices (``prices``, default the
+    library's); a model without a price is not compared."""
     main = served.main
     metered = main.usage
     if usage is not None and usage.usage_source == "last_call" and main.entries:
@@ -655,4 +665,8 @@ def usage_disagreement(usage: Usage | None, served: LedgerSlice) -> str | None:
         for name, value in known.items()
         if value != getattr(metered, name)
     ]
+    if usage is not None and usage.cost_source == "reported" and usage.cost_usd is not None:
+        priced = main.cost(prices=prices) if usage.usage_source != "last_call" else None
+        if priced is not None and abs(usage.cost_usd - priced) > max(1e-6, priced / 100):
+            wrong.append(f"cost ${usage.cost_usd:.6f} (proxy ${priced:.6f} at catalog prices)")
     return "the agent reported " + ", ".join(wrong) if wrong else None

@@ -324,3 +324,20 @@ def test_no_figures_for_metered_tokens_is_a_disagreement() -> None:
         "the agent reported no token figures; the proxy metered "
         "{'input_tokens': 5, 'output_tokens': 2}"
     )
+
+
+def test_a_reported_cost_off_the_catalog_s_price_is_a_disagreement() -> None:
+    prices = PriceCatalog({"models": {"m": {"input": 1_000_000.0, "output": 1_000_000.0}}})
+    ledger = Ledger()
+    ledger.append(
+        LedgerEntry(
+            seq=0, api="chat", model="m", status=200, usage=Usage(input_tokens=5, output_tokens=2),
+            received_at=datetime.now(timezone.utc), answered_at=datetime.now(timezone.utc),
+        )
+    )  # fmt: skip
+    figures = {"input_tokens": 5, "output_tokens": 2, "cost_source": "reported"}
+    right = Usage(**figures, cost_usd=7.0)  # pyright: ignore[reportArgumentType]
+    wrong = Usage(**figures, cost_usd=7.5)  # pyright: ignore[reportArgumentType]
+    assert usage_disagreement(right, ledger.since(0), prices=prices) is None
+    said = usage_disagreement(wrong, ledger.since(0), prices=prices)
+    assert said == "the agent reported cost $7.500000 (proxy $7.000000 at catalog prices)"
