@@ -341,3 +341,19 @@ def test_a_reported_cost_off_the_catalog_s_price_is_a_disagreement() -> None:
     assert usage_disagreement(right, ledger.since(0), prices=prices) is None
     said = usage_disagreement(wrong, ledger.since(0), prices=prices)
     assert said == "the agent reported cost $7.500000 (proxy $7.000000 at catalog prices)"
+
+
+async def test_calls_that_are_no_model_calls_pass_with_the_key_unmetered() -> None:
+    async with ModelServer(Script(turns=[TURN])) as server:
+        async with CredentialProxy(server.url, keys=REAL) as proxy:
+            counted = await _post(
+                proxy.port, "anthropic", "/v1/messages/count_tokens", {"messages": []}
+            )
+            (health,) = await exchange(
+                proxy.port, [b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"]
+            )
+    assert counted.status == 200 and "input_tokens" in counted.json()
+    assert health.status == 200 and health.json() == {"status": "ok"}
+    counting, _ = server.requests
+    assert counting.headers["x-api-key"] == REAL["anthropic"]
+    assert len(proxy.ledger) == 0 and server.model_requests == []
