@@ -107,6 +107,7 @@ if TYPE_CHECKING:
     from ._vocabulary.trajectory_import import from_atif
     from ._vocabulary.trajectory_turns import ReplayedTurn
     from .engines._replay import replay
+    from .offline._proxy import CredentialProxy
 
 #: Public names defined in modules loaded on first use.
 _LAZY: dict[str, str] = {
@@ -125,6 +126,7 @@ _LAZY: dict[str, str] = {
     "RayEngine": "._fleets.ray",
     "RaySession": "._fleets.ray",
     "replay": ".engines._replay",
+    "CredentialProxy": ".offline._proxy",
     "Trajectory": "._vocabulary.atif",
     "ReplayedTurn": "._vocabulary.trajectory_turns",
     "from_atif": "._vocabulary.trajectory_import",
@@ -164,6 +166,7 @@ __all__ = [
     "ContextSummary",
     "ContextTracker",
     "ContextWindow",
+    "CredentialProxy",
     "Effort",
     "Engine",
     "EngineFactory",

@@ -12,6 +12,7 @@ import platform
 
 import latency
 import normalize
+import proxy
 import reducers
 import sessions
 import startup
@@ -34,6 +35,7 @@ def main() -> None:
     rows.extend(latency.measure(1.0 if args.quick else 2.0, 3 if args.quick else 5))
     rows.extend(sessions.measure(20 if args.quick else 200))
     rows.extend(startup.measure(5 if args.quick else 15))
+    rows.extend(proxy.measure(50 if args.quick else 200))
     try:
         rows.extend(turn_overhead.measure(6 if args.quick else 15))
     except EngineUnavailableError as exc:  # the pinned claude is not installed

@@ -3,7 +3,8 @@
 ``agentrun run [--engine E] [--model M] [--cwd DIR] [--json] [--live] [PROMPT | -]``
     One real agent turn (and ``--then`` follow-ups). By default the pinned agent talks to the
     embedded scripted model server on 127.0.0.1: no account, no tokens. ``--live`` uses your own
-    agent configuration and credentials, untouched.
+    agent configuration and credentials, untouched; ``--live --upstream URL`` (or ``--proxy``)
+    keeps the key out of the agent, which reaches URL only through the metering proxy.
 ``agentrun compare --engines E1,E2[,...] [--models M1,M2] [--cwd DIR] [--json] [PROMPT]``
     The same prompt on several engines (or models), each in its own copy of the workspace.
 ``agentrun replay --engine E FILE [--json | --summary | --atif]``
@@ -83,6 +84,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _dollars(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an amount of US dollars") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive amount of US dollars, got {text}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -133,6 +144,15 @@ def parser() -> argparse.ArgumentParser:
                       help="print normalized messages as JSON lines (unknown fields "
                            "left out)")  # fmt: skip
     run_.add_argument("--live", action="store_true", help="use your real agent configuration")
+    run_.add_argument("--upstream", metavar="URL",
+                      help="with --live: the agent reaches the model API at URL only through "
+                           "the metering credential proxy, with a placeholder key")  # fmt: skip
+    run_.add_argument("--proxy", action="store_true",
+                      help="with --live: through the proxy to the provider's real API")  # fmt: skip
+    run_.add_argument("--proxy-max-tokens", type=_count, metavar="N",
+                      help="the proxy refuses model calls once N tokens are spent")  # fmt: skip
+    run_.add_argument("--proxy-max-cost", type=_dollars, metavar="USD",
+                      help="the proxy refuses model calls once USD dollars are spent")  # fmt: skip
     run_.add_argument("--resume", metavar="ID", help="continue an earlier session")
     run_.add_argument("--then", action="append", default=[], metavar="PROMPT",
                       help="a follow-up turn in the same session (repeatable)")  # fmt: skip

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -28,8 +28,9 @@ from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import WindDown
+from .._vocabulary.summary import TurnSummary, WindDown
 from ..engines._registry import engine_names, get_engine
+from .proxied import check_proxy_arguments, wants_proxy
 from .render import Renderer, clean
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ def _plan(args: argparse.Namespace) -> _Plan:
         raise ConfigurationError(f"--cwd {args.cwd}: no such directory", option="cwd")
     for option in ("atif", "dump_requests"):
         _check_output(getattr(args, option, None), option)
+    check_proxy_arguments(args)
     if args.live and args.script is not None:
         raise ConfigurationError(
             "--script is for the embedded model server; --live uses your own", option="script"
@@ -284,6 +286,8 @@ async def _watch_interrupts(interrupt: _Interrupt) -> None:
 
 
 async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> int:
+    if args.live and wants_proxy(args):
+        return await _run_proxied(args, plan, interrupt)
     if args.live:
         with tempfile.TemporaryDirectory(prefix="agentrun-") as tmp:
             cwd = args.cwd or _workspace(tmp)
@@ -316,6 +320,26 @@ async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> 
             finally:
                 written = _dump_requests(args, server)
             return status if written or status else EXIT_FAILED
+
+
+async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> int:
+    """``--live --upstream URL`` / ``--proxy``: the agent, in a kept home of its own, reaches its
+    model API only through the metering credential proxy, with a placeholder key."""
+    from ..offline._homes import offline_home, remember_home
+    from .proxied import Meter, open_proxy
+
+    with offline_home(args.engine, args.resume) as home:
+        cwd = args.cwd or _workspace(str(home))
+
+        def remember(resume_id: str | None) -> None:
+            remember_home(args.engine, resume_id, home)
+
+        async with open_proxy(args) as proxy:
+            meter = Meter(proxy, as_json=args.json)
+            engine, session = _embedded(args, proxy.url, str(home), cwd, plan.options)
+            return await _turns(
+                engine, session, plan, args, interrupt, on_close=remember, metered=meter.turn
+            )
 
 
 def _journal_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -400,6 +424,7 @@ async def _turns(
     interrupt: _Interrupt,
     *,
     on_close: Callable[[str | None], None] | None = None,
+    metered: Callable[[TurnSummary], Awaitable[None]] | None = None,
 ) -> int:
     renderer = None if args.json else Renderer()
     if _interactive():
@@ -416,7 +441,7 @@ async def _turns(
             if journal_id is not None and _interactive():
                 print(f"session journal: {journal_id}", file=sys.stderr, flush=True)
             status = await _session_turns(
-                process, plan, args, interrupt, renderer, recorded, on_close
+                process, plan, args, interrupt, renderer, recorded, on_close, metered
             )
     finally:
         if getattr(args, "atif", None) and recorded:
@@ -446,6 +471,7 @@ async def _session_turns(
     renderer: Renderer | None,
     recorded: list[tuple[str, list[Message]]],
     on_close: Callable[[str | None], None] | None,
+    metered: Callable[[TurnSummary], Awaitable[None]] | None = None,
 ) -> int:
     failed = False
     for prompt in plan.prompts:
@@ -478,6 +504,8 @@ async def _session_turns(
                 async for message in turn:
                     show(message)
         except AgentrunError as exc:
+            if metered is not None:
+                await metered(exc.summary or turn.summary)
             if exc.summary is not None and renderer is not None:
                 renderer.summary(exc.summary)
             raise
@@ -486,6 +514,8 @@ async def _session_turns(
             if on_close is not None:
                 on_close(turn.summary.resume_id or process.resume_id)
         summary = turn.summary
+        if metered is not None:
+            await metered(summary)
         if interrupt.count:
             ended = last[0] if last else None
             if renderer is None and not (

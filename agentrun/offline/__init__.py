@@ -5,7 +5,9 @@ users testing their own orchestrators import: the :class:`ModelServer` (Anthropi
 OpenAI Responses, Chat Completions and the Gemini API, streamed from a :class:`Script`) with
 its usage :class:`Ledger`, :func:`embedded_engine` (an engine and its session options pointed at
 it), each agent's offline configuration, the loopback-only network namespace, and the recorder
-behind ``agentrun record``.
+behind ``agentrun record``; and the metering :class:`CredentialProxy`, which forwards the same
+four APIs to a real (or any compatible) upstream with the real key swapped in, a ledger of every
+call and a budget enforced at the edge.
 
 Script building blocks are exported under unambiguous names (``ModelTurn``, ``TextBlock``,
 ``ToolCallBlock``, ...) so they never shadow the library's own ``Turn`` and ``ToolCall``.
@@ -28,6 +30,7 @@ from ._embedded import EMBEDDED_ENGINES, embedded_engine, offline_config
 from ._ledger import Ledger, LedgerEntry, LedgerSlice
 from ._modelserver import ModelServer
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
+from ._proxy import CredentialProxy, usage_disagreement
 from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, RecordedRequest, SideRequest
 from ._script import (
     DEFAULT_SHELL_COMMAND,
@@ -50,6 +53,7 @@ __all__ = [
     "EXHAUSTED_TEXT",
     "OPENCODE_PLUGIN_VERSION",
     "ApiKind",
+    "CredentialProxy",
     "HttpError",
     "Ledger",
     "LedgerEntry",
@@ -81,5 +85,6 @@ __all__ = [
     "opencode_offline",
     "qwen_offline",
     "run_isolated",
+    "usage_disagreement",
     "write_opencode_plugin_stub",
 ]

@@ -13,7 +13,16 @@ from .._http import Responder
 from .._requests import ApiKind
 from .._script import HttpError, ToolCall, Turn, Usage
 
-__all__ = ["Dialect", "Served", "count", "json_pieces", "openai_error", "pieces", "tokens"]
+__all__ = [
+    "Dialect",
+    "Served",
+    "count",
+    "json_pieces",
+    "mapping",
+    "openai_error",
+    "pieces",
+    "tokens",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,11 @@ def count(fields: Mapping[str, Any], *path: str) -> int:
             return 0
         value = cast(dict[str, Any], value).get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def mapping(value: Any) -> dict[str, Any] | None:
+    """``value`` when it is a JSON object, else ``None``."""
+    return cast(dict[str, Any], value) if isinstance(value, dict) else None
 
 
 def tokens(
@@ -136,6 +150,18 @@ class Dialect(ABC):
     def normalized(self, fields: Mapping[str, Any]) -> TokenUsage:
         """A usage object of this API in the library's convention: ``input_tokens`` without the
         cache, ``output_tokens`` with the thinking (see :class:`agentrun.Usage`)."""
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The usage object a whole (not streamed) answer of this API carries, or ``None``:
+        what a client reads back of :meth:`usage_fields` (the metering proxy's reading)."""
+        return mapping(answer.get("usage"))
+
+    @abstractmethod
+    def event_usage(
+        self, event: Mapping[str, Any], so_far: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The usage object known after one streamed event (its ``data`` parsed), given the one
+        known before it (``None`` at first): a client's reading of a stream's usage."""
 
     @abstractmethod
     def shell_tool(

@@ -14,7 +14,7 @@ from typing import Any
 from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, Usage
-from ._base import Dialect, Served, count, json_pieces, pieces, tokens
+from ._base import Dialect, Served, count, json_pieces, mapping, pieces, tokens
 
 __all__ = ["Anthropic"]
 
@@ -82,6 +82,21 @@ class Anthropic(Dialect):
             cache_write=count(fields, "cache_creation_input_tokens"),
             thinking=count(fields, "output_tokens_details", "thinking_tokens"),
         )
+
+    def event_usage(
+        self, event: Mapping[str, Any], so_far: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """``message_start`` states the input figures, ``message_delta`` the final ones (those
+        it names replace the start's)."""
+        kind = event.get("type")
+        if kind == "message_start":
+            message = mapping(event.get("message")) or {}
+            return mapping(message.get("usage")) or so_far
+        if kind == "message_delta":
+            final = mapping(event.get("usage"))
+            if final is not None:
+                return {**(so_far or {}), **final}
+        return so_far
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]

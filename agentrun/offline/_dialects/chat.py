@@ -15,7 +15,7 @@ from typing import Any
 from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, ToolCall, Usage
-from ._base import Dialect, Served, count, json_pieces, openai_error, pieces, tokens
+from ._base import Dialect, Served, count, json_pieces, mapping, openai_error, pieces, tokens
 
 __all__ = ["ChatCompletions"]
 
@@ -50,6 +50,12 @@ class ChatCompletions(Dialect):
             cache_read=cached,
             thinking=count(fields, "completion_tokens_details", "reasoning_tokens"),
         )
+
+    def event_usage(
+        self, event: Mapping[str, Any], so_far: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The usage of the chunk that carries one (the last, with ``include_usage``)."""
+        return mapping(event.get("usage")) or so_far
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]

@@ -14,7 +14,7 @@ from typing import Any
 from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, ToolCall, Usage
-from ._base import Dialect, Served, count, pieces, tokens
+from ._base import Dialect, Served, count, mapping, pieces, tokens
 
 __all__ = ["Gemini"]
 
@@ -68,6 +68,15 @@ class Gemini(Dialect):
             cache_read=cached,
             thinking=thoughts,
         )
+
+    def answer_usage(self, answer: Mapping[str, Any]) -> dict[str, Any] | None:
+        return mapping(answer.get("usageMetadata"))
+
+    def event_usage(
+        self, event: Mapping[str, Any], so_far: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Each response may carry ``usageMetadata``, the figures so far: the last one counts."""
+        return mapping(event.get("usageMetadata")) or so_far
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]

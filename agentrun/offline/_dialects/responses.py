@@ -14,7 +14,7 @@ from typing import Any
 from ..._vocabulary.messages import Usage as TokenUsage
 from .._http import Responder, dumps
 from .._script import HttpError, Text, Thinking, ToolCall, Usage
-from ._base import Dialect, Served, count, json_pieces, openai_error, pieces, tokens
+from ._base import Dialect, Served, count, json_pieces, mapping, openai_error, pieces, tokens
 
 __all__ = ["Responses"]
 
@@ -47,6 +47,15 @@ class Responses(Dialect):
             cache_write=written,
             thinking=count(fields, "output_tokens_details", "reasoning_tokens"),
         )
+
+    def event_usage(
+        self, event: Mapping[str, Any], so_far: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The usage of the terminal event's response (completed, incomplete or failed)."""
+        if event.get("type") in ("response.completed", "response.incomplete", "response.failed"):
+            response = mapping(event.get("response")) or {}
+            return mapping(response.get("usage")) or so_far
+        return so_far
 
     def shell_tool(
         self, command: str, extra: dict[str, Any], offered: Collection[str]

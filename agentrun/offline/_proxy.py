@@ -1,0 +1,672 @@
+"""The metering credential proxy: agents reach the model APIs through it, with a placeholder key.
+
+:class:`CredentialProxy` listens on ``127.0.0.1`` (or a Unix socket) and speaks the four model
+APIs the model server speaks (Anthropic Messages, OpenAI Responses, Chat Completions, the
+Gemini API) by forwarding every request to an upstream: the provider's real URL by default,
+any API-compatible URL on request (the embedded :class:`~agentrun.offline.ModelServer` in
+tests). On the way it
+
+* **swaps the key**: whatever key the agent sent (``x-api-key``, ``authorization``,
+  ``x-goog-api-key``, ``?key=``) is dropped and the real one put on the upstream request, in
+  the header its provider reads. The real keys come from the caller's environment
+  (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``) or are
+  given; the agent never needs them. An answer that is not a stream has every real key
+  replaced before the agent sees it, and so has every error the proxy writes;
+* **meters**: every model request (streamed or not) becomes a
+  :class:`~agentrun.offline.LedgerEntry` of :attr:`CredentialProxy.ledger` with the usage its
+  answer carried, read by the same API dialects that write it in the model server; side
+  requests (titles, prompt suggestions) are flagged as the model server flags them;
+* **enforces a budget**: once the tokens or the cost metered reach ``max_tokens`` or
+  ``max_cost_usd``, every further model call is refused in the provider's own error shape
+  (Anthropic 400 ``invalid_request_error``, OpenAI 429 ``insufficient_quota``, Gemini 429
+  ``RESOURCE_EXHAUSTED``), which the agents do not retry and the library reads as
+  :class:`~agentrun.QuotaExceededError`. Calls already in flight finish;
+* **fails in words**: an upstream that cannot be reached or stops answering gets the agent a
+  502 in the provider's shape with the upstream's words (``Connection refused``, a timeout),
+  and the words are kept in :attr:`CredentialProxy.failures`. Nothing waits without bound:
+  connecting and every read have timeouts.
+
+OAuth logins (Claude.ai / ChatGPT subscriptions) are out of scope: the proxy swaps API keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, cast
+from urllib.parse import parse_qsl, urlencode
+
+import anyio
+import anyio.abc
+
+from .._turns.boundary import single_error
+from .._vocabulary.errors import ConfigurationError, UsageError
+from .._vocabulary.messages import Usage
+from .._vocabulary.prices import PriceCatalog, default_prices
+from ._dialects import DIALECTS, Dialect
+from ._http import HttpRequest, Limits, Responder, serve_connection
+from ._ledger import ZERO_USAGE, Ledger, LedgerEntry, LedgerSlice
+from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, SideRequest, classify
+from ._script import HttpError
+from ._upstream import Upstream, UpstreamAnswer, UpstreamFailure, connect, exchange
+
+__all__ = [
+    "DEFAULT_UPSTREAMS",
+    "KEY_VARIABLES",
+    "PLACEHOLDER_KEY",
+    "CredentialProxy",
+    "Provider",
+    "usage_disagreement",
+]
+
+#: Whose key a request needs: Anthropic, OpenAI (Responses and Chat Completions) or Google.
+Provider = Literal["anthropic", "openai", "gemini"]
+
+#: The environment variables a provider's real key is read from, first found wins.
+KEY_VARIABLES: dict[Provider, tuple[str, ...]] = {
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+
+#: Each provider's real API, where the proxy forwards when no upstream is given.
+DEFAULT_UPSTREAMS: dict[Provider, str] = {
+    "anthropic": "https://api.anthropic.com",
+    "openai": "https://api.openai.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+}
+
+#: The key to give an agent that talks to the proxy (any key will do; this one says why).
+PLACEHOLDER_KEY = "agentrun-proxy-placeholder-key"
+
+#: The dialect whose error shape answers a request of each provider that is no model call.
+_SHAPE: dict[Provider, ApiKind] = {
+    "anthropic": "anthropic",
+    "openai": "responses",
+    "gemini": "gemini",
+}
+#: Headers that carry a key (dropped) or belong to one connection (not forwarded).
+_AUTH_HEADERS = frozenset({"authorization", "x-api-key", "x-goog-api-key", "api-key"})
+_HOP_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "content-length",
+        "content-encoding",
+        "te",
+        "trailer",
+        "upgrade",
+        "host",
+        "accept-encoding",
+        "expect",
+    }
+)
+_REDACTED = "[redacted key]"
+#: Most bytes of an answer that is not a stream the proxy holds (it reads the usage of it).
+_MAX_WHOLE_ANSWER = 64 * 1024 * 1024
+#: Most bytes of one server-sent event kept while looking for its end.
+_MAX_EVENT = 16 * 1024 * 1024
+
+
+def _provider_of(api: ApiKind, request: HttpRequest) -> Provider:
+    if api == "anthropic":
+        return "anthropic"
+    if api == "gemini":
+        return "gemini"
+    if api in ("responses", "chat"):
+        return "openai"
+    if api == "count_tokens":
+        return "gemini" if ":" in request.path else "anthropic"
+    if request.header("x-api-key") is not None or request.header("anthropic-version"):
+        return "anthropic"
+    if (
+        request.header("x-goog-api-key") is not None
+        or request.path.startswith("/v1beta")
+        or any(name == "key" for name, _ in parse_qsl(request.query))
+    ):
+        return "gemini"
+    return "openai"
+
+
+def _known_providers(given: Mapping[str, str], option: str) -> dict[str, str]:
+    unknown = sorted(set(given) - set(KEY_VARIABLES))
+    if unknown:
+        raise ConfigurationError(
+            f"{option}: unknown provider {', '.join(unknown)} (known: {', '.join(KEY_VARIABLES)})",
+            option=option,
+        )
+    return dict(given)
+
+
+def _keys_from_environment() -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for provider, names in KEY_VARIABLES.items():
+        for name in names:
+            value = os.environ.get(name, "").strip()
+            if value:
+                keys[provider] = value
+                break
+    return keys
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    if not body:
+        return None
+    try:
+        value: Any = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return cast(dict[str, Any], value) if isinstance(value, dict) else None
+
+
+def _budget_error(provider: Provider, why: str) -> HttpError:
+    message = f"agentrun proxy: quota exceeded, the budget is spent ({why})"
+    if provider == "anthropic":
+        # What Anthropic answers an account without credit: no agent retries a 400.
+        return HttpError(status=400, message=message, error_type="invalid_request_error")
+    if provider == "openai":
+        return HttpError(status=429, message=message, code="insufficient_quota")
+    return HttpError(status=429, message=message, error_type="RESOURCE_EXHAUSTED")
+
+
+class _EventUsage:
+    """Reads the usage of a server-sent event stream as it passes, piece by piece."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._pending = b""
+        self.usage: dict[str, Any] | None = None
+
+    def feed(self, piece: bytes) -> None:
+        self._pending += piece.replace(b"\r\n", b"\n")
+        while True:
+            end = self._pending.find(b"\n\n")
+            if end < 0:
+                if len(self._pending) > _MAX_EVENT:
+                    self._pending = b""  # an event this long carries no usage we can read
+                return
+            self._event(self._pending[:end])
+            self._pending = self._pending[end + 2 :]
+
+    def close(self) -> None:
+        if self._pending.strip():
+            self._event(self._pending)
+        self._pending = b""
+
+    def _event(self, block: bytes) -> None:
+        if b"usage" not in block:
+            return  # every usage object's name says so (usage, usageMetadata): no need to parse
+        data = b"\n".join(
+            line[5:].removeprefix(b" ") for line in block.split(b"\n") if line.startswith(b"data:")
+        )
+        event = _json_object(data) if data and data != b"[DONE]" else None
+        if event is not None:
+            self.usage = self._dialect.event_usage(event, self.usage)
+
+
+class CredentialProxy:
+    """The metering credential proxy. Use it as an async context manager::
+
+        async with CredentialProxy(upstream=server.url, keys={"anthropic": real_key}) as proxy:
+            env = claude_offline(proxy.url, tmp_path).env  # the agent's key: a placeholder
+            ...
+            assert proxy.ledger.since(0).usage == ...
+
+    ``upstream``: one base URL for every provider, a mapping by provider, or ``None`` for the
+    providers' real APIs (:data:`DEFAULT_UPSTREAMS`); a forwarded path keeps its own ``/v1``,
+    after the upstream's path prefix. ``keys``: the real key of each provider (default: from
+    :data:`KEY_VARIABLES` in the environment). ``port=0`` picks a free port; ``socket_path``
+    listens on a Unix socket there instead (for a sandbox to reach). ``max_tokens`` (every token
+    a call processed: input, cache reads and writes, output) and ``max_cost_usd`` (at the
+    prices of ``prices``, default the library's catalog; a model without a price is refused
+    while a cost budget is set) bound what the calls through this proxy may spend.
+    """
+
+    def __init__(
+        self,
+        upstream: str | Mapping[str, str] | None = None,
+        *,
+        keys: Mapping[str, str] | None = None,
+        port: int = 0,
+        socket_path: str | os.PathLike[str] | None = None,
+        max_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+        prices: PriceCatalog | None = None,
+        side_requests: Sequence[SideRequest] = DEFAULT_SIDE_REQUESTS,
+        connect_timeout: float = 10.0,
+        idle_timeout: float = 300.0,
+    ) -> None:
+        given: dict[str, str] = (
+            dict.fromkeys(DEFAULT_UPSTREAMS, upstream)
+            if isinstance(upstream, str)
+            else {**DEFAULT_UPSTREAMS, **_known_providers(upstream or {}, "upstream")}
+        )
+        self._upstreams: dict[Provider, Upstream] = {
+            cast(Provider, provider): Upstream.parse(url) for provider, url in given.items()
+        }
+        chosen = _known_providers(keys, "keys") if keys is not None else _keys_from_environment()
+        self._keys: dict[Provider, str] = {cast(Provider, p): k for p, k in chosen.items() if k}
+        for value in (max_tokens, max_cost_usd):
+            if value is not None and value <= 0:
+                raise ConfigurationError("a proxy budget must be above 0", option="budget")
+        for value in (connect_timeout, idle_timeout):
+            if not value > 0:
+                raise ConfigurationError("a proxy timeout must be above 0", option="timeout")
+        self.max_tokens = max_tokens
+        self.max_cost_usd = max_cost_usd
+        self._prices = prices
+        self._side_requests = tuple(side_requests)
+        self._connect_timeout = connect_timeout
+        self._idle_timeout = idle_timeout
+        self._port = port
+        self._socket_path = Path(socket_path) if socket_path is not None else None
+        self._listener: anyio.abc.Listener[Any] | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._seq = 0
+        #: Every model request forwarded or refused, with the usage its answer carried.
+        self.ledger: Ledger = Ledger()
+        #: What went wrong reaching the upstream, in its own words (keys redacted).
+        self.failures: list[str] = []
+        #: Unexpected exceptions raised while handling a connection (should stay empty).
+        self.errors: list[Exception] = []
+        #: Model calls refused because the budget was spent.
+        self.refused: int = 0
+        self._in_flight = 0
+        self._quiet: anyio.Event | None = None
+
+    def __repr__(self) -> str:  # never the keys
+        providers = ", ".join(sorted(self._keys))
+        return f"CredentialProxy(upstreams={self.upstreams!r}, keys for: {providers or 'none'})"
+
+    # ------------------------------------------------------------------ what callers read
+
+    @property
+    def prices(self) -> PriceCatalog:
+        """The prices the cost budget and the metered cost are counted at."""
+        return self._prices or default_prices()
+
+    @property
+    def upstreams(self) -> dict[Provider, str]:
+        """Where each provider's requests go."""
+        return {provider: upstream.url for provider, upstream in self._upstreams.items()}
+
+    @property
+    def placeholder_key(self) -> str:
+        """The key to give the agent (:data:`PLACEHOLDER_KEY`)."""
+        return PLACEHOLDER_KEY
+
+    @property
+    def port(self) -> int:
+        if self._listener is None or self._socket_path is not None:
+            raise UsageError("the proxy is not listening on a TCP port")
+        return int(self._listener.extra(anyio.abc.SocketAttribute.local_port))
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:<port>``: the base URL to give the agent."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def has_key(self, provider: str) -> bool:
+        """Whether the proxy holds a real key for ``provider``."""
+        return provider in self._keys
+
+    async def check_upstream(self, provider: str) -> None:
+        """Connect to ``provider``'s upstream once (and hang up): a
+        :class:`~agentrun.ConfigurationError` with the upstream's words when it cannot be
+        reached, within the connect timeout."""
+        upstream = self._upstreams[cast(Provider, provider)]
+        try:
+            stream = await connect(upstream, self._connect_timeout)
+        except UpstreamFailure as failure:
+            raise ConfigurationError(failure.words, option="upstream") from None
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+
+    async def settled(self, most: float = 10.0) -> None:
+        """Wait (``most`` seconds at most) until no model call is being answered, so the ledger
+        holds every call an agent has seen the end of."""
+        if not self._in_flight:
+            return
+        if self._quiet is None:
+            self._quiet = anyio.Event()
+        with anyio.move_on_after(most):
+            await self._quiet.wait()
+
+    @property
+    def spent_tokens(self) -> int:
+        """Every token the metered calls processed: input, cache reads and writes, output."""
+        usage = self.ledger.since(0).usage
+        return sum(
+            figure or 0
+            for figure in (
+                usage.input_tokens,
+                usage.cache_read_tokens,
+                usage.cache_write_tokens,
+                usage.output_tokens,
+            )
+        )
+
+    @property
+    def spent_cost_usd(self) -> float | None:
+        """What the metered calls cost at the catalog's prices (``None``: a model unpriced)."""
+        return self.ledger.since(0).cost(prices=self.prices)
+
+    @property
+    def budget_spent(self) -> str | None:
+        """Why further model calls are refused, or ``None`` while the budget lasts."""
+        if self.max_tokens is not None and self.spent_tokens >= self.max_tokens:
+            return f"{self.spent_tokens} tokens of {self.max_tokens}"
+        if self.max_cost_usd is not None:
+            cost = self.spent_cost_usd
+            if cost is None:
+                return "a model called has no price in the catalog"
+            if cost >= self.max_cost_usd:
+                return f"${cost:.4f} of ${self.max_cost_usd:.4f}"
+        return None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Listen and serve inside ``task_group`` (cancel the group to stop). A port or socket
+        path that cannot be taken is a :class:`~agentrun.ConfigurationError`."""
+        try:
+            if self._socket_path is not None:
+                listener: anyio.abc.Listener[Any] = await anyio.create_unix_listener(
+                    self._socket_path
+                )
+            else:
+                listener = await anyio.create_tcp_listener(
+                    local_host="127.0.0.1", local_port=self._port
+                )
+        except OSError as exc:
+            where = self._socket_path or f"127.0.0.1:{self._port}"
+            raise ConfigurationError(
+                f"the proxy cannot listen on {where}: {exc.strerror or exc}", option="port"
+            ) from None
+        self._listener = listener
+        task_group.start_soon(self._accept_loop, listener, task_group)
+
+    async def __aenter__(self) -> CredentialProxy:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        try:
+            await self.start(tg)
+        except BaseException:
+            self._tg = None
+            tg.cancel_scope.cancel()
+            try:
+                await tg.__aexit__(None, None, None)
+            except BaseException as group:
+                raise single_error(group) from None
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return None
+        tg.cancel_scope.cancel()
+        try:
+            await tg.__aexit__(None, None, None)
+        except BaseException as group:
+            raise single_error(group) from None
+        finally:
+            if self._listener is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._listener.aclose()
+                if self._socket_path is not None:
+                    self._socket_path.unlink(missing_ok=True)
+        return None
+
+    async def _accept_loop(
+        self, listener: anyio.abc.Listener[Any], tg: anyio.abc.TaskGroup
+    ) -> None:
+        try:
+            await listener.serve(self._connection, tg)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+
+    async def _connection(self, conn: anyio.abc.SocketStream) -> None:
+        await serve_connection(conn, self._handle, Limits(), self.errors)
+
+    # ------------------------------------------------------------------ one request
+
+    def _scrub(self, data: bytes) -> bytes:
+        for key in self._keys.values():
+            data = data.replace(key.encode(), _REDACTED.encode())
+        return data
+
+    def _account(
+        self,
+        seq: int,
+        api: ApiKind,
+        received_at: datetime,
+        *,
+        model: str | None,
+        status: int,
+        side: SideRequest | None,
+        dialect: Dialect | None = None,
+        reported: dict[str, Any] | None = None,
+        complete: bool = True,
+    ) -> None:
+        usage = ZERO_USAGE
+        if dialect is not None and reported is not None:
+            usage = dialect.normalized(reported)
+        self.ledger.append(
+            LedgerEntry(
+                seq=seq,
+                api=api,
+                model=model,
+                status=status,
+                side_request=side.name if side is not None else None,
+                reported=reported,
+                usage=usage,
+                received_at=received_at,
+                answered_at=datetime.now(timezone.utc),
+                complete=complete,
+            )
+        )
+
+    async def _refuse(
+        self, out: Responder, shape: Dialect, err: HttpError, seq: int, keep: bool
+    ) -> None:
+        body, headers = shape.error_answer(err, f"req_proxy_{seq:06d}")
+        await out.send_json(err.status, body, keep, headers=list(headers.items()))
+
+    def _forwarded_headers(self, request: HttpRequest, provider: Provider) -> list[tuple[str, str]]:
+        headers = [
+            (name, value)
+            for name, value in request.headers
+            if name not in _AUTH_HEADERS and name not in _HOP_HEADERS
+        ]
+        key = self._keys[provider]
+        if provider == "anthropic":
+            headers.append(("x-api-key", key))
+        elif provider == "openai":
+            headers.append(("authorization", f"Bearer {key}"))
+        else:
+            headers.append(("x-goog-api-key", key))
+        headers.append(("accept-encoding", "identity"))  # the usage is read on the way
+        return headers
+
+    async def _handle(self, request: HttpRequest, out: Responder) -> bool:
+        model_call = classify(request.method, request.path) in DIALECTS
+        self._in_flight += model_call
+        try:
+            return await self._answer(request, out)
+        finally:
+            self._in_flight -= model_call
+            if not self._in_flight and self._quiet is not None:
+                self._quiet.set()
+                self._quiet = None
+
+    async def _answer(self, request: HttpRequest, out: Responder) -> bool:
+        received_at = datetime.now(timezone.utc)
+        keep = request.keep_alive
+        api = classify(request.method, request.path)
+        provider = _provider_of(api, request)
+        dialect = DIALECTS.get(api)
+        shape = dialect or DIALECTS[_SHAPE[provider]]
+        payload = _json_object(request.body)
+        seq, self._seq = self._seq, self._seq + 1
+        model = shape.model_of(request.path, payload) if dialect and payload is not None else None
+        side = None
+        if dialect is not None and payload is not None:
+            side = next((r for r in self._side_requests if r.match(api, payload)), None)
+
+        refusal: HttpError | None = None
+        if dialect is not None and (why := self.budget_spent) is not None:
+            refusal = _budget_error(provider, why)
+            self.refused += 1
+        elif provider not in self._keys:
+            names = " or ".join(KEY_VARIABLES[provider])
+            refusal = HttpError(
+                status=401,
+                message=f"agentrun proxy: no API key for {provider} (set {names})",
+                error_type="authentication_error" if provider == "anthropic" else None,
+            )
+        if refusal is None:
+            query = [(k, v) for k, v in parse_qsl(request.query, keep_blank_values=True)]
+            kept = urlencode([(k, v) for k, v in query if k != "key"])
+            target = request.path + (f"?{kept}" if kept else "")
+            try:
+                answer = await exchange(
+                    self._upstreams[provider],
+                    request.method,
+                    target,
+                    self._forwarded_headers(request, provider),
+                    request.body,
+                    connect_timeout=self._connect_timeout,
+                    idle_timeout=self._idle_timeout,
+                )
+            except UpstreamFailure as failure:
+                words = self._scrub(failure.words.encode()).decode()
+                self.failures.append(words)
+                print(f"agentrun proxy: {words}", file=sys.stderr)
+                refusal = HttpError(status=502, message=f"agentrun proxy: {words}")
+            else:
+                return await self._relay(
+                    answer, out, keep, seq, api, received_at, model, side, dialect
+                )
+        complete = False
+        try:
+            await self._refuse(out, shape, refusal, seq, keep)
+            complete = True
+        finally:
+            if dialect is not None:
+                self._account(
+                    seq, api, received_at, model=model, status=refusal.status, side=side,
+                    complete=complete,
+                )  # fmt: skip
+        return keep
+
+    async def _relay(
+        self,
+        answer: UpstreamAnswer,
+        out: Responder,
+        keep: bool,
+        seq: int,
+        api: ApiKind,
+        received_at: datetime,
+        model: str | None,
+        side: SideRequest | None,
+        dialect: Dialect | None,
+    ) -> bool:
+        """Pass the upstream's answer on and enter its usage in the ledger."""
+        # The body goes on as it came: a content-encoding the upstream chose despite
+        # ``identity`` stays (the agent decodes it; its usage then cannot be read).
+        headers = [
+            (k, v) for k, v in answer.headers if k not in _HOP_HEADERS or k == "content-encoding"
+        ]
+        events = "text/event-stream" in (answer.header("content-type") or "").lower()
+        reported: dict[str, Any] | None = None
+        complete = False
+        try:
+            if events:
+                reader = _EventUsage(dialect) if dialect is not None else None
+                await out.start(answer.status, headers, chunked=True, keep_alive=keep)
+
+                async def relay(piece: bytes) -> None:
+                    await out.write(piece)
+                    if reader is not None:
+                        reader.feed(piece)
+
+                await answer.pipe(relay)
+                await out.finish()
+                if reader is not None:
+                    reader.close()
+                    reported = reader.usage
+            else:
+                whole = bytearray()
+
+                async def keep_piece(piece: bytes) -> None:
+                    whole.extend(piece)
+                    if len(whole) > _MAX_WHOLE_ANSWER:
+                        raise UpstreamFailure("the upstream's answer is too large")
+
+                await answer.pipe(keep_piece)
+                body = self._scrub(bytes(whole))
+                if dialect is not None:
+                    parsed = _json_object(body)
+                    reported = dialect.answer_usage(parsed) if parsed is not None else None
+                await out.start(answer.status, headers, length=len(body), keep_alive=keep)
+                await out.write(body)
+            complete = True
+        except UpstreamFailure as failure:
+            words = self._scrub(failure.words.encode()).decode()
+            self.failures.append(words)
+            print(f"agentrun proxy: {words}", file=sys.stderr)
+            keep = False  # the answer was cut: the agent sees the connection close
+        finally:
+            await answer.aclose()
+            if dialect is not None:
+                self._account(
+                    seq, api, received_at, model=model, status=answer.status, side=side,
+                    dialect=dialect, reported=reported, complete=complete,
+                )  # fmt: skip
+        return keep
+
+
+def usage_disagreement(
+    usage: Usage | None, served: LedgerSlice, *, prices: PriceCatalog | None = None
+) -> str | None:
+    """How a turn's ``usage`` (as the agent reported it) differs from what the proxy metered
+    for the turn's main calls (``served``), or ``None`` when every figure the agent reported
+    is the proxy's. An agent that reports no figures disagrees when tokens were metered. A
+    cost the agent reported itself (``cost_source`` ``reported``) disagrees when it is more
+    than 1 % off the proxy's tokens at the catalog's prices (``prices``, default the
+    library's); a model without a price is not compared."""
+    main = served.main
+    metered = main.usage
+    if usage is not None and usage.usage_source == "last_call" and main.entries:
+        metered = main.entries[-1].usage
+    names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+    known = {}
+    if usage is not None and usage.usage_source != "unavailable":
+        known = {n: getattr(usage, n) for n in names if getattr(usage, n) is not None}
+    if not known:
+        spent = {n: getattr(metered, n) for n in names if getattr(metered, n)}
+        return f"the agent reported no token figures; the proxy metered {spent}" if spent else None
+    wrong = [
+        f"{name} {value} (proxy {getattr(metered, name)})"
+        for name, value in known.items()
+        if value != getattr(metered, name)
+    ]
+    if usage is not None and usage.cost_source == "reported" and usage.cost_usd is not None:
+        priced = main.cost(prices=prices) if usage.usage_source != "last_call" else None
+        if priced is not None and abs(usage.cost_usd - priced) > max(1e-6, priced / 100):
+            wrong.append(f"cost ${usage.cost_usd:.6f} (proxy ${priced:.6f} at catalog prices)")
+    return "the agent reported " + ", ".join(wrong) if wrong else None

@@ -1,0 +1,202 @@
+"""``agentrun run --live --upstream URL``: the real pinned agents reach the embedded model server
+(standing in for the provider) only through the metering credential proxy. The caller's
+"real" key reaches the upstream and nothing else: it is searched for in everything the session
+produced. Each turn's usage is the proxy's ledger, and the proxy's ledger is what the upstream
+served; a budget spent at the proxy ends the turn; bad input fails before anything starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, ToolCallBlock
+from tests.agents_support import require_engine
+
+pytestmark = [pytest.mark.anyio, pytest.mark.agent]
+
+#: The caller's "real" keys: planted, to be found nowhere but on the upstream's requests.
+PLANTED = {
+    "ANTHROPIC_API_KEY": "sk-ant-planted-4f1c9e07b2d8",
+    "OPENAI_API_KEY": "sk-planted-8a3e51d0c6b9",
+    "GEMINI_API_KEY": "AIza-planted-2b7d90e4f135",
+}
+#: Where each engine's key travels to the upstream.
+ANTHROPIC = ("x-api-key", PLANTED["ANTHROPIC_API_KEY"])
+OPENAI = ("authorization", f"Bearer {PLANTED['OPENAI_API_KEY']}")
+KEY_HEADER = {
+    "claude": ANTHROPIC,
+    "claude-acp": ANTHROPIC,
+    "codex": OPENAI,
+    "codex-app-server": OPENAI,
+    "codex-acp": OPENAI,
+    "opencode": OPENAI,
+    "opencode-acp": OPENAI,
+    "qwen": OPENAI,
+}
+#: Lets each agent run the shell command below without asking.
+NO_ASKING: dict[str, tuple[str, ...]] = {
+    "claude": ("--option", "claude.permission_mode=bypassPermissions"),
+    "claude-acp": ("--option", "acp.mode=bypassPermissions"),
+    "codex-acp": ("--option", "acp.mode=agent-full-access"),
+    "qwen": ("--option", "acp.mode=yolo"),
+}
+#: The agent's environment and every command line of the machine, printed by its own shell.
+SHOW_ENV = "env; ps -ww -eo args"
+
+
+def _usage(fresh: int, read: int, write: int, output: int) -> ScriptUsage:
+    return ScriptUsage(
+        input_tokens=fresh, cache_read_tokens=read, cache_write_tokens=write, output_tokens=output
+    )
+
+
+def _script() -> Script:
+    return Script(
+        turns=[
+            ModelTurn(
+                blocks=[ToolCallBlock(arguments={"command": SHOW_ENV})],
+                usage=_usage(1_204, 20_480, 3_072, 52),
+            ),
+            ModelTurn.text("The shell works.", usage=_usage(96, 23_552, 310, 27)),
+        ]
+    )
+
+
+async def _agentrun(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    done = await anyio.run_process(
+        [sys.executable, "-m", "agentrun.cli", *args], env=env, check=False
+    )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+def _environment(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        **PLANTED,
+        "AGENTRUN_OFFLINE_HOMES": str(tmp_path / "homes"),
+        "AGENTRUN_SESSIONS_DIR": str(tmp_path / "sessions"),
+    }
+
+
+def _files_holding(root: Path, needle: bytes) -> list[str]:
+    found: list[str] = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+            found.append(str(path))
+    return found
+
+
+@pytest.mark.parametrize("engine", sorted(KEY_HEADER))
+async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
+    engine: str, tmp_path: Path
+) -> None:
+    require_engine(engine)
+    atif = tmp_path / "session.atif.json"
+    async with ModelServer(_script()) as server:
+        status, out, err = await _agentrun(
+            "run", "--live", "--upstream", server.url, "--engine", engine, "--json",
+            "--journal", "--atif", str(atif), *NO_ASKING.get(engine, ()), "check the shell",
+            env=_environment(tmp_path),
+        )  # fmt: skip
+    assert status == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    # The agent ran the shell, and its environment and the machine's command lines were printed
+    # (as far as the agent keeps a tool's output).
+    header, value = KEY_HEADER[engine]
+    shown = "".join(json.dumps(line) for line in lines if line.get("type") == "tool_result")
+    assert "PATH=" in shown and "ps -ww -eo args" in shown
+    # The upstream received the planted key on every model call, in the provider's header.
+    assert server.model_requests
+    assert all(r.headers.get(header) == value for r in server.model_requests)
+    # ... and it is nowhere else: output, errors, ATIF, journal, the agent's home.
+    for planted in PLANTED.values():
+        assert planted not in out and planted not in err
+        for root in (tmp_path / "homes", tmp_path / "sessions", atif):
+            assert _files_holding(root.parent if root.is_file() else root, planted.encode()) == []
+    assert atif.exists() and any((tmp_path / "sessions").rglob("*"))
+    # Usage: the summary's is the proxy's ledger, and that is what the upstream served.
+    (metered,) = [line for line in lines if line["type"] == "metered"]
+    result = next(line for line in lines if line["type"] == "result")
+    served = server.ledger.since(0).main.usage.model_dump(exclude_none=True)
+    assert metered["proxy"]["usage"] == served
+    assert metered["proxy"]["calls"] == len(server.ledger.since(0).main) == 2
+    assert metered["agrees"] is True and metered["disagreement"] is None
+    if result["usage"].get("usage_source") == "last_call":
+        # The agent reports the tokens of its last model call only (OpenCode over ACP).
+        last = server.ledger.since(0).main.entries[-1].usage
+        served = last.model_dump(exclude_none=True)
+    for name in ("input_tokens", "output_tokens", "cache_read_tokens"):
+        assert result["usage"][name] == served[name], name
+
+
+async def test_a_budget_spent_at_the_proxy_ends_the_turn(tmp_path: Path) -> None:
+    """The agent is never cancelled: it keeps calling the model (tool call after tool call)
+    until the proxy refuses, and the turn ends there."""
+    require_engine("claude")
+    loop = ModelTurn(
+        blocks=[ToolCallBlock(arguments={"command": "echo again"})],
+        usage=_usage(400, 0, 0, 100),
+        repeat=20,
+    )
+    async with ModelServer(Script(turns=[loop])) as server:
+        status, out, err = await _agentrun(
+            "run", "--live", "--upstream", server.url, "--engine", "claude", "--json",
+            "--proxy-max-tokens", "1000", "keep going",
+            env=_environment(tmp_path),
+        )  # fmt: skip
+    assert status != 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    (metered,) = [line for line in lines if line["type"] == "metered"]
+    # Two calls of 500 tokens spent the budget; the third was refused and never went upstream.
+    assert len(server.model_requests) == 2
+    assert metered["proxy"]["refused"] >= 1 and metered["budget_spent"] == "1000 tokens of 1000"
+    assert "budget is spent" in out + err
+
+
+async def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_the_upstream_down_fails_before_the_agent_starts(tmp_path: Path) -> None:
+    port = await _free_port()
+    with anyio.fail_after(60):
+        status, _, err = await _agentrun(
+            "run", "--live", "--upstream", f"http://127.0.0.1:{port}", "--engine", "claude",
+            "hi", env=_environment(tmp_path),
+        )  # fmt: skip
+    assert status == 2
+    assert f"cannot connect to http://127.0.0.1:{port}: Connection refused" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--upstream", "http://127.0.0.1:9"), "for --live runs"),
+        (("--live", "--proxy-max-tokens", "5"), "need --upstream URL or --proxy"),
+        (("--live", "--upstream", "ftp://x"), "not an http"),
+    ],
+)
+async def test_proxy_options_are_checked_before_anything_starts(
+    args: tuple[str, ...], words: str, tmp_path: Path
+) -> None:
+    status, _, err = await _agentrun("run", *args, "hi", env=_environment(tmp_path))
+    assert status == 2 and words in err
+
+
+async def test_no_key_in_the_environment_is_a_configuration_error(tmp_path: Path) -> None:
+    env: dict[str, Any] = {
+        k: v for k, v in _environment(tmp_path).items() if k != "ANTHROPIC_API_KEY"
+    }
+    async with ModelServer() as server:
+        status, _, err = await _agentrun("run", "--live", "--upstream", server.url, "hi", env=env)
+    assert status == 2 and "set ANTHROPIC_API_KEY" in err
+    assert server.requests == []
