@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 from typing import Any, cast
 
@@ -186,27 +185,11 @@ def _text(value: Any) -> str | None:
         return str(value)
 
 
-_CLAUDE_EXIT = re.compile(r"Exit code (\d+)(?:\n|$)")
-
-
-def _exit_code(message: Message, tool: ToolCall) -> int | None:
-    """A shell tool's exit code: the agent's (Codex), else what Claude Code's ``Bash`` result
-    implies, else ``None``."""
+def _exit_code(message: Message) -> int | None:
+    """A shell tool's exit code, as its engine's translator gave it (``data.exit_code``), else
+    ``None``."""
     code = (message.data or {}).get("exit_code")
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    if tool.name != "Bash":
-        return None
-    if tool.is_error:
-        # A failing command's text starts with "Exit code N"; other failures name none.
-        found = _CLAUDE_EXIT.match(_text(tool.output) or "")
-        return int(found.group(1)) if found else None
-    result = as_dict((as_dict(message.raw) or {}).get("tool_use_result")) or {}
-    if result.get("interrupted") or any(
-        key in result for key in ("returnCodeInterpretation", "backgroundTaskId")
-    ):
-        return None  # aborted, still running, or a non-zero code Claude Code took as success
-    return 0  # Claude Code takes no other non-zero code as success
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def _text_content(text: str) -> dict[str, Any]:
@@ -362,7 +345,7 @@ class UpdateMapper:
         if kind is MessageType.TOOL_USE and message.tool is not None:
             return self._tool_use(message.tool)
         if kind is MessageType.TOOL_RESULT and message.tool is not None:
-            return self._tool_result(message.tool, _exit_code(message, message.tool))
+            return self._tool_result(message.tool, _exit_code(message))
         if kind is MessageType.CONTEXT_WINDOW:
             reading = message.context
             if reading is None or reading.used_tokens is None or not reading.size_tokens:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +25,34 @@ pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 USAGE = ScriptUsage(input_tokens=1000, cache_read_tokens=2000, output_tokens=7)
 
 
+#: The script's shell commands, each with the status and exit code of its end: one that
+#: succeeds, one that fails with a code of its own.
+COMMANDS = (("echo side by side", "completed", 0), ("echo failing; exit 3", "failed", 3))
+
+
 def _script() -> Script:
     return Script(
         turns=[
-            ModelTurn.shell("echo side by side", say="Running it.", usage=USAGE),
+            ModelTurn.shell(COMMANDS[0][0], say="Running it.", usage=USAGE),
+            ModelTurn.shell(
+                COMMANDS[1][0],
+                usage=ScriptUsage(input_tokens=1100, cache_read_tokens=2000, output_tokens=5),
+            ),
             ModelTurn.text(
                 "It printed the words.",
                 usage=ScriptUsage(input_tokens=1200, cache_read_tokens=2000, output_tokens=6),
             ),
         ]
     )
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a client saw of one prompt on a new session."""
+
+    new_session: dict[str, Any]
+    answer: dict[str, Any]
+    updates: list[dict[str, Any]]
 
 
 async def _close(client: AcpClient, before: set[int]) -> None:
@@ -62,6 +81,7 @@ async def test_agentrun_sends_what_the_official_claude_adapter_sends(
     script_file = tmp_path / "script.json"
     script_file.write_text(_script().model_dump_json())
     before = descendants()
+    runs: dict[str, Run] = {}
 
     official_ws = tmp_path / "official"
     official_ws.mkdir()
@@ -71,7 +91,7 @@ async def test_agentrun_sends_what_the_official_claude_adapter_sends(
             tg, [node, adapter], stderr_path=tmp_path / "official.err", env=dict(config.env),
             cwd=official_ws,
         )  # fmt: skip
-        official = await _run(client, official_ws, "bypassPermissions")
+        runs["claude-agent-acp"] = await _run(client, official_ws, "bypassPermissions")
         await _close(client, before)
         tg.cancel_scope.cancel()
 
@@ -81,14 +101,14 @@ async def test_agentrun_sends_what_the_official_claude_adapter_sends(
         argv = server_argv("claude", "--embedded", "--script", str(script_file),
                            backend=anyio_backend_name)  # fmt: skip
         client = await open_server(tg, argv, stderr_path=tmp_path / "ours.err")
-        ours = await _run(client, ours_ws, None)
+        runs["claude"] = await _run(client, ours_ws, None)
         assert client.stray == []  # (the adapter also sends extension notifications of its own)
         await _close(client, before)
         tg.cancel_scope.cancel()
 
     # What the adapter says about its own mode and options is its business; the rest is the
     # conversation, and agentrun says all of it.
-    _at_least(official, ours, ours_ws, readings=2)
+    _at_least(runs["claude-agent-acp"], runs["claude"], ours_ws, readings=2)
 
 
 #: A client like Zed: it shows a shell tool's output in a terminal of the tool call
@@ -105,22 +125,20 @@ TOOL_CALL_FIELDS = {"sessionUpdate", "toolCallId", "title", "kind", "status", "c
 TERMINAL_META = {"terminal_info", "terminal_output", "terminal_output_delta", "terminal_exit"}
 
 
-async def _run(
-    client: AcpClient, workspace: Path, mode: str | None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One prompt on a new session: the prompt's answer and the session's updates."""
+async def _run(client: AcpClient, workspace: Path, mode: str | None) -> Run:
+    """One prompt on a new session: the session/new answer, the prompt's answer and the
+    session's updates."""
     client.on_permission = _allow
     await client.request("initialize", TERMINAL_CLIENT)
-    sid = (await client.request("session/new", {"cwd": str(workspace), "mcpServers": []}))[
-        "sessionId"
-    ]
+    new_session = await client.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+    sid = new_session["sessionId"]
     if mode is not None:
         await client.request("session/set_mode", {"sessionId": sid, "modeId": mode})
     answer = await client.request(
         "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "run it"}]}
     )
     assert client.invalid == []
-    return answer, [u["update"] for u in client.updates if u["sessionId"] == sid]
+    return Run(new_session, answer, [u["update"] for u in client.updates if u["sessionId"] == sid])
 
 
 def _one(updates: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -168,7 +186,7 @@ async def test_agentrun_sends_what_the_official_codex_adapter_sends(
     script_file = tmp_path / "script.json"
     script_file.write_text(_script().model_dump_json())
     before = descendants()
-    runs: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    runs: dict[str, Run] = {}
 
     official_ws = tmp_path / "codex-acp"
     official_ws.mkdir()
@@ -178,7 +196,10 @@ async def test_agentrun_sends_what_the_official_codex_adapter_sends(
             tg, [node, adapter], stderr_path=tmp_path / "codex-acp.err",
             env={**config.env, "CODEX_PATH": codex}, cwd=official_ws,
         )  # fmt: skip
-        runs["codex-acp"] = await _run(client, official_ws, None)  # its default: no asking
+        # Like agentrun's ``bypass``: no asking and no sandbox (in its default mode Codex's
+        # sandbox cannot start here, bwrap finds no ``codex-linux-sandbox``, and the adapter
+        # then reports no tool call at all).
+        runs["codex-acp"] = await _run(client, official_ws, "agent-full-access")
         await _close(client, before)
         tg.cancel_scope.cancel()
     for engine in ("codex", "codex-app-server"):
@@ -203,16 +224,28 @@ async def test_agentrun_sends_what_the_official_codex_adapter_sends(
 
 
 def _at_least(
-    official_run: tuple[dict[str, Any], list[dict[str, Any]]],
-    our_run: tuple[dict[str, Any], list[dict[str, Any]]],
+    official_run: Run,
+    our_run: Run,
     workspace: Path,
     *,
     readings: int,
     own: frozenset[str] | set[str] = frozenset(),
 ) -> None:
     """agentrun said at least what the adapter said, where ACP has a place for it."""
-    answer, official = official_run
-    our_answer, ours = our_run
+    # session/new: the same parts, and a config option of each ACP category the adapter
+    # offers (its ``models`` is ACP's unstable model state; agentrun offers the model as a
+    # config option, as the adapters do too).
+    new_session, our_new_session = official_run.new_session, our_run.new_session
+    assert new_session.keys() - {"models"} <= our_new_session.keys(), our_new_session
+    categories = {o.get("category") for o in new_session.get("configOptions", [])}
+    our_categories = {o.get("category") for o in our_new_session["configOptions"]}
+    assert categories & ACP_CATEGORIES <= our_categories, (categories, our_categories)
+    assert our_new_session["modes"]["currentModeId"] in {
+        m["id"] for m in our_new_session["modes"]["availableModes"]
+    }
+
+    official, ours = official_run.updates, our_run.updates
+    answer, our_answer = official_run.answer, our_run.answer
     kinds = {u["sessionUpdate"] for u in official}
     assert {"agent_message_chunk", "tool_call", "tool_call_update", "usage_update"} <= kinds
     # The adapter's own mode and options are its own business.
@@ -223,24 +256,37 @@ def _at_least(
     if all(u.get("messageId") for u in official if u["sessionUpdate"] == "agent_message_chunk"):
         assert all(u.get("messageId") for u in ours if u["sessionUpdate"] == "agent_message_chunk")
 
-    # The tool call: its ACP fields, its title, kind and end, and its terminal (same output,
-    # same exit code).
-    call, our_call = _one(official, "tool_call"), _one(ours, "tool_call")
-    assert (call.keys() & TOOL_CALL_FIELDS) <= our_call.keys(), (call, our_call)
-    result, our_result = _merged(official, call), _merged(ours, our_call)
-    assert (result.keys() & TOOL_CALL_FIELDS) <= our_result.keys(), (result, our_result)
-    for key in ("title", "kind", "status"):
-        assert our_result[key] == result[key], (key, result, our_result)
-    assert result["status"] == "completed"
-    terminal = result["_meta"].keys() & TERMINAL_META
-    assert terminal <= our_result["_meta"].keys(), (result, our_result)
-    assert our_call["content"] == [{"type": "terminal", "terminalId": our_call["toolCallId"]}]
-    assert our_call["_meta"]["terminal_info"]["cwd"] == str(workspace)
-    output = {"terminal_output", "terminal_output_delta"} & terminal
-    for key in output:
-        assert our_result["_meta"][key]["data"].rstrip() == result["_meta"][key]["data"].rstrip()
-    assert our_result["_meta"]["terminal_exit"]["exit_code"] == 0
-    assert result["_meta"]["terminal_exit"]["exit_code"] == 0
+    # Each tool call: its ACP fields, its title, kind and end, and its terminal (same output,
+    # same exit code, the failing command's own).
+    calls = [u for u in official if u["sessionUpdate"] == "tool_call"]
+    our_calls = [u for u in ours if u["sessionUpdate"] == "tool_call"]
+    assert len(calls) == len(our_calls) == len(COMMANDS), (calls, our_calls)
+    for call, our_call, (command, status, exit_code) in zip(
+        calls, our_calls, COMMANDS, strict=True
+    ):
+        assert (call.keys() & TOOL_CALL_FIELDS) <= our_call.keys(), (call, our_call)
+        result, our_result = _merged(official, call), _merged(ours, our_call)
+        assert (result.keys() & TOOL_CALL_FIELDS) <= our_result.keys(), (result, our_result)
+        for key in ("title", "kind", "status"):
+            assert our_result[key] == result[key], (key, result, our_result)
+        assert result["status"] == status, result
+        assert command in result["title"], result
+        terminal = result["_meta"].keys() & TERMINAL_META
+        assert terminal <= our_result["_meta"].keys(), (result, our_result)
+        assert our_call["content"] == [{"type": "terminal", "terminalId": our_call["toolCallId"]}]
+        assert our_call["_meta"]["terminal_info"]["cwd"] == str(workspace)
+        output = {"terminal_output", "terminal_output_delta"} & terminal
+        for key in output:
+            said = result["_meta"][key]["data"].rstrip()
+            assert our_result["_meta"][key]["data"].rstrip() == said
+        assert our_result["_meta"]["terminal_exit"]["exit_code"] == exit_code, our_result
+        assert result["_meta"]["terminal_exit"]["exit_code"] == exit_code, result
+        # Its lifecycle: announced before it ends, never going back, one end.
+        assert _statuses(ours, our_call)[-1] == _statuses(official, call)[-1] == status
+        for updates, first in ((official, call), (ours, our_call)):
+            seen = _statuses(updates, first)
+            ranks = [LIFECYCLE[status] for status in seen]
+            assert ranks == sorted(ranks) and ranks.count(LIFECYCLE[status]) == 1, seen
 
     # Context readings with used and size, and the session's cost where the adapter knows it.
     usage = [u for u in official if u["sessionUpdate"] == "usage_update"]
@@ -254,6 +300,19 @@ def _at_least(
     assert our_answer["stopReason"] == answer["stopReason"] == "end_turn"
     assert answer["usage"].keys() <= our_answer["usage"].keys(), our_answer
     assert our_answer["usage"] == {k: answer["usage"].get(k, 0) for k in our_answer["usage"]}
+
+
+#: The ACP config option categories both sides offer (the adapters' ``model_config`` options,
+#: fast mode and the like, are their own: docs/acp-server.md).
+ACP_CATEGORIES = {"mode", "model", "thought_level"}
+#: A tool call's statuses in the order ACP gives them.
+LIFECYCLE = {"pending": 0, "in_progress": 1, "completed": 2, "failed": 2}
+
+
+def _statuses(updates: list[dict[str, Any]], call: dict[str, Any]) -> list[str]:
+    """The statuses a tool call went through, from its ``tool_call`` on."""
+    mine = [u for u in updates if u.get("toolCallId") == call["toolCallId"]]
+    return [u["status"] for u in mine[mine.index(call) :] if "status" in u]
 
 
 async def _allow(params: dict[str, Any]) -> dict[str, Any]:

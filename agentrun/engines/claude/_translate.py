@@ -25,6 +25,7 @@ pydantic-core first (the view cost more than the checks it replaced).
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
 from ..._bases.translator import Translator
@@ -124,6 +125,36 @@ def _cost(value: object) -> float | None:
 def _text(value: object) -> str:
     """A block's or a delta's text: a string, else empty."""
     return value if isinstance(value, str) else ""
+
+
+#: The first line of a failed ``Bash`` result: Claude Code's only word on a non-zero exit code.
+_BASH_EXIT = re.compile(r"Exit code (\d{1,9})(?:\n|$)")
+#: Keys of a ``Bash`` result's ``tool_use_result`` that leave its exit code unknown: a command
+#: cut short, one left running in the background, a non-zero code Claude Code took as success
+#: (``returnCodeInterpretation``, e.g. grep's "No matches found").
+_BASH_CODE_UNKNOWN = ("interrupted", "backgroundTaskId", "returnCodeInterpretation")
+
+
+def _bash_exit_code(block: Json, result: object) -> int | None:
+    """A ``Bash`` tool result's exit code, or ``None`` when Claude Code does not tell it.
+
+    A success carries the structured ``tool_use_result`` (``stdout``, ``stderr``, ...): its code
+    is 0 unless one of ``_BASH_CODE_UNKNOWN`` says otherwise. A failure is ``is_error`` with no
+    structured field; its text starts with ``Exit code N`` (a refusal or a timeout names none).
+    """
+    if block.get("is_error") is True:
+        content = block.get("content")
+        if not isinstance(content, str):
+            first = _obj(next(iter(_list(content) or []), None)) or {}
+            content = first.get("text")
+        found = _BASH_EXIT.match(content) if isinstance(content, str) else None
+        return int(found.group(1)) if found else None
+    fields = _obj(result)
+    if fields is None or "stdout" not in fields:
+        return None
+    if any(fields.get(key) for key in _BASH_CODE_UNKNOWN):
+        return None
+    return 0
 
 
 def _call_usage(usage: Json | None, extra: Json) -> Usage:
@@ -560,31 +591,38 @@ class ClaudeTranslator(Translator):
         texts: list[str] = []
         if isinstance(content, str):
             texts.append(content)
-        for block in _list(content):
+        blocks = _list(content) or []
+        # The event's ``tool_use_result`` belongs to its tool result when there is only one.
+        results = sum(1 for b in blocks if (_obj(b) or {}).get("type") == "tool_result")
+        for block in blocks:
             b = _obj(block)
             if b is None:
                 continue
             if b.get("type") == "tool_result":
                 tool_id = _str(b.get("tool_use_id"))
                 is_error = b.get("is_error")
+                name = self._tool_name(tool_id)
                 tool = {
                     "id": tool_id,
-                    "name": self._tool_name(tool_id),
+                    "name": name,
                     "output": b.get("content"),
                     "is_error": is_error if isinstance(is_error, bool) else None,
                 }
-                out.append(
-                    assemble(
-                        Message,
-                        {
-                            "type": MessageType.TOOL_RESULT,
-                            "tool": assemble(ToolCall, tool),
-                            "parent_tool_use_id": parent,
-                            "replayed": replayed,
-                            "raw": ev,
-                        },
-                    )
+                exit_code = (
+                    _bash_exit_code(b, ev.get("tool_use_result") if results == 1 else None)
+                    if name == "Bash"
+                    else None
                 )
+                fields: Json = {
+                    "type": MessageType.TOOL_RESULT,
+                    "tool": assemble(ToolCall, tool),
+                    "parent_tool_use_id": parent,
+                    "replayed": replayed,
+                    "raw": ev,
+                }
+                if exit_code is not None:
+                    fields["data"] = {"exit_code": exit_code}  # as Codex's shell results say it
+                out.append(assemble(Message, fields))
             elif isinstance(b.get("text"), str):
                 texts.append(cast(str, b["text"]))
         if texts or not out:

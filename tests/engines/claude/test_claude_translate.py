@@ -288,6 +288,19 @@ def test_fixture_semantics() -> None:
     assert interrupted[0]["errors"][-1]["code"] == "cancelled"
     assert interrupted[1]["ok"] and interrupted[1]["text"] == "Fresh answer."
     assert last("resume_unknown")["errors"][-1]["code"] == "session_not_found"
+    # A Bash result's exit code, where Claude Code tells it: "Exit code 3" of a failure, 0 of a
+    # success; unknown for grep's 1 that Claude Code took as success ("No matches found").
+    results = [m for m in _replay(FIXTURES / "tool_exit_codes.jsonl")["messages"][0]
+               if m["type"] == "tool_result"]  # fmt: skip
+    assert [m.get("data") for m in results] == [{"exit_code": 3}, None, {"exit_code": 0}]
+    assert [m["tool"].get("is_error", False) for m in results] == [True, False, False]
+    for name in ("tool_use", "thinking_tool", "tool_approved_callback"):
+        (result,) = [m for m in _replay(FIXTURES / f"{name}.jsonl")["messages"][0]
+                     if m["type"] == "tool_result"]  # fmt: skip
+        assert result["data"] == {"exit_code": 0}, name
+    for name in ("tool_denied_callback", "tool_denied_policy"):  # refused: it never ran
+        for m in _replay(FIXTURES / f"{name}.jsonl")["messages"][0]:
+            assert m["type"] != "tool_result" or "data" not in m, name
     assert last("sigterm")["has_result"] is False
 
 
