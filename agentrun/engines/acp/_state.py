@@ -222,6 +222,7 @@ class AcpState(ToolCalls):
         self.in_prompt = True
         self.call_usage: list[dict[str, Any]] = []
         self.system_error = None
+        self.cancel_requested = False
         #: The prompt runs the agent's ``compact`` command.
         self._compacting = text is not None and text.strip() == "/compact"
         if self._cost_late:
@@ -296,6 +297,11 @@ class AcpState(ToolCalls):
             data.setdefault("usage_scope", self.usage_scope)
             if reported.total_tokens is not None:
                 data["total_tokens"] = reported.total_tokens
+        if self.cancel_requested and stop_reason not in (None, "cancelled", "end_turn"):
+            # The client cancelled and the agent stopped on something else on the way (Gemini
+            # CLI's loop detection answers max_turn_requests): the prompt was cancelled.
+            data["agent_stop_reason"] = stop_reason
+            stop_reason = "cancelled"
         failure: ErrorInfo | None = None
         if self.system_error is not None and stop_reason == "end_turn":
             # codex-acp ends a failed turn as if it had answered: the turn failed.
