@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 ENGINES_STAMP := engines/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install engines lint typecheck pytest compliance bench record compat clean
+.PHONY: demo test install engines sandbox lint typecheck pytest compliance bench record compat clean
 
 demo: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/agentrun run
@@ -37,17 +37,29 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/pyright
 
+# Codex runs sandboxed commands (codex-acp's modes, app-server's plan mode) under bubblewrap
+# where it is installed, and the tests of those commands need it: installed here when it is
+# missing and we are root with apt-get, else the step says what to install (and goes on).
+sandbox:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing bubblewrap (Codex's sandbox)"; \
+		(apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+		 (apt-get update -qq && apt-get install -y -qq bubblewrap)) >/dev/null || \
+		echo "note: bubblewrap could not be installed; its tests will be skipped"; \
+	else echo "note: install bubblewrap (bwrap) for the tests of Codex's sandboxed commands"; fi
+
 # Real agents and the model server run inside a loopback-only network namespace where the
 # machine allows it (see docs/testing-offline.md). The suite runs on one worker per CPU (at most
 # four): most of a test with a real agent is spent waiting on the agent, so workers overlap
 # well even on two CPUs. A docs page's blocks share a worker (they build on each other).
 PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadgroup
-pytest: $(STAMP) $(ENGINES_STAMP)
+pytest: $(STAMP) $(ENGINES_STAMP) sandbox
 	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The engine compliance suite alone, for the engines named in ENGINES (default: all):
 #   make compliance ENGINES=claude,codex
-compliance: $(STAMP) $(ENGINES_STAMP)
+compliance: $(STAMP) $(ENGINES_STAMP) sandbox
 	AGENTRUN_COMPLIANCE_ENGINES=$(ENGINES) $(BIN)/python -m agentrun.offline netns -- \
 		$(BIN)/python -m pytest tests/compliance $(PYTEST_ARGS)
 

@@ -125,7 +125,7 @@ async def test_the_stream_delivers_the_error_then_raises_it(tmp_path: Path) -> N
     assert caught.value.summary is turn.summary
 
 
-@pytest.mark.parametrize("name", ["claude", "codex", "codex-app-server", "claude-acp"])
+@pytest.mark.parametrize("name", ["claude", "codex", "codex-app-server", "claude-acp", "codex-acp"])
 async def test_a_server_error_stays_a_failed_summary(name: str, tmp_path: Path) -> None:
     script = Script(turns=[ModelTurn.error(500, "scripted upstream error")] * 4)
     async with ModelServer(script) as server:
@@ -133,6 +133,7 @@ async def test_a_server_error_stays_a_failed_summary(name: str, tmp_path: Path) 
         async with engine.start(options) as session:
             summary = await run_turn(session, "hi", timeout=120)
     assert not summary.ok and summary.errors, summary
+    assert summary.stop_reason != "end_turn", summary
     assert all(e.message for e in summary.errors)
     assert not {e.code for e in summary.errors} & {"not_authenticated", "quota_exceeded"}
 

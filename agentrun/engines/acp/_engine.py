@@ -9,11 +9,12 @@ requests (:mod:`._client_requests`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
+from ..._bases.first_start import opencode_database, store_lock
 from ..._turns.engine import Engine
 from ..._turns.session import CANCEL_GRACE
 from ..._vocabulary.context import Catalog
@@ -27,6 +28,8 @@ from ._session_options import SessionSettings
 __all__ = ["AcpEngine", "AcpSession", "AcpTimeoutError", "opencode_acp"]
 
 CommandSpec = Sequence[str] | Callable[[SessionOptions], Sequence[str]]
+#: Awaited with the agent's environment before it starts; returns what ends the guard, if any.
+StartGuard = Callable[[Mapping[str, str]], Awaitable[Callable[[], None] | None]]
 
 
 class AcpEngine(Engine):
@@ -49,6 +52,9 @@ class AcpEngine(Engine):
     * ``default_mode``: the agent mode selected when the session asks for none (no
       ``acp.mode`` option, no ``agent_id``, no plan mode); presets use it to start in the mode
       that asks for permission. A mode the agent does not offer is reported, not fatal.
+    * ``start_guard(env)``: awaited before the agent starts, with its environment; what it
+      returns (a function, or ``None``) is called once the session is open or the start
+      failed (``opencode_acp`` serialises first starts on one OpenCode store with it).
     """
 
     name: str = "acp"
@@ -74,6 +80,7 @@ class AcpEngine(Engine):
         max_line_bytes: int | None = None,
         catalog: Catalog | None = None,
         default_mode: str | None = None,
+        start_guard: StartGuard | None = None,
     ) -> None:
         if resume_with not in ("load", "resume"):
             raise ConfigurationError("resume_with must be 'load' or 'resume'", option="resume_with")
@@ -101,6 +108,7 @@ class AcpEngine(Engine):
         self.max_line_bytes = max_line_bytes
         self.catalog = catalog
         self.default_mode = default_mode
+        self.start_guard = start_guard
 
     def start(self, options: SessionOptions | None = None) -> AcpSession:
         return AcpSession(self, options)
@@ -145,8 +153,13 @@ def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
         permission = session.option("opencode", "permission")
         return {} if permission is None else {"OPENCODE_PERMISSION": permission}
 
+    async def start_guard(env: Mapping[str, str]) -> Callable[[], None] | None:
+        lock = await store_lock(opencode_database(env), engine="opencode-acp")
+        return None if lock is None else lock.release
+
     options.setdefault("name", "opencode-acp")
     options.setdefault("session_env", session_env)
+    options.setdefault("start_guard", start_guard)
     return AcpEngine(command, **options)
 
 

@@ -10,6 +10,9 @@
 * claude-agent-acp: beside the main loop's tokens (``_meta.quota.token_count``), the prompt
   response's ``_meta.quota.model_usage`` rows count every model call the turn's result covered
   (session titles, prompt suggestions, subagents, compaction): the difference is the side calls'.
+* codex-acp: a failed turn (the model server answered 500, say) as ``_meta.codex.threadStatus``
+  ``{"type": "systemError"}`` on a ``session_info_update``, then Codex's words as answer text and
+  the prompt's end as ``end_turn``.
 * Gemini CLI: the prompt's token totals in the prompt response's ``_meta.quota.token_count``
   (the prompt with its cache reads, the output without its thoughts).
 """
@@ -27,6 +30,7 @@ __all__ = [
     "quota_usage",
     "side_usage",
     "summed_call_usage",
+    "system_error",
     "terminal_exit_code",
     "terminal_output",
     "tool_name",
@@ -69,6 +73,13 @@ def terminal_exit_code(meta: dict[str, Any]) -> int | None:
     if exited is not None and isinstance(exited.get("exit_code"), int):
         return exited["exit_code"]
     return None
+
+
+def system_error(data: dict[str, Any]) -> bool:
+    """Whether a ``session_info_update`` says the thread hit a system error (codex-acp)."""
+    codex = _dict((_dict(data.get("_meta")) or {}).get("codex")) or {}
+    status = _dict(codex.get("threadStatus")) or {}
+    return status.get("type") == "systemError"
 
 
 def summed_call_usage(calls: list[dict[str, Any]]) -> AcpUsage:

@@ -163,6 +163,15 @@ class AcpSessionCore(JsonRpcSession):
             deltas=options.partial_messages,
         )
 
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+        guard = self.engine.start_guard
+        done = None if guard is None else await guard(self.env)
+        try:
+            await super()._start(task_group)
+        finally:
+            if done is not None:
+                done()
+
     def _extra_env(self) -> dict[str, str]:
         extra = dict(self.engine.env)
         if self.engine.session_env is not None:

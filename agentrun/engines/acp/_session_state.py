@@ -123,6 +123,10 @@ class SessionState:
         self.before_init: list[Message] = []
         #: Per-call usage an agent sends in a chunk's ``_meta.usage`` (Qwen Code), this prompt.
         self.call_usage: list[dict[str, Any]] = []
+        #: The client sent ``session/cancel`` during this prompt.
+        self.cancel_requested: bool = False
+        #: What the agent said since it reported a system error in this prompt (codex-acp).
+        self.system_error: list[str] | None = None
         self._cost_base: float | None = None
         #: The running cost had not moved when the last prompt that spent tokens ended.
         self._cost_late = False

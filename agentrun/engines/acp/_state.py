@@ -24,7 +24,7 @@ from ..._vocabulary.jsonvalues import as_object
 from ..._vocabulary.messages import ErrorInfo, Message, MessageType, Usage, assemble
 from ..._vocabulary.prices import account_usage, estimate_cost
 from ._message_blocks import BlockKind
-from ._meta import quota_usage, side_usage
+from ._meta import quota_usage, side_usage, system_error
 from ._schema import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -150,6 +150,10 @@ class AcpState(ToolCalls):
 
     def _update(self, update: Any, raw: Any) -> list[Message]:
         if isinstance(update, AgentMessageChunk):
+            if self.system_error is not None:
+                text = getattr(update.content, "text", None)
+                if isinstance(text, str):
+                    self.system_error.append(text)
             return self._chunk("text", update, raw)
         if isinstance(update, AgentThoughtChunk):
             return self._chunk("thinking", update, raw)
@@ -179,6 +183,8 @@ class AcpState(ToolCalls):
             subtype = str(getattr(update, "session_update", "unknown"))
             data = to_wire(update)
         data.pop("sessionUpdate", None)
+        if subtype == "session_info_update" and self.in_prompt and system_error(data):
+            self.system_error = []  # what the agent says next is the error's words
         return [self._msg(type=_SYSTEM, subtype=subtype, data=data, raw=raw)]
 
     # -- usage -----------------------------------------------------------------------------
@@ -215,6 +221,8 @@ class AcpState(ToolCalls):
         out = self._init_once()
         self.in_prompt = True
         self.call_usage: list[dict[str, Any]] = []
+        self.system_error = None
+        self.cancel_requested = False
         #: The prompt runs the agent's ``compact`` command.
         self._compacting = text is not None and text.strip() == "/compact"
         if self._cost_late:
@@ -289,6 +297,19 @@ class AcpState(ToolCalls):
             data.setdefault("usage_scope", self.usage_scope)
             if reported.total_tokens is not None:
                 data["total_tokens"] = reported.total_tokens
+        if self.cancel_requested and stop_reason not in (None, "cancelled", "end_turn"):
+            # The client cancelled and the agent stopped on something else on the way (Gemini
+            # CLI's loop detection answers max_turn_requests): the prompt was cancelled.
+            data["agent_stop_reason"] = stop_reason
+            stop_reason = "cancelled"
+        failure: ErrorInfo | None = None
+        if self.system_error is not None and stop_reason == "end_turn":
+            # codex-acp ends a failed turn as if it had answered: the turn failed.
+            words = "".join(self.system_error).strip()[:2000]
+            failure = ErrorInfo(
+                message=words or "the agent reported a system error", code="api_error", fatal=True
+            )
+            stop_reason = "error"
         self._end_prompt()
         # A validated stop reason and usage, a dict built here: assembled, not validated again.
         out.append(
@@ -299,6 +320,7 @@ class AcpState(ToolCalls):
                     "stop_reason": stop_reason,
                     "usage": usage,
                     "resume_id": self.session_id,
+                    "error": failure,
                     "data": data or None,
                     "raw": result,
                 },

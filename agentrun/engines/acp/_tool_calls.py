@@ -64,6 +64,14 @@ class ToolState:
     exit_code: int | None = None
 
 
+def _reported_exit_code(raw_output: Any) -> int | None:
+    """The exit code an agent puts in a shell call's ``rawOutput`` (OpenCode:
+    ``{"metadata": {"exit": 3}}``), or ``None``."""
+    metadata = _dict((_dict(raw_output) or {}).get("metadata")) or {}
+    code = metadata.get("exit")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
 def placeholder_input(value: Any) -> bool:
     if value is None:
         return True
@@ -153,6 +161,8 @@ class ToolCalls(MessageBlocks):
         if output is not None:
             tool.terminal_output.append(output)
         code = terminal_exit_code(meta)
+        if code is None:
+            code = _reported_exit_code(raw_output)
         if code is not None:
             tool.exit_code = code
 

@@ -178,6 +178,8 @@ class AcpTranslator(Translator):
                     return self.state.prompt_started(_prompt_text(params))
                 if method in SESSION_METHODS:
                     self.state.session_requested(method)
+            elif method == Method.SESSION_CANCEL and self.state.in_prompt:
+                self.state.cancel_requested = True
             return []
         # Our answer to one of the agent's requests.
         asked = self._asked.pop(request_id, None) if request_id is not None else None

@@ -8,6 +8,12 @@
 * ``[features] plugins = false`` stops a ``git ls-remote https://github.com/openai/plugins.git``
   run at every start (plugin marketplace sync).
 * Always pass ``--skip-git-repo-check`` outside a git repository and stdin ``/dev/null``.
+* A sandboxed command (codex-acp's modes, app-server's ``plan`` and ``hitl=True``) runs through
+  the sandbox helper ``codex-linux-sandbox``: Codex itself, found on ``PATH`` under that name. Codex
+  puts that alias on ``PATH`` itself, but refuses to under the temporary directory, where an
+  offline ``CODEX_HOME`` usually is; with bubblewrap installed every sandboxed command then dies
+  (``bwrap: execvp codex-linux-sandbox``) and Codex reports no item for it. So the configuration
+  makes the alias itself, in ``<directory>/codex-bin`` (a folder only it writes), first on ``PATH``.
 * codex-acp: no ``approval_policy`` / ``sandbox_mode`` (its ACP mode decides, so permission
   requests reach the client), a model catalog that gives the fake model real metadata, and no
   prompt-suggestion call after each turn.
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -35,6 +42,8 @@ _NOTES = (
     "provider 'fake' uses the Responses API on the model server",
     "request_max_retries = stream_max_retries = 0: one request per failure",
     "[features] plugins = false stops the git ls-remote to github.com",
+    "PATH starts with codex-bin/codex-linux-sandbox: the sandbox helper Codex refuses to make"
+    " under the temporary directory",
 )
 
 
@@ -87,12 +96,48 @@ def _write_config(
     return path
 
 
+#: The name by which Codex runs itself as its Linux sandbox helper (it dispatches on argv[0]).
+SANDBOX_HELPER = "codex-linux-sandbox"
+
+
+def _sandbox_helper_folder(codex_home: Path) -> Path | None:
+    """``<directory>/codex-bin`` holding ``codex-linux-sandbox``, a link to the pinned native
+    Codex, or ``None`` off Linux or without a native Codex. Only a link is ever replaced."""
+    from ..._vocabulary.errors import EngineUnavailableError
+    from ..._wire.programs import resolve_binary
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        codex = Path(resolve_binary("codex")).resolve()
+    except EngineUnavailableError:
+        return None
+    if codex.suffix in (".js", ".mjs", ".cjs"):  # a Node launcher: argv[0] would not reach Codex
+        return None
+    folder = codex_home.parent / "codex-bin"
+    folder.mkdir(exist_ok=True)
+    link = folder / SANDBOX_HELPER
+    if link.is_symlink():
+        if link.readlink() == codex:
+            return folder
+        link.unlink()
+    elif link.exists():
+        return folder  # not ours: left as it is
+    link.symlink_to(codex)
+    return folder
+
+
 def _variables(codex_home: Path) -> dict[str, str]:
-    return {
+    variables = {
         "CODEX_HOME": str(codex_home),
         "FAKE_OPENAI_API_KEY": "sk-offline-not-a-real-key",
         "NO_COLOR": "1",
     }
+    helper = _sandbox_helper_folder(codex_home)
+    if helper is not None:
+        inherited = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+        variables["PATH"] = f"{helper}{os.pathsep}{inherited}"
+    return variables
 
 
 def codex_offline(

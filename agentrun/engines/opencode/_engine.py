@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any, ClassVar, cast
 import anyio
 import anyio.abc
 
+from ..._bases.first_start import StoreLock, opencode_database, store_lock
 from ..._bases.spawn_per_turn import SpawnPerTurnSession, TurnCommand
 from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
@@ -36,6 +36,7 @@ from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.errors import ConfigurationError
 from ..._vocabulary.options import SessionOptions
+from ..._wire.framing import LineTooLong
 from ..._wire.process import AgentProcess
 from ..._wire.programs import package_version
 from ._argv import TurnArgs, build_argv
@@ -151,16 +152,34 @@ class OpenCodeSession(SpawnPerTurnSession):
         #: A turn was cancelled: what it left in the session (from this time on) is removed
         #: before the next turn continues the session.
         self._cancelled_since: int | None = None
+        #: The lock of OpenCode's store while this session's process makes it
+        #: (see _bases.first_start).
+        self._store_lock: StoreLock | None = None
 
     @property
     def database(self) -> Path:
         """OpenCode's database (``$XDG_DATA_HOME/opencode/opencode.db``), where it keeps the
         sessions ``--session`` continues."""
-        data = self.env.get("XDG_DATA_HOME")
-        if not data:
-            home = self.env.get("HOME") or os.path.expanduser("~")
-            data = str(Path(home) / ".local" / "share")
-        return Path(data) / "opencode" / "opencode.db"
+        return opencode_database(self.env)
+
+    async def _run_turn(self, ctx: TurnContext) -> None:
+        # On a home without a store, this turn's process makes it: other starts wait until it
+        # has (its first line), see _bases.first_start.
+        self._store_lock = await store_lock(self.database, engine=self.engine_name)
+        try:
+            await super()._run_turn(ctx)
+        finally:
+            self._release_store()
+
+    def _tap_received(self, item: bytes | LineTooLong) -> None:
+        self._release_store()  # a line: the process has opened its store
+        super()._tap_received(item)
+
+    def _release_store(self) -> None:
+        lock: StoreLock | None = self._store_lock
+        if lock is not None:
+            self._store_lock = None
+            lock.release()
 
     async def _interrupt(self, proc: AgentProcess) -> None:
         if self._turn_started_ms is not None:

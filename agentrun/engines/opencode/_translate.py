@@ -242,6 +242,9 @@ class OpenCodeTranslator(AgentTranslator):
         metadata = state.get("metadata")
         if metadata is not None:
             data["metadata"] = metadata
+        exit_code = _dict(metadata).get("exit")
+        if isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0:
+            is_error = True  # the bash tool "completed" a command that failed
         timing = _dict(state.get("time"))
         if timing:
             data["time"] = timing

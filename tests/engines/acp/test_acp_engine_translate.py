@@ -392,6 +392,33 @@ def test_gemini_cli_prompt_totals_are_kept_but_are_no_figures_of_the_convention(
 
 
 @pytest.mark.parametrize(
+    ("cancelled", "answer", "expected"),
+    [
+        pytest.param(True, "max_turn_requests", "cancelled", id="cancelled-on-the-way"),
+        pytest.param(True, "end_turn", "end_turn", id="answered-before-the-cancel"),
+        pytest.param(False, "max_turn_requests", "max_turn_requests", id="not-cancelled"),
+    ],
+)
+def test_a_prompt_the_client_cancelled_ends_cancelled(
+    cancelled: bool, answer: str, expected: str
+) -> None:
+    # Gemini CLI answers a cancelled prompt whose loop detection fired on the way
+    # max_turn_requests: the library cancelled it, so the result says so (the agent's word kept).
+    t = AcpTranslator()
+    _session(t)
+    if cancelled:
+        t.feed(_send({"method": "session/cancel", "params": {"sessionId": "s1"}}))
+    (result,) = t.feed(_recv({"id": 3, "result": {"stopReason": answer}}))
+    assert result.stop_reason == expected
+    if expected != answer:
+        assert result.data is not None and result.data["agent_stop_reason"] == answer
+    # The next prompt starts afresh.
+    t.feed(_send({"id": 4, "method": "session/prompt", "params": {"sessionId": "s1"}}))
+    (later,) = t.feed(_recv({"id": 4, "result": {"stopReason": "max_turn_requests"}}))
+    assert later.stop_reason == "max_turn_requests"
+
+
+@pytest.mark.parametrize(
     ("output", "total"),
     [
         # codex-acp, Qwen Code: the total counts the output once, thoughts inside.
