@@ -10,7 +10,8 @@ the process group (Codex exits 1 and the thread stays resumable), then the usual
 
 Exit status: 0 with ``turn.completed`` is a result; 1 after ``turn.failed`` a failed result;
 anything else (a signal, 1 without ``turn.failed``) raises :class:`ProcessExitError` with the
-stderr tail, or :class:`SessionNotFoundError` when Codex does not know the resumed thread.
+stderr tail, or :class:`SessionNotFoundError` when Codex does not know the resumed thread (a
+thread name its index does not resolve is refused before the first process starts).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,11 +33,12 @@ from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
 from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.errors import SessionNotFoundError
 from ..._vocabulary.options import SessionOptions
 from ..._wire.process import AgentProcess
 from ..._wire.programs import package_version
 from ._argv import build_exec_argv
-from ._rollout import find_rollout, read_rollout
+from ._rollout import find_rollout, find_thread_named, read_rollout
 from ._translate import AGENT_NAME, CodexExecTranslator
 
 __all__ = ["CodexEngine", "CodexSession"]
@@ -71,6 +74,14 @@ class CodexEngine(ProgramEngine):
 
     def start(self, options: SessionOptions | None = None) -> CodexSession:
         return CodexSession(self, options)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 class CodexSession(SpawnPerTurnSession):
@@ -110,6 +121,23 @@ class CodexSession(SpawnPerTurnSession):
         self.binary = self.engine.resolve_binary(self.options)
         if self.version is None:
             self.version = package_version(self.binary, "@openai/codex")
+        await self._check_thread_name()
+
+    async def _check_thread_name(self) -> None:
+        """An id that is not a UUID is a thread name to ``codex exec resume``, which starts a new
+        thread without a word when no thread has that name: it is refused here unless Codex's
+        own name index resolves it (a UUID it does not know, Codex refuses itself)."""
+        name = self.options.resume_id
+        if name is None or _is_uuid(name):
+            return
+        thread = await anyio.to_thread.run_sync(find_thread_named, self.codex_home, name)
+        if thread is None:
+            raise SessionNotFoundError(
+                f"{self.agent_name} does not know {name!r} (neither a thread id nor the name "
+                "of a thread)",
+                session_id=name,
+                engine=self.engine_name,
+            )
 
     async def _start_fresh(self) -> None:
         await super()._start_fresh()
