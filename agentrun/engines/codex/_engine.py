@@ -108,6 +108,8 @@ class CodexSession(SpawnPerTurnSession):
         self.version = engine.version
         self._model: str | None = self.options.model
         self._schema_dir: str | None = None
+        #: ``codex exec`` processes started in this session (each numbers its items anew).
+        self._processes = 0
 
     @property
     def codex_home(self) -> Path:
@@ -175,7 +177,9 @@ class CodexSession(SpawnPerTurnSession):
                 self._schema_dir = None
 
     def _new_translator(self) -> CodexExecTranslator:
+        self._processes += 1
         return CodexExecTranslator(
+            process=self._processes,
             model=self._model,
             tracker=self.tracker,
             totals=self.totals,

@@ -215,3 +215,35 @@ async def test_a_thread_name_resumes_its_thread_and_an_unknown_name_is_refused(
             second = await run_turn(session, "what was it?", timeout=120)
     assert second.ok and second.text == "It was FIG."
     assert second.resume_id == first.resume_id
+
+
+async def test_tool_ids_are_unique_in_the_session_though_codex_numbers_items_per_process(
+    tmp_path: Path,
+) -> None:
+    """Each ``codex exec`` process numbers its items from ``item_0``: the second turn's shell
+    call had the first turn's id (over ``agentrun acp`` it arrived as an update of the first
+    turn's call). Ids carry the process's number in the session."""
+    require_engine("codex")
+    script = Script(
+        turns=[ModelTurn.shell("echo one"), _text("one", _u(10, 0, 3)),
+               ModelTurn.shell("echo two"), _text("two", _u(10, 0, 3))]
+    )  # fmt: skip
+    uses: list[list[str]] = []
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(
+            "codex", server.url, tmp_path / "agent", cwd=str(tmp_path), hitl=False
+        )
+        async with engine.start(options) as session:
+            for prompt in ("run echo one", "run echo two"):
+                messages: list[Message] = []
+                summary = await run_turn(session, prompt, timeout=120, on_message=messages.append)
+                assert summary.ok, summary.errors
+                uses.append(
+                    [
+                        m.tool.id
+                        for m in messages
+                        if m.type == MessageType.TOOL_USE and m.tool and m.tool.id
+                    ]
+                )
+    assert all(len(ids) == 1 for ids in uses), uses
+    assert uses[0] != uses[1], uses
