@@ -49,11 +49,20 @@ from ._models import (
     NewParams,
     SessionParams,
     SetConfigParams,
+    SetModelParams,
     SetModeParams,
     parse,
 )
 from ._prompting import PromptingServer, error_data, stop_reason
-from ._sessions import EFFORT_ENGINES, EFFORTS, MODES, RESOURCE_NOT_FOUND, AcpSession, ServerConfig
+from ._sessions import (
+    DEFAULT_MODEL,
+    EFFORT_ENGINES,
+    EFFORTS,
+    MODES,
+    RESOURCE_NOT_FOUND,
+    AcpSession,
+    ServerConfig,
+)
 from ._updates import TERMINAL_OUTPUT_KEYS
 
 __all__ = ["PROTOCOL_VERSION", "AcpServer", "ServerConfig", "stop_reason"]
@@ -80,6 +89,7 @@ class AcpServer(PromptingServer):
             "session/close": self._close,
             "session/set_mode": self._set_mode,
             "session/set_config_option": self._set_config_option,
+            "session/set_model": self._set_model,
             "session/prompt": self._prompt,
         }
 
@@ -319,10 +329,7 @@ class AcpServer(PromptingServer):
         if request.config_id == "mode" and isinstance(value, str):
             self._apply_mode(session, value)
         elif request.config_id == "model" and isinstance(value, str) and value.strip():
-            SessionOptions(model=value)  # the library's own check of a model name
-            if value != session.model:
-                session.model = session.shown_model = value
-                session.dirty = True
+            self._apply_model(session, value)
         elif (
             request.config_id == "effort"
             and isinstance(value, str)
@@ -339,6 +346,22 @@ class AcpServer(PromptingServer):
                 f"no config option {request.config_id!r} takes {value!r}"
             )
         return {"configOptions": self._config_options(session)}
+
+    async def _set_model(self, params: Any) -> dict[str, Any]:
+        """``session/set_model`` (unstable ACP): the same as the model config option."""
+        request = parse(SetModelParams, params)
+        self._apply_model(self._session(request.session_id), request.model_id)
+        return {}
+
+    def _apply_model(self, session: AcpSession, value: str) -> None:
+        """A model for the next prompt: one the option lists or any name the library takes
+        (the catalog does not name every model); ``default`` is the agent's own default."""
+        model = None if value == DEFAULT_MODEL else value
+        if model is not None:
+            SessionOptions(model=model)  # the library's own check of a model name
+        if model != session.model:
+            session.model = session.shown_model = model
+            session.dirty = True
 
     def _apply_mode(self, session: AcpSession, mode: str) -> None:
         if mode not in MODES:

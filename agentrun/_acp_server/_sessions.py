@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import itertools
 import json
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ import anyio.abc
 
 from .._turns.session import Session
 from .._turns.turn import Turn
+from .._vocabulary.context import default_catalog
 from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError
 from ._updates import UpdateMapper
 
@@ -51,6 +53,32 @@ MODES: dict[str, tuple[str, str]] = {
     "plan": ("Plan", "The agent plans and changes nothing"),
 }
 EFFORTS = ("default", "low", "medium", "high", "max")
+#: The model option's value for "the agent's own default" (no model asked for).
+DEFAULT_MODEL = "default"
+#: The model catalog's families each engine's agent runs (by the prefix of the catalog id).
+ENGINE_MODEL_FAMILIES: dict[str, str] = {
+    "claude": "claude-",
+    "claude-acp": "claude-",
+    "codex": "gpt-",
+    "codex-app-server": "gpt-",
+    "codex-acp": "gpt-",
+}
+
+
+@functools.cache
+def catalog_models(engine: str) -> tuple[str, ...]:
+    """The model ids and aliases of the library's catalog (``catalog.json``, extended by
+    ``$AGENTRUN_MODEL_CATALOG``) that ``engine``'s agent runs, sorted; none for an engine whose
+    models the catalog does not name (OpenCode's ``provider/model``, Gemini, Qwen)."""
+    family = ENGINE_MODEL_FAMILIES.get(engine)
+    if family is None:
+        return ()
+    catalog = default_catalog()
+    return tuple(
+        name
+        for name in catalog.names()
+        if (info := catalog.lookup(name)) is not None and info.id.startswith(family)
+    )
 
 
 @dataclass(frozen=True)
@@ -154,7 +182,8 @@ class ServerState:
         }
 
     def _config_options(self, session: AcpSession) -> list[dict[str, Any]]:
-        model = session.shown_model or session.model or "default"
+        model = session.shown_model or session.model or DEFAULT_MODEL
+        choices = dict.fromkeys((model, DEFAULT_MODEL, *catalog_models(self.config.engine)))
         options: list[dict[str, Any]] = [
             {
                 "id": "mode",
@@ -170,7 +199,7 @@ class ServerState:
                 "category": "model",
                 "type": "select",
                 "currentValue": model,
-                "options": [{"value": model, "name": model}],
+                "options": [{"value": m, "name": m} for m in choices],
             },
         ]
         if self.config.engine in EFFORT_ENGINES:
