@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from .._wire.jsonrpc import (
     JsonRpcError,
     JsonRpcProblem,
 )
+from ._known import ISSUED_ID, agent_knows, new_session_id
 from ._models import (
     InitializeParams,
     ListParams,
@@ -243,7 +243,7 @@ class AcpServer(PromptingServer):
         request = parse(NewParams, params)
         self._note_mcp(request.mcp_servers)
         session = AcpSession(
-            sid=f"sess_{uuid.uuid4().hex}", cwd=request.cwd, engine=self.config.engine,
+            sid=new_session_id(), cwd=request.cwd, engine=self.config.engine,
             model=self.config.model, mapper=self._mapper(request.cwd),
         )  # fmt: skip
         await self._open(session)
@@ -269,14 +269,34 @@ class AcpServer(PromptingServer):
 
     async def _reattach(self, session_id: str, cwd: str) -> AcpSession:
         """A known session (reopened when closed) or, for an id this server never issued, the
-        engine's own resume id of an earlier session."""
+        engine's own resume id of an earlier session, once the agent is seen to know it: an id
+        of the server's own shape from an earlier process, or one the agent does not know, is
+        "resource not found" before anything runs (:mod:`._known`)."""
         session = self.sessions.get(session_id)
         if session is None:
+            if ISSUED_ID.fullmatch(session_id):
+                raise JsonRpcError(
+                    RESOURCE_NOT_FOUND,
+                    f"Resource not found: no session {session_id!r} (sessions are kept for the "
+                    "lifetime of the agentrun acp process that issued them)",
+                    {"errorCode": "session_not_found"},
+                )
             session = AcpSession(
                 sid=session_id, cwd=cwd, engine=self.config.engine, model=self.config.model,
                 resume_id=session_id, mapper=self._mapper(cwd, cost_usd=None),
             )  # fmt: skip
-            await self._open(session)
+            engine, options = self._engine_and_options(session)
+            known = await anyio.to_thread.run_sync(
+                agent_knows, self.config.engine, options, session_id
+            )
+            if known is False:
+                raise SessionNotFoundError(
+                    f"Resource not found: the {self.config.engine} agent has no session "
+                    f"{session_id!r}",
+                    session_id=session_id,
+                    engine=self.config.engine,
+                )
+            await self._open(session, (engine, options))
             self.sessions[session_id] = session
         elif session.hosted is None:
             session.cwd = session.mapper.cwd = cwd

@@ -15,8 +15,11 @@ import pytest
 from acp_client import CLIENT_INIT, AcpClient, open_server, schema_validator, server_argv
 from agents_support import descendants
 
+from agentrun import run_turn
+from agentrun._acp_server._known import agent_knows
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun.engines._registry import get_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
@@ -85,3 +88,68 @@ async def test_the_model_option_offers_the_catalogs_models_and_takes_them(
         assert client.invalid == []
         await _closed(client, before)
         tg.cancel_scope.cancel()
+
+
+#: Ids no agent has: one of the server's own shape (an earlier ``agentrun acp`` process issued
+#: it; what ``acpx`` loads after ``sessions new``), a malformed one, a UUID.
+FOREIGN_IDS = ("sess_0123456789abcdef0123456789abcdef", "no-such-id",
+               "01a20000-0000-7000-8000-00000000beef")  # fmt: skip
+RESUMING_ENGINES = ("claude", "codex", "opencode", "opencode-acp", "codex-app-server")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("engine", RESUMING_ENGINES)
+async def test_an_id_nobody_issued_is_not_found_at_resume_and_a_new_session_works(
+    engine: str, tmp_path: Path
+) -> None:
+    """``session/load`` and ``session/resume`` of an id the server never issued and the agent
+    does not know answered success on the spawn-per-turn agents, and the error came at the next
+    prompt: ``acpx``'s ``sessions new`` then a prompt (a new process loading the id it was
+    given) failed. Now it is ``-32002`` at once, and the session ``acpx`` opens instead works."""
+    _available(engine)
+    before = descendants()
+    argv = server_argv(engine, "--embedded")
+    async with anyio.create_task_group() as tg:
+        client = await open_server(tg, argv, stderr_path=tmp_path / "server.err")
+        await client.request("initialize", CLIENT_INIT)
+        for method in ("session/load", "session/resume"):
+            for foreign in FOREIGN_IDS:
+                params = {"sessionId": foreign, "cwd": str(tmp_path), "mcpServers": []}
+                answer = await client.call(method, params)
+                assert "error" in answer, (method, foreign, answer)
+                assert answer["error"]["code"] == -32002, (method, foreign, answer)
+                assert answer["error"]["data"]["errorCode"] == "session_not_found", answer
+        listed = await client.request("session/list", {})
+        assert listed["sessions"] == []  # nothing was opened for them
+        # What acpx does next: a new session, and a prompt in it.
+        sid = (await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"
+        ]
+        reply = await client.request(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}
+        )
+        assert reply["stopReason"] == "end_turn"
+        assert client.invalid == []
+        await _closed(client, before)
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("engine", ["claude", "codex", "opencode"])
+async def test_the_agents_own_store_tells_a_session_it_has_from_one_it_lacks(
+    engine: str, tmp_path: Path
+) -> None:
+    """What the server looks up for an id it did not issue, against a session the real agent
+    ran: its resume id is known (the conversation can go on), the other ids are not."""
+    _available(engine)
+    async with ModelServer(Script(turns=[ModelTurn.text("Noted.")])) as server:
+        engine_obj, options = embedded_engine(engine, server.url, tmp_path / "agent",
+                                              cwd=str(tmp_path))  # fmt: skip
+        async with engine_obj.start(options) as session:
+            summary = await run_turn(session, "remember this", timeout=120)
+    assert summary.ok and summary.resume_id
+    assert agent_knows(engine, options, summary.resume_id) is True
+    for foreign in FOREIGN_IDS:
+        assert agent_knows(engine, options, foreign) is False, foreign
