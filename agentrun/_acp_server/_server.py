@@ -61,6 +61,7 @@ from ._sessions import (
     MODES,
     RESOURCE_NOT_FOUND,
     AcpSession,
+    History,
     ServerConfig,
 )
 from ._updates import TERMINAL_OUTPUT_KEYS
@@ -245,6 +246,7 @@ class AcpServer(PromptingServer):
         session = AcpSession(
             sid=new_session_id(), cwd=request.cwd, engine=self.config.engine,
             model=self.config.model, mapper=self._mapper(request.cwd),
+            history=History(self.config.history_bytes),
         )  # fmt: skip
         await self._open(session)
         self.sessions[session.sid] = session
@@ -255,7 +257,7 @@ class AcpServer(PromptingServer):
         self._note_mcp(request.mcp_servers)
         session = await self._reattach(request.session_id, request.cwd)
         # The history as the client saw it, before the answer.
-        for update in list(session.history):
+        for update in session.history:
             if self._conn is not None:
                 await self._conn.notify(
                     "session/update", {"sessionId": session.sid, "update": update}
@@ -284,6 +286,7 @@ class AcpServer(PromptingServer):
             session = AcpSession(
                 sid=session_id, cwd=cwd, engine=self.config.engine, model=self.config.model,
                 resume_id=session_id, mapper=self._mapper(cwd, cost_usd=None),
+                history=History(self.config.history_bytes),
             )  # fmt: skip
             engine, options = self._engine_and_options(session)
             known = await anyio.to_thread.run_sync(

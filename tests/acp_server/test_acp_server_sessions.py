@@ -7,6 +7,7 @@ client of :mod:`acp_client`; the engines are the real pinned agents.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from agents_support import descendants
 
 from agentrun import run_turn
 from agentrun._acp_server._known import agent_knows
+from agentrun._acp_server._sessions import History
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun.engines._registry import get_engine
 from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
@@ -153,3 +155,88 @@ async def test_the_agents_own_store_tells_a_session_it_has_from_one_it_lacks(
     assert agent_knows(engine, options, summary.resume_id) is True
     for foreign in FOREIGN_IDS:
         assert agent_knows(engine, options, foreign) is False, foreign
+
+
+def _compact(update: dict[str, Any]) -> int:
+    return len(json.dumps(update, separators=(",", ":")).encode())
+
+
+def test_the_history_keeps_the_newest_whole_turns_within_its_bound() -> None:
+    """Every update of every session was kept for the server's lifetime (36 MB of updates grew
+    the server by 58 MB more than without them). The history holds compact JSON within a byte
+    bound, drops the oldest turns whole, and a turn larger than the bound keeps its newest
+    updates."""
+    history = History(limit=4096)
+    history.append({"sessionUpdate": "config_option_update", "configOptions": []})  # turn 0
+    chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x" * 90}}
+    for turn in range(1, 31):
+        history.begin_turn()
+        history.append({"sessionUpdate": "user_message_chunk",
+                        "content": {"type": "text", "text": f"prompt {turn}"}})  # fmt: skip
+        for _ in range(10):
+            history.append(chunk)
+        kept = list(history)
+        assert history.size == sum(_compact(u) for u in kept) <= 4096
+        if history.dropped:
+            # The replay starts at a prompt, and the newest turn is all there.
+            assert kept[0]["sessionUpdate"] == "user_message_chunk", kept[0]
+            assert kept[-11]["content"]["text"] == f"prompt {turn}"
+    assert history.dropped > 0 and len(history) < 30 * 11
+    # One turn larger than the bound: its newest updates, nothing of earlier turns.
+    history.begin_turn()
+    for index in range(100):
+        history.append({**chunk, "content": {"type": "text", "text": f"{index:03d}" + "y" * 90}})
+    kept = list(history)
+    assert history.size <= 4096
+    assert kept[-1]["content"]["text"].startswith("099")
+    assert all(u["sessionUpdate"] == "agent_message_chunk" for u in kept)
+    assert History(limit=0).limit == 0
+    empty = History(limit=0)
+    empty.append(chunk)
+    assert len(empty) == 0 and empty.size == 0
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_session_load_replays_the_newest_turns_within_the_bound(tmp_path: Path) -> None:
+    """Over ``agentrun acp``: what ``session/load`` replays is at most ``--history-bytes`` of
+    updates, starting at a prompt, and it has the newest turn."""
+    _available("claude")
+    bound = 32 * 1024
+    long_text = "lorem ipsum " * 2000  # about 24 KiB, in many chunks
+    script = Script(turns=[ModelTurn.text(long_text), ModelTurn.text(long_text),
+                           ModelTurn.text("The last answer.")])  # fmt: skip
+    script_file = tmp_path / "script.json"
+    script_file.write_text(script.model_dump_json())
+    before = descendants()
+    argv = server_argv("claude", "--embedded", "--script", str(script_file),
+                       "--history-bytes", str(bound))  # fmt: skip
+    async with anyio.create_task_group() as tg:
+        client = await open_server(tg, argv, stderr_path=tmp_path / "server.err")
+        await client.request("initialize", CLIENT_INIT)
+        sid = (await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"
+        ]
+        sent = 0
+        for prompt in ("first", "second", "third"):
+            since = len(client.updates)
+            await client.request(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}
+            )
+            sent += sum(_compact(u["update"]) for u in client.updates[since:])
+        assert sent > 2 * bound  # more was said than is kept
+        await client.request("session/close", {"sessionId": sid})
+        since = len(client.updates)
+        await client.request(
+            "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        )
+        replayed = [u["update"] for u in client.updates[since:] if u["sessionId"] == sid]
+        history = [u for u in replayed if u["sessionUpdate"] != "usage_update"]
+        assert sum(_compact(u) for u in history) <= bound
+        assert history[0]["sessionUpdate"] == "user_message_chunk"
+        prompts = [u["content"]["text"] for u in history
+                   if u["sessionUpdate"] == "user_message_chunk"]  # fmt: skip
+        assert prompts[-1] == "third" and "first" not in prompts, prompts
+        assert client.invalid == []
+        await _closed(client, before)
+        tg.cancel_scope.cancel()
