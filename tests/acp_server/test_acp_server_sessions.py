@@ -240,3 +240,47 @@ async def test_session_load_replays_the_newest_turns_within_the_bound(tmp_path: 
         assert client.invalid == []
         await _closed(client, before)
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_tool_of_a_later_turn_is_a_new_call_even_after_the_session_reopened(
+    tmp_path: Path,
+) -> None:
+    """``codex exec`` numbers its items per process: the second turn's shell call arrived as
+    an update of the first turn's call. The engine numbers them per library session, and a new
+    option reopens that session (numbering starts again): the server sends an id an earlier
+    turn used with the turn's number, so each turn's call is a ``tool_call`` of its own."""
+    _available("codex")
+    script = Script(turns=[ModelTurn.shell("echo one"), ModelTurn.text("one"),
+                           ModelTurn.shell("echo two"), ModelTurn.text("two"),
+                           ModelTurn.shell("echo three"), ModelTurn.text("three")])  # fmt: skip
+    script_file = tmp_path / "script.json"
+    script_file.write_text(script.model_dump_json())
+    before = descendants()
+    argv = server_argv("codex", "--embedded", "--script", str(script_file))
+    async with anyio.create_task_group() as tg:
+        client = await open_server(tg, argv, stderr_path=tmp_path / "server.err")
+        await client.request("initialize", CLIENT_INIT)
+        sid = (await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"
+        ]
+        await client.request("session/set_mode", {"sessionId": sid, "modeId": "bypass"})
+        calls: list[list[str]] = []
+        for prompt, effort in (("one", None), ("two", None), ("three", "high")):
+            if effort is not None:  # the library session reopens at this prompt
+                await client.request(
+                    "session/set_config_option",
+                    {"sessionId": sid, "configId": "effort", "value": effort},
+                )
+            since = len(client.updates)
+            await client.request(
+                "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}
+            )
+            calls.append([u["update"]["toolCallId"] for u in client.updates[since:]
+                          if u["update"]["sessionUpdate"] == "tool_call"])  # fmt: skip
+        assert all(len(ids) == 1 for ids in calls), calls
+        assert len({ids[0] for ids in calls}) == 3, calls
+        assert client.invalid == []
+        await _closed(client, before)
+        tg.cancel_scope.cancel()
