@@ -214,7 +214,7 @@ class CodexExecTranslator(AgentTranslator):
         #: The number of this ``codex exec`` process in the session (1 for the first turn's):
         #: it makes Codex's per-process item ids unique in the session. Replay counts the
         #: processes of the transcript.
-        self.process = process
+        self.process: int = process
         self.totals: RunningTotals = totals if totals is not None else RunningTotals()
         #: The thread id from ``thread.started``.
         self.thread_id: str | None = None
