@@ -18,6 +18,7 @@ import anyio
 
 from .._vocabulary.errors import ConfigurationError
 from ._server import AcpServer, ServerConfig
+from ._sessions import HISTORY_BYTES
 from ._stdio import FdReader, FdWriter
 
 __all__ = ["AcpServer", "ServerConfig", "add_arguments", "main", "serve_stdio"]
@@ -35,6 +36,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio",
                         help="the event loop to run on (default: asyncio)")  # fmt: skip
     parser.add_argument("--log-level", default="WARNING", help="stderr log level")
+    parser.add_argument(
+        "--history-bytes", type=_history_bytes, default=HISTORY_BYTES, metavar="N",
+        help="bytes of updates each session keeps for session/load (default: 8 MiB)",
+    )  # fmt: skip
+
+
+def _history_bytes(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of bytes: {value!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return number
 
 
 async def serve_stdio(config: ServerConfig) -> None:
@@ -85,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
             )
     config = ServerConfig(
         engine=args.engine, embedded=args.embedded, script=args.script, model=args.model,
-        binary=args.binary,
+        binary=args.binary, history_bytes=args.history_bytes,
     )  # fmt: skip
     anyio.run(serve_stdio, config, backend=args.backend)
     return 0

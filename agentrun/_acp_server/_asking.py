@@ -47,7 +47,7 @@ class AskingServer(ServerState):
         offered = tuple(o for o in request.options if o.kind in _PERMISSION_KINDS)
         options = offered or _DEFAULT_OPTIONS
         tool_call: dict[str, Any] = {
-            "toolCallId": tool_id,
+            "toolCallId": session.mapper.tool_id(tool_id),
             "title": tool_title(tool),
             "kind": tool_kind(tool),
             "status": "pending",
@@ -120,7 +120,7 @@ class AskingServer(ServerState):
                                 "required": list(properties)},
         }  # fmt: skip
         if request.tool_use_id is not None:
-            params["toolCallId"] = request.tool_use_id
+            params["toolCallId"] = session.mapper.tool_id(request.tool_use_id)
         try:
             result = await self._conn.request("elicitation/create", params)
         except (JsonRpcError, ConnectionClosedError) as exc:

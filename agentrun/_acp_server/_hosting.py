@@ -64,8 +64,10 @@ class HostingServer(AskingServer):
         )  # fmt: skip
         return engine, options
 
-    async def _open(self, session: AcpSession) -> None:
-        engine, options = self._engine_and_options(session)
+    async def _open(
+        self, session: AcpSession, prepared: tuple[Engine, SessionOptions] | None = None
+    ) -> None:
+        engine, options = prepared or self._engine_and_options(session)
         session.shown_model = session.shown_model or options.model
         assert self._task_group is not None
         session.hosted = await self._task_group.start(self._host, session, engine, options)

@@ -23,6 +23,7 @@ __all__ = [
     "SessionParams",
     "SetConfigParams",
     "SetModeParams",
+    "SetModelParams",
     "parse",
     "prompt_text",
 ]
@@ -73,6 +74,10 @@ class ListParams(_Params):
 
 class SetModeParams(SessionParams):
     mode_id: str = Field(alias="modeId")
+
+
+class SetModelParams(SessionParams):
+    model_id: str = Field(alias="modelId", min_length=1)
 
 
 class SetConfigParams(SessionParams):

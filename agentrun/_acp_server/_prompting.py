@@ -82,6 +82,7 @@ class PromptingServer(HostingServer):
     async def _run_prompt(self, session: AcpSession, text: str) -> dict[str, Any]:
         hosted = session.hosted
         assert hosted is not None
+        session.history.begin_turn()
         session.history.append(
             {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}
         )

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from .._wire.jsonrpc import (
     JsonRpcError,
     JsonRpcProblem,
 )
+from ._known import ISSUED_ID, agent_knows, new_session_id
 from ._models import (
     InitializeParams,
     ListParams,
@@ -49,11 +49,21 @@ from ._models import (
     NewParams,
     SessionParams,
     SetConfigParams,
+    SetModelParams,
     SetModeParams,
     parse,
 )
 from ._prompting import PromptingServer, error_data, stop_reason
-from ._sessions import EFFORT_ENGINES, EFFORTS, MODES, RESOURCE_NOT_FOUND, AcpSession, ServerConfig
+from ._sessions import (
+    DEFAULT_MODEL,
+    EFFORT_ENGINES,
+    EFFORTS,
+    MODES,
+    RESOURCE_NOT_FOUND,
+    AcpSession,
+    History,
+    ServerConfig,
+)
 from ._updates import TERMINAL_OUTPUT_KEYS
 
 __all__ = ["PROTOCOL_VERSION", "AcpServer", "ServerConfig", "stop_reason"]
@@ -80,6 +90,7 @@ class AcpServer(PromptingServer):
             "session/close": self._close,
             "session/set_mode": self._set_mode,
             "session/set_config_option": self._set_config_option,
+            "session/set_model": self._set_model,
             "session/prompt": self._prompt,
         }
 
@@ -233,8 +244,9 @@ class AcpServer(PromptingServer):
         request = parse(NewParams, params)
         self._note_mcp(request.mcp_servers)
         session = AcpSession(
-            sid=f"sess_{uuid.uuid4().hex}", cwd=request.cwd, engine=self.config.engine,
+            sid=new_session_id(), cwd=request.cwd, engine=self.config.engine,
             model=self.config.model, mapper=self._mapper(request.cwd),
+            history=History(self.config.history_bytes),
         )  # fmt: skip
         await self._open(session)
         self.sessions[session.sid] = session
@@ -245,7 +257,7 @@ class AcpServer(PromptingServer):
         self._note_mcp(request.mcp_servers)
         session = await self._reattach(request.session_id, request.cwd)
         # The history as the client saw it, before the answer.
-        for update in list(session.history):
+        for update in session.history:
             if self._conn is not None:
                 await self._conn.notify(
                     "session/update", {"sessionId": session.sid, "update": update}
@@ -259,14 +271,35 @@ class AcpServer(PromptingServer):
 
     async def _reattach(self, session_id: str, cwd: str) -> AcpSession:
         """A known session (reopened when closed) or, for an id this server never issued, the
-        engine's own resume id of an earlier session."""
+        engine's own resume id of an earlier session, once the agent is seen to know it: an id
+        of the server's own shape from an earlier process, or one the agent does not know, is
+        "resource not found" before anything runs (:mod:`._known`)."""
         session = self.sessions.get(session_id)
         if session is None:
+            if ISSUED_ID.fullmatch(session_id):
+                raise JsonRpcError(
+                    RESOURCE_NOT_FOUND,
+                    f"Resource not found: no session {session_id!r} (sessions are kept for the "
+                    "lifetime of the agentrun acp process that issued them)",
+                    {"errorCode": "session_not_found"},
+                )
             session = AcpSession(
                 sid=session_id, cwd=cwd, engine=self.config.engine, model=self.config.model,
                 resume_id=session_id, mapper=self._mapper(cwd, cost_usd=None),
+                history=History(self.config.history_bytes),
             )  # fmt: skip
-            await self._open(session)
+            engine, options = self._engine_and_options(session)
+            known = await anyio.to_thread.run_sync(
+                agent_knows, self.config.engine, options, session_id
+            )
+            if known is False:
+                raise SessionNotFoundError(
+                    f"Resource not found: the {self.config.engine} agent has no session "
+                    f"{session_id!r}",
+                    session_id=session_id,
+                    engine=self.config.engine,
+                )
+            await self._open(session, (engine, options))
             self.sessions[session_id] = session
         elif session.hosted is None:
             session.cwd = session.mapper.cwd = cwd
@@ -319,10 +352,7 @@ class AcpServer(PromptingServer):
         if request.config_id == "mode" and isinstance(value, str):
             self._apply_mode(session, value)
         elif request.config_id == "model" and isinstance(value, str) and value.strip():
-            SessionOptions(model=value)  # the library's own check of a model name
-            if value != session.model:
-                session.model = session.shown_model = value
-                session.dirty = True
+            self._apply_model(session, value)
         elif (
             request.config_id == "effort"
             and isinstance(value, str)
@@ -339,6 +369,22 @@ class AcpServer(PromptingServer):
                 f"no config option {request.config_id!r} takes {value!r}"
             )
         return {"configOptions": self._config_options(session)}
+
+    async def _set_model(self, params: Any) -> dict[str, Any]:
+        """``session/set_model`` (unstable ACP): the same as the model config option."""
+        request = parse(SetModelParams, params)
+        self._apply_model(self._session(request.session_id), request.model_id)
+        return {}
+
+    def _apply_model(self, session: AcpSession, value: str) -> None:
+        """A model for the next prompt: one the option lists or any name the library takes
+        (the catalog does not name every model); ``default`` is the agent's own default."""
+        model = None if value == DEFAULT_MODEL else value
+        if model is not None:
+            SessionOptions(model=model)  # the library's own check of a model name
+        if model != session.model:
+            session.model = session.shown_model = model
+            session.dirty = True
 
     def _apply_mode(self, session: AcpSession, mode: str) -> None:
         if mode not in MODES:

@@ -6,11 +6,13 @@ config options the client sees.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
+import functools
 import itertools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import anyio.abc
 
 from .._turns.session import Session
 from .._turns.turn import Turn
+from .._vocabulary.context import default_catalog
 from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError
 from ._updates import UpdateMapper
 
@@ -51,6 +54,87 @@ MODES: dict[str, tuple[str, str]] = {
     "plan": ("Plan", "The agent plans and changes nothing"),
 }
 EFFORTS = ("default", "low", "medium", "high", "max")
+#: The model option's value for "the agent's own default" (no model asked for).
+DEFAULT_MODEL = "default"
+#: The model catalog's families each engine's agent runs (by the prefix of the catalog id).
+ENGINE_MODEL_FAMILIES: dict[str, str] = {
+    "claude": "claude-",
+    "claude-acp": "claude-",
+    "codex": "gpt-",
+    "codex-app-server": "gpt-",
+    "codex-acp": "gpt-",
+}
+
+
+@functools.cache
+def catalog_models(engine: str) -> tuple[str, ...]:
+    """The model ids and aliases of the library's catalog (``catalog.json``, extended by
+    ``$AGENTRUN_MODEL_CATALOG``) that ``engine``'s agent runs, sorted; none for an engine whose
+    models the catalog does not name (OpenCode's ``provider/model``, Gemini, Qwen)."""
+    family = ENGINE_MODEL_FAMILIES.get(engine)
+    if family is None:
+        return ()
+    catalog = default_catalog()
+    return tuple(
+        name
+        for name in catalog.names()
+        if (info := catalog.lookup(name)) is not None and info.id.startswith(family)
+    )
+
+
+#: Bytes of updates (compact JSON) a session keeps for ``session/load`` to replay.
+HISTORY_BYTES = 8 * 1024 * 1024
+
+
+class History:
+    """The updates of one session that ``session/load`` replays, held as compact JSON (a
+    dict per update cost several times its JSON) and bounded: at most ``limit`` bytes, the
+    oldest dropped first. Turns are dropped whole (the replay starts at a prompt), except the
+    newest, which keeps its latest updates when it alone is too large."""
+
+    def __init__(self, limit: int = HISTORY_BYTES) -> None:
+        self.limit = limit
+        #: (turn number, encoded update), oldest first; turn 0 is before the first prompt.
+        self._entries: collections.deque[tuple[int, bytes]] = collections.deque()
+        self._turn = 0
+        #: Bytes held now (never more than ``limit``).
+        self.size = 0
+        #: Updates dropped to stay within the bound.
+        self.dropped = 0
+
+    def begin_turn(self) -> None:
+        """A prompt starts: what follows is a new turn."""
+        self._turn += 1
+
+    def append(self, update: dict[str, Any]) -> None:
+        data = json.dumps(update, separators=(",", ":")).encode("utf-8")
+        self._entries.append((self._turn, data))
+        self.size += len(data)
+        if self.size > self.limit:
+            self._trim()
+
+    def _trim(self) -> None:
+        entries = self._entries
+        cut = 0
+        while self.size > self.limit and entries:
+            cut = entries[0][0]
+            self._drop()
+        # No turn replayed from its middle, unless it is the newest.
+        while entries and entries[0][0] == cut and cut != self._turn:
+            self._drop()
+
+    def _drop(self) -> None:
+        _, data = self._entries.popleft()
+        self.size -= len(data)
+        self.dropped += 1
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """The updates kept, oldest first (decoded one at a time; a snapshot of now)."""
+        for _, data in list(self._entries):
+            yield json.loads(data)
 
 
 @dataclass(frozen=True)
@@ -64,6 +148,8 @@ class ServerConfig:
     script: str | None = None
     model: str | None = None
     binary: str | None = None
+    #: Bytes of updates each session keeps for ``session/load`` (``--history-bytes``).
+    history_bytes: int = HISTORY_BYTES
 
 
 def now() -> str:
@@ -84,8 +170,8 @@ class AcpSession:
     resume_id: str | None = None
     title: str | None = None
     updated_at: str = field(default_factory=now)
-    #: Every update sent for it, for ``session/load`` (the prompts as user chunks).
-    history: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    #: The updates sent for it, for ``session/load`` (the prompts as user chunks), bounded.
+    history: History = field(default_factory=History)
     mapper: UpdateMapper = field(default_factory=UpdateMapper)
     hosted: Session | None = None
     closing: anyio.Event = field(default_factory=anyio.Event)
@@ -154,7 +240,8 @@ class ServerState:
         }
 
     def _config_options(self, session: AcpSession) -> list[dict[str, Any]]:
-        model = session.shown_model or session.model or "default"
+        model = session.shown_model or session.model or DEFAULT_MODEL
+        choices = dict.fromkeys((model, DEFAULT_MODEL, *catalog_models(self.config.engine)))
         options: list[dict[str, Any]] = [
             {
                 "id": "mode",
@@ -170,7 +257,7 @@ class ServerState:
                 "category": "model",
                 "type": "select",
                 "currentValue": model,
-                "options": [{"value": model, "name": model}],
+                "options": [{"value": m, "name": m} for m in choices],
             },
         ]
         if self.config.engine in EFFORT_ENGINES:

@@ -221,6 +221,11 @@ class UpdateMapper:
         #: The last context reading: (used, size).
         self.context: tuple[int, int] | None = None
         self._announced: set[str] = set()
+        #: This turn's tool ids (the engine's) and the ``toolCallId`` each goes out as; the
+        #: ids earlier turns sent (see :meth:`tool_id`).
+        self._turn_tool_ids: dict[str, str] = {}
+        self._earlier_tool_ids: set[str] = set()
+        self._turns = 0
         self._plan_tools: set[str] = set()
         self._streamed = {"text": False, "thinking": False}
         self._forwarded: list[Any] = []
@@ -233,6 +238,9 @@ class UpdateMapper:
     # -- turns ------------------------------------------------------------------------------
 
     def begin_turn(self) -> None:
+        self._turns += 1
+        self._earlier_tool_ids.update(self._turn_tool_ids.values())
+        self._turn_tool_ids = {}
         self._streamed = {"text": False, "thinking": False}
         self._forwarded = []
         self._last_usage = None  # every turn reports its own readings
@@ -326,6 +334,26 @@ class UpdateMapper:
             )
         return [update]
 
+    def tool_id(self, tool_id: str) -> str:
+        """The ``toolCallId`` an engine's tool id goes out as in this turn: the id itself,
+        unless an earlier turn of the session sent it (an engine that numbers its tools per
+        process, reopened by the server with new options, starts again at its first number;
+        the client would take the call for an update of the earlier one): then the id and the
+        turn's number. An ACP agent's own ids pass unchanged."""
+        if self.passthrough:
+            return tool_id
+        sent = self._turn_tool_ids.get(tool_id)
+        if sent is None:
+            sent = f"{tool_id}~{self._turns}" if tool_id in self._earlier_tool_ids else tool_id
+            self._turn_tool_ids[tool_id] = sent
+        return sent
+
+    def _sent_as(self, tool: ToolCall) -> ToolCall:
+        if tool.id is None:
+            return tool
+        sent = self.tool_id(tool.id)
+        return tool if sent == tool.id else tool.model_copy(update={"id": sent})
+
     def _map(self, message: Message) -> list[dict[str, Any]]:
         kind = message.type
         if kind is MessageType.TEXT_DELTA or kind is MessageType.THINKING_DELTA:
@@ -343,9 +371,9 @@ class UpdateMapper:
                 return []
             return [self._chunk(block, message.text, message.message_id)]
         if kind is MessageType.TOOL_USE and message.tool is not None:
-            return self._tool_use(message.tool)
+            return self._tool_use(self._sent_as(message.tool))
         if kind is MessageType.TOOL_RESULT and message.tool is not None:
-            return self._tool_result(message.tool, _exit_code(message))
+            return self._tool_result(self._sent_as(message.tool), _exit_code(message))
         if kind is MessageType.CONTEXT_WINDOW:
             reading = message.context
             if reading is None or reading.used_tokens is None or not reading.size_tokens:
@@ -420,6 +448,7 @@ class UpdateMapper:
 
     def announce(self, tool: ToolCall) -> list[dict[str, Any]]:
         """A tool call the client must know before it is asked about it (``pending``)."""
+        tool = self._sent_as(tool)
         if tool.id is None or tool.id in self._announced:
             return []
         return self._tool_call(tool, "pending")

@@ -92,6 +92,16 @@ def test_a_failed_turn_prints_its_reason() -> None:
     assert reason.startswith("   reason: ") and "BADID" in reason
 
 
+def test_resuming_an_unknown_codex_thread_name_fails_like_every_engine() -> None:
+    """``codex exec resume <name>`` of a name no thread has used to start a fresh thread (exit
+    0); it is refused like an unknown id on the other engines: exit 1, the id named, no turn."""
+    require_engine("codex")
+    done = _cli("run", "--engine", "codex", "--resume", "no-such-session", "hi")
+    assert done.returncode == 1, done.stdout
+    assert "no-such-session" in done.stderr and "does not know" in done.stderr
+    assert "turn 1 ok" not in done.stdout
+
+
 def test_a_turn_the_agent_cannot_run_says_why_and_fails(tmp_path: Path) -> None:
     require_engine("claude")
     script = tmp_path / "script.json"

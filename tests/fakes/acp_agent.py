@@ -24,6 +24,9 @@ Options (argv): ``--hang-new`` never answers ``session/new``; ``--no-modes`` adv
 or models; ``--stay`` ignores end of input (must be killed); ``--close`` advertises and honours
 ``session/close`` (exits at once); ``--slow-start`` spends 4 s starting up before it reads its input
 (as a real agent loading its configuration does: end of input goes unseen meanwhile).
+``--paged-list`` advertises ``session/list``, which names ``fake-1`` … ``fake-5`` two a page
+(``nextCursor``), and refuses ``session/load`` / ``session/resume`` of any other id, and of
+``fake-5``, with a bare internal error (as ``opencode acp`` does).
 """
 
 from __future__ import annotations
@@ -316,6 +319,7 @@ def handle(msg: dict[str, Any]) -> None:
                         "sessionCapabilities": {
                             "resume": {},
                             "fork": {},
+                            **({"list": {}} if "--paged-list" in ARGS else {}),
                             **({"close": {}} if "--close" in ARGS else {}),
                         },
                     },
@@ -330,8 +334,20 @@ def handle(msg: dict[str, Any]) -> None:
         sid = f"fake-{len(_sessions) + 1}"
         _sessions.add(sid)
         send({"id": request_id, "result": {"sessionId": sid, **session_state()}})
+    elif method == "session/list" and "--paged-list" in ARGS:
+        listed = [f"fake-{n}" for n in range(1, 6)]
+        start = int(params.get("cursor") or 0)
+        page = [
+            {"sessionId": sid, "cwd": params.get("cwd") or "/"} for sid in listed[start : start + 2]
+        ]
+        following = {"nextCursor": str(start + 2)} if start + 2 < len(listed) else {}
+        send({"id": request_id, "result": {"sessions": page, **following}})
     elif method in ("session/load", "session/resume"):
         sid = params["sessionId"]
+        if "--paged-list" in ARGS and (sid == "fake-5" or not sid.startswith("fake-")):
+            error = {"code": -32603, "message": "Internal error: service failure"}
+            send({"id": request_id, "error": error})
+            return
         if not sid.startswith("fake-"):
             send(
                 {

@@ -70,6 +70,9 @@ __all__ = ["AUTH_REQUIRED", "AcpSessionCore", "AcpTimeoutError", "session_cwd"]
 AUTH_REQUIRED = -32000
 #: ACP's "resource not found" error code.
 RESOURCE_NOT_FOUND = -32002
+#: Pages of ``session/list`` read to tell whether the agent has a session (OpenCode lists 100 a
+#: page: 5,000 sessions of a directory).
+LIST_PAGES = 50
 #: How the pinned agents say, in an error's message or ``data.details``, that they do not know
 #: a session id they were asked to load (a malformed id included).
 UNKNOWN_SESSION_WORDS = (
@@ -345,35 +348,46 @@ class AcpSessionCore(JsonRpcSession):
             return True
         return await self._listed(session_id) is False
 
-    async def _session_list(self) -> dict[str, Any] | None:
-        """The agent's answer to ``session/list`` for this directory (``None``: it offers none,
-        or refused; a non-object answer is an empty one)."""
+    async def _session_list(self, cursor: str | None = None) -> dict[str, Any] | None:
+        """The agent's answer to ``session/list`` for this directory, from ``cursor`` on
+        (``None``: it offers none, or refused; a non-object answer is an empty one)."""
         if self.acp_translator.state.capabilities.session_capabilities.list is None:
             return None
+        params: dict[str, Any] = {"cwd": self._cwd}
+        if cursor is not None:
+            params["cursor"] = cursor
         try:
-            result = await self._call(
-                Method.SESSION_LIST, {"cwd": self._cwd}, self.engine.request_timeout
-            )
+            result = await self._call(Method.SESSION_LIST, params, self.engine.request_timeout)
         except JsonRpcError:
             return None
         return cast("dict[str, Any]", result) if isinstance(result, dict) else {}
 
     async def _listed(self, session_id: str) -> bool | None:
-        """Whether ``session/list`` names ``session_id`` (``None``: the agent cannot say)."""
-        fields = await self._session_list()
-        if fields is None:
-            return None
-        sessions = fields.get("sessions")
-        if not isinstance(sessions, list):
-            return None
-        for item in cast("list[Any]", sessions):
-            if (
-                isinstance(item, dict)
-                and cast("dict[str, Any]", item).get("sessionId") == session_id
-            ):
-                return True
-        # A later page might name it.
-        return None if fields.get("nextCursor") else False
+        """Whether ``session/list`` names ``session_id``, its pages followed up to
+        :data:`LIST_PAGES` (``None``: the agent cannot say)."""
+        cursor: str | None = None
+        cursors: set[str] = set()
+        for _ in range(LIST_PAGES):
+            fields = await self._session_list(cursor)
+            if fields is None:
+                return None
+            sessions = fields.get("sessions")
+            if not isinstance(sessions, list):
+                return None
+            for item in cast("list[Any]", sessions):
+                if (
+                    isinstance(item, dict)
+                    and cast("dict[str, Any]", item).get("sessionId") == session_id
+                ):
+                    return True
+            following = fields.get("nextCursor")
+            if not following:
+                return False
+            if not isinstance(following, str) or following in cursors:
+                return None  # a cursor that leads nowhere new
+            cursors.add(following)
+            cursor = following
+        return None
 
     async def _latest_session(self) -> str | None:
         fields = await self._session_list()

@@ -10,7 +10,8 @@ the process group (Codex exits 1 and the thread stays resumable), then the usual
 
 Exit status: 0 with ``turn.completed`` is a result; 1 after ``turn.failed`` a failed result;
 anything else (a signal, 1 without ``turn.failed``) raises :class:`ProcessExitError` with the
-stderr tail, or :class:`SessionNotFoundError` when Codex does not know the resumed thread.
+stderr tail, or :class:`SessionNotFoundError` when Codex does not know the resumed thread (a
+thread name its index does not resolve is refused before the first process starts).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,11 +33,12 @@ from ..._turns.engine import ProgramEngine
 from ..._turns.session import CANCEL_GRACE
 from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
+from ..._vocabulary.errors import SessionNotFoundError
 from ..._vocabulary.options import SessionOptions
 from ..._wire.process import AgentProcess
 from ..._wire.programs import package_version
 from ._argv import build_exec_argv
-from ._rollout import find_rollout, read_rollout
+from ._rollout import find_rollout, find_thread_named, read_rollout
 from ._translate import AGENT_NAME, CodexExecTranslator
 
 __all__ = ["CodexEngine", "CodexSession"]
@@ -73,6 +76,14 @@ class CodexEngine(ProgramEngine):
         return CodexSession(self, options)
 
 
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 class CodexSession(SpawnPerTurnSession):
     """A Codex thread run as one ``codex exec`` process per turn."""
 
@@ -97,6 +108,8 @@ class CodexSession(SpawnPerTurnSession):
         self.version = engine.version
         self._model: str | None = self.options.model
         self._schema_dir: str | None = None
+        #: ``codex exec`` processes started in this session (each numbers its items anew).
+        self._processes = 0
 
     @property
     def codex_home(self) -> Path:
@@ -110,6 +123,23 @@ class CodexSession(SpawnPerTurnSession):
         self.binary = self.engine.resolve_binary(self.options)
         if self.version is None:
             self.version = package_version(self.binary, "@openai/codex")
+        await self._check_thread_name()
+
+    async def _check_thread_name(self) -> None:
+        """An id that is not a UUID is a thread name to ``codex exec resume``, which starts a new
+        thread without a word when no thread has that name: it is refused here unless Codex's
+        own name index resolves it (a UUID it does not know, Codex refuses itself)."""
+        name = self.options.resume_id
+        if name is None or _is_uuid(name):
+            return
+        thread = await anyio.to_thread.run_sync(find_thread_named, self.codex_home, name)
+        if thread is None:
+            raise SessionNotFoundError(
+                f"{self.agent_name} does not know {name!r} (neither a thread id nor the name "
+                "of a thread)",
+                session_id=name,
+                engine=self.engine_name,
+            )
 
     async def _start_fresh(self) -> None:
         await super()._start_fresh()
@@ -147,7 +177,9 @@ class CodexSession(SpawnPerTurnSession):
                 self._schema_dir = None
 
     def _new_translator(self) -> CodexExecTranslator:
+        self._processes += 1
         return CodexExecTranslator(
+            process=self._processes,
             model=self._model,
             tracker=self.tracker,
             totals=self.totals,

@@ -25,6 +25,7 @@ __all__ = [
     "Rollout",
     "codex_totals",
     "find_rollout",
+    "find_thread_named",
     "read_rollout",
     "read_rollout_turns",
     "rollout_records",
@@ -84,6 +85,44 @@ def find_rollout(codex_home: str | Path, thread_id: str) -> Path | None:
     if not found:
         return None
     return max(found, key=lambda p: p.stat().st_mtime)
+
+
+#: How much of ``session_index.jsonl`` (its newest end) a thread name is looked up in.
+SESSION_INDEX_BYTES = 16 * 1024 * 1024
+
+
+def find_thread_named(
+    codex_home: str | Path, name: str, *, max_bytes: int = SESSION_INDEX_BYTES
+) -> str | None:
+    """The thread ``codex exec resume <name>`` would take ``name`` for, or ``None``.
+
+    Codex appends each thread's names to ``$CODEX_HOME/session_index.jsonl`` (``{"id",
+    "thread_name", "updated_at"}``; a thread's newest line holds its current name) and resolves a
+    name to the newest thread of that current name whose rollout file exists. Only the last
+    ``max_bytes`` of the index are read."""
+    if not name.strip():
+        return None
+    path = Path(codex_home) / "session_index.jsonl"
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read(max_bytes)
+    except OSError:
+        return None
+    seen: set[str] = set()
+    for line in reversed(data.splitlines()):
+        try:
+            entry = as_dict(json.loads(line))
+        except ValueError:
+            continue
+        thread = as_str((entry or {}).get("id"))
+        if entry is None or thread is None or thread in seen:
+            continue
+        seen.add(thread)  # the newest line of a thread is its current name
+        if entry.get("thread_name") == name and find_rollout(codex_home, thread) is not None:
+            return thread
+    return None
 
 
 def read_rollout(path: str | Path, *, max_bytes: int = 256 * 1024 * 1024) -> Rollout | None:

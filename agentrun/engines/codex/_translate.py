@@ -16,6 +16,10 @@ One ``codex exec`` process runs one turn: ``thread.started`` (the thread id, the
 ``error``              ``system`` ``warning`` (Codex's non-fatal notices)
 =====================  ==========================================================================
 
+Codex numbers the items of each process from ``item_0``, so the same ids come back every turn;
+an item id here is the process's number in the session and Codex's id (``t2.item_1``: the second
+turn's), unique in the session and the same live and in replay (:attr:`process`).
+
 A web-search line carries the ``"id"`` key twice (the item id, then the search's own ``ws_…``
 id); JSON decoding keeps the last, and so does this translator: the started and completed lines
 carry the same search id, so the tool result pairs with its use.
@@ -200,9 +204,17 @@ class CodexExecTranslator(AgentTranslator):
     sidecars: ClassVar[tuple[str, ...]] = ("rollout.jsonl",)
 
     def __init__(
-        self, *, totals: RunningTotals | None = None, **options: Unpack[AgentTranslatorOptions]
+        self,
+        *,
+        totals: RunningTotals | None = None,
+        process: int = 1,
+        **options: Unpack[AgentTranslatorOptions],
     ) -> None:
         super().__init__(**options)
+        #: The number of this ``codex exec`` process in the session (1 for the first turn's):
+        #: it makes Codex's per-process item ids unique in the session. Replay counts the
+        #: processes of the transcript.
+        self.process: int = process
         self.totals: RunningTotals = totals if totals is not None else RunningTotals()
         #: The thread id from ``thread.started``.
         self.thread_id: str | None = None
@@ -228,6 +240,7 @@ class CodexExecTranslator(AgentTranslator):
         self._pending_errors = []
         self._started_tools = set()
         self._init_sent = self._finished = False
+        self.process += 1
         if self._sidecar_turns:
             self._sidecar_turns.pop(0)
         self.rollout = self._sidecar_turns[0] if self._sidecar_turns else None
@@ -303,6 +316,8 @@ class CodexExecTranslator(AgentTranslator):
     def _item(self, kind: str, item: dict[str, Any], ev: dict[str, Any]) -> list[Message]:
         item_type = item.get("type")
         item_id = as_str(item.get("id"))
+        if item_id is not None:
+            item_id = f"t{self.process}.{item_id}"
         completed = kind == "item.completed"
         if item_type == "agent_message":
             text = item.get("text")

@@ -606,3 +606,23 @@ async def test_a_received_message_is_walked_for_its_nesting_once_by_the_decoder(
     assert summary.text == "echo: hello there"
     directions = {v.get("dir") for v in walked if isinstance(v, dict)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     assert walked and directions == {"send"}
+
+
+async def test_an_unknown_session_is_looked_for_on_every_page_of_the_agents_list(
+    tmp_path: Path,
+) -> None:
+    """An agent that refuses an id with a bare internal error (``opencode acp``) is asked for
+    its sessions; a listing in pages (``nextCursor``) was "cannot say" past the first page, so
+    an unknown id was a ``ProtocolError``. Every page is read: an id on none of them is
+    ``SessionNotFoundError``; one on the last page stays a ``ProtocolError`` (the agent has it
+    but would not load it)."""
+    from agentrun import ProtocolError
+
+    paged = engine("--paged-list")
+    with pytest.raises(SessionNotFoundError) as caught:
+        async with paged.start(session(tmp_path, resume_id="ses_gone")):
+            pass
+    assert caught.value.session_id == "ses_gone"
+    with pytest.raises(ProtocolError):
+        async with paged.start(session(tmp_path, resume_id="fake-5")):
+            pass

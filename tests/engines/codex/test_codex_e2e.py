@@ -174,3 +174,76 @@ async def test_resuming_an_unknown_thread_is_session_not_found(tmp_path: Path) -
                 await run_turn(session, "hi", timeout=60)
     assert caught.value.session_id == "01a20000-0000-7000-8000-000000000000"
     assert not server.model_requests
+
+
+async def test_a_thread_name_resumes_its_thread_and_an_unknown_name_is_refused(
+    tmp_path: Path,
+) -> None:
+    """``codex exec resume <name>`` starts a new thread, without a word, for a name no thread
+    has: the engine looks the name up in Codex's own index first and refuses an unknown one
+    before anything runs; a name the index resolves resumes that thread."""
+    import json
+
+    from agentrun import SessionNotFoundError
+
+    require_engine("codex")
+    script = Script(turns=[_text("Noted: FIG.", _u(10, 0, 3)), _text("It was FIG.", _u(10, 0, 3))])
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(
+            "codex", server.url, tmp_path / "agent", cwd=str(tmp_path)
+        )
+        async with engine.start(options) as session:
+            first = await run_turn(session, "remember FIG", timeout=120)
+        assert first.resume_id is not None
+        # What Codex appends when a thread is renamed.
+        entry = {
+            "id": first.resume_id,
+            "thread_name": "fig-notes",
+            "updated_at": "2026-01-01T00:00:00Z",
+        }
+        home = Path(options.env["CODEX_HOME"])
+        (home / "session_index.jsonl").write_text(json.dumps(entry) + "\n", encoding="utf-8")
+        requests_before = len(server.model_requests)
+        unknown = options.model_copy(update={"resume_id": "no-such-session"})
+        with pytest.raises(SessionNotFoundError) as caught:
+            async with engine.start(unknown) as session:
+                await run_turn(session, "hi", timeout=60)
+        assert caught.value.session_id == "no-such-session"
+        assert len(server.model_requests) == requests_before  # refused before any model call
+        named = options.model_copy(update={"resume_id": "fig-notes"})
+        async with engine.start(named) as session:
+            second = await run_turn(session, "what was it?", timeout=120)
+    assert second.ok and second.text == "It was FIG."
+    assert second.resume_id == first.resume_id
+
+
+async def test_tool_ids_are_unique_in_the_session_though_codex_numbers_items_per_process(
+    tmp_path: Path,
+) -> None:
+    """Each ``codex exec`` process numbers its items from ``item_0``: the second turn's shell
+    call had the first turn's id (over ``agentrun acp`` it arrived as an update of the first
+    turn's call). Ids carry the process's number in the session."""
+    require_engine("codex")
+    script = Script(
+        turns=[ModelTurn.shell("echo one"), _text("one", _u(10, 0, 3)),
+               ModelTurn.shell("echo two"), _text("two", _u(10, 0, 3))]
+    )  # fmt: skip
+    uses: list[list[str]] = []
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine(
+            "codex", server.url, tmp_path / "agent", cwd=str(tmp_path), hitl=False
+        )
+        async with engine.start(options) as session:
+            for prompt in ("run echo one", "run echo two"):
+                messages: list[Message] = []
+                summary = await run_turn(session, prompt, timeout=120, on_message=messages.append)
+                assert summary.ok, summary.errors
+                uses.append(
+                    [
+                        m.tool.id
+                        for m in messages
+                        if m.type == MessageType.TOOL_USE and m.tool and m.tool.id
+                    ]
+                )
+    assert all(len(ids) == 1 for ids in uses), uses
+    assert uses[0] != uses[1], uses

@@ -147,7 +147,9 @@ def test_the_duplicated_web_search_id_pairs_use_and_result() -> None:
     translator = CodexExecTranslator()
     use, result = _feed(translator, STARTED, event)[1:]
     assert use.type is MessageType.TOOL_USE and result.type is MessageType.TOOL_RESULT
-    assert use.tool.id == result.tool.id == "ws_1"
+    assert (
+        use.tool.id == result.tool.id == "t1.ws_1"
+    )  # the process number, then the id the lines carry
     assert use.tool.name == "web_search" and use.tool.kind == "search"
 
 
