@@ -19,7 +19,8 @@ Export maps the vocabulary onto the RFC:
 
 What the RFC has no field for (the turn number, each turn's ``result``, errors, retries,
 questions, denials) is kept under ``extra["agentrun"]`` of the step it belongs to, so that an
-exported trajectory reads back into the same messages and summaries.
+exported trajectory reads back into the same messages and summaries. Content parts (images,
+audio) an imported trajectory had are written back where they were (:data:`CONTENT_KEY`).
 """
 
 from __future__ import annotations
@@ -399,7 +400,9 @@ def to_atif(
 ) -> Trajectory:
     """The ATIF trajectory of a session: its turns (:class:`ReplayedTurn`\\ s, lists of
     messages, or one stream of messages), with the turns' prompts when known (``prompts``, or
-    each :class:`ReplayedTurn`'s). The agent's name, version and model come from the session's
+    each :class:`ReplayedTurn`'s, with its ``prompt_content`` unless ``prompts`` replaces it).
+    Content parts :func:`from_atif` kept (``data["atif_content"]``) are written back while their
+    text is still the message's. The agent's name, version and model come from the session's
     ``init`` unless given; a name or version nobody knows is ``"unknown"``."""
     grouped = _as_turns(turns)
     main = _ReadingAware()

@@ -294,9 +294,11 @@ def from_atif(
     step; its errors are kept on the prompt's step). Any other ATIF document reads as: a
     ``user`` step begins a turn (its text is the prompt), agent steps become thinking, text,
     tool uses and their results, step metrics context readings, and each turn ends with a
-    ``result`` whose usage sums the turn's step metrics. Raises :class:`ConfigurationError`
-    when ``source`` is not an ATIF document, or its subagent references nest deeper than
-    :data:`MAX_SUBAGENT_DEPTH`."""
+    ``result`` whose usage sums the turn's step metrics. Content given as parts (text, images,
+    audio) reads as its text, and is kept whole under ``data["atif_content"]`` of the message
+    (``ReplayedTurn.prompt_content`` for a prompt). Raises :class:`ConfigurationError` when
+    ``source`` is not an ATIF document of a version from ATIF-v1.0 to ATIF-v1.8, or its subagent
+    references nest deeper than :data:`MAX_SUBAGENT_DEPTH`."""
     trajectory = load_trajectory(source)
     subagents = _embedded(trajectory, {})
     read: set[int] = set()
