@@ -1,5 +1,5 @@
 """Trajectories: sessions as ATIF documents (the Agent Trajectory Interchange Format, RFC 0001
-of the Harbor project, v1.7), out and in.
+of the Harbor project), out and in: the library writes ATIF-v1.8 and reads v1.0 to v1.8.
 
 * :func:`to_atif` — the :class:`Trajectory` of a session, live (its messages and prompts) or
   replayed (:func:`agentrun.replay`'s turns);
@@ -13,7 +13,9 @@ of the Harbor project, v1.7), out and in.
 
 from ._vocabulary.atif import (
     ATIF_VERSION,
+    ATIF_VERSIONS,
     AtifAgent,
+    AtifAudioSource,
     AtifContentPart,
     AtifFinalMetrics,
     AtifImageSource,
@@ -39,9 +41,11 @@ from ._vocabulary.trajectory import (
 
 __all__ = [
     "ATIF_VERSION",
+    "ATIF_VERSIONS",
     "DIGEST_MAX_CHARS",
     "MAX_SUBAGENT_DEPTH",
     "AtifAgent",
+    "AtifAudioSource",
     "AtifContentPart",
     "AtifFinalMetrics",
     "AtifImageSource",

@@ -1,5 +1,6 @@
-"""ATIF, the Agent Trajectory Interchange Format (RFC 0001 of the Harbor project, v1.7), as
-strict pydantic models, written from the RFC.
+"""ATIF, the Agent Trajectory Interchange Format (RFC 0001 of the Harbor project), as strict
+pydantic models, written from the RFC: every version from ATIF-v1.0 to ATIF-v1.8 reads, and the
+library writes v1.8 (:data:`ATIF_VERSION`; v1.8 added audio content parts).
 
 Every object forbids fields the RFC does not define (``extra`` is where custom data goes); the
 document-level rules the RFC states are checked when a document is validated: step ids run from
@@ -12,13 +13,23 @@ trajectory (``trajectory_id`` or ``trajectory_path``).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "ATIF_VERSION",
+    "ATIF_VERSIONS",
     "AtifAgent",
+    "AtifAudioSource",
     "AtifContentPart",
     "AtifFinalMetrics",
     "AtifImageSource",
@@ -32,7 +43,7 @@ __all__ = [
 ]
 
 #: The version the library writes.
-ATIF_VERSION = "ATIF-v1.7"
+ATIF_VERSION = "ATIF-v1.8"
 
 SchemaVersion = Literal[
     "ATIF-v1.0",
@@ -43,7 +54,11 @@ SchemaVersion = Literal[
     "ATIF-v1.5",
     "ATIF-v1.6",
     "ATIF-v1.7",
+    "ATIF-v1.8",
 ]
+
+#: Every version the library reads, oldest first (a document of any other is refused).
+ATIF_VERSIONS: tuple[str, ...] = get_args(SchemaVersion)
 
 
 class _Atif(BaseModel):
@@ -57,19 +72,89 @@ class AtifImageSource(_Atif):
     path: str
 
 
-class AtifContentPart(_Atif):
-    """One part of a multimodal message or result (ATIF 1.6+): text, or an image."""
+AudioMediaType = Literal[
+    "audio/wav",
+    "audio/mpeg",
+    "audio/mp4",
+    "audio/aac",
+    "audio/ogg",
+    "audio/flac",
+    "audio/webm",
+    "audio/aiff",
+]
 
-    type: Literal["text", "image"]
+#: Spellings of the audio types above that producers write (``audio/mp3`` is no registered type,
+#: but providers emit it), read as the registered one, as ATIF 1.8 does.
+_AUDIO_SPELLINGS = {
+    "audio/mp3": "audio/mpeg",
+    "audio/mpga": "audio/mpeg",
+    "audio/x-mpeg": "audio/mpeg",
+    "audio/wave": "audio/wav",
+    "audio/x-wav": "audio/wav",
+    "audio/vnd.wave": "audio/wav",
+    "audio/m4a": "audio/mp4",
+    "audio/x-m4a": "audio/mp4",
+    "audio/x-aac": "audio/aac",
+    "audio/x-flac": "audio/flac",
+    "audio/x-aiff": "audio/aiff",
+}
+
+
+class AtifAudioSource(_Atif):
+    """Where the audio of a content part is (a file path or a URL), ATIF 1.8+; ``duration_sec``
+    when known. A media type is read in its registered spelling (``audio/mp3`` is
+    ``audio/mpeg``)."""
+
+    media_type: AudioMediaType
+    path: str
+    duration_sec: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @field_validator("media_type", mode="before")
+    @classmethod
+    def _registered_spelling(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        lowered = value.strip().lower()
+        return _AUDIO_SPELLINGS.get(lowered, lowered)
+
+
+def _media_kind(source: object) -> str:
+    """Which source a media part's ``source`` is, by its media type (``image/...``: an image;
+    anything else is read as audio, whose errors then name what audio may be)."""
+    media_type: object = (
+        cast("dict[str, object]", source).get("media_type")
+        if isinstance(source, dict)
+        else getattr(source, "media_type", None)
+    )
+    return "image" if isinstance(media_type, str) and media_type.startswith("image/") else "audio"
+
+
+class AtifContentPart(_Atif):
+    """One part of a multimodal message or result: text, an image (ATIF 1.6+) or audio
+    (ATIF 1.8+). A text part has ``text``; a media part a ``source`` of its own kind."""
+
+    type: Literal["text", "image", "audio"]
     text: str | None = None
-    source: AtifImageSource | None = None
+    source: (
+        Annotated[
+            Annotated[AtifImageSource, Tag("image")] | Annotated[AtifAudioSource, Tag("audio")],
+            Discriminator(_media_kind),
+        ]
+        | None
+    ) = None
 
     @model_validator(mode="after")
     def _one_payload(self) -> AtifContentPart:
-        if self.type == "text" and (self.text is None or self.source is not None):
-            raise ValueError("a text part has 'text' and no 'source'")
-        if self.type == "image" and (self.source is None or self.text is not None):
-            raise ValueError("an image part has 'source' and no 'text'")
+        if self.type == "text":
+            if self.text is None or self.source is not None:
+                raise ValueError("a text part has 'text' and no 'source'")
+            return self
+        if self.source is None or self.text is not None:
+            raise ValueError(f"an {self.type} part has 'source' and no 'text'")
+        if (self.type == "image") != isinstance(self.source, AtifImageSource):
+            raise ValueError(
+                f"an {self.type} part's source is of another kind ({self.source.media_type})"
+            )
         return self
 
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from .trajectory_import import from_atif
 from .trajectory_load import TrajectorySource, load_trajectory
+from .trajectory_turns import ReplayedTurn
 
 __all__ = ["DIGEST_MAX_CHARS", "trajectory_digest"]
 
@@ -69,6 +70,17 @@ def _recent(lines: list[str], budget: int, noun: str, most: int | None = None) -
     return [f"- ({left_out} earlier {noun} left out)", *shown] if left_out else shown
 
 
+def _asked(turn: ReplayedTurn) -> str:
+    """A turn's prompt as the digest shows it: its text, then where each image or audio part
+    of it is (``[audio: media/request.mp3]``)."""
+    media = [
+        f"[{part.get('type')}: {cast('dict[str, Any]', source).get('path')}]"
+        for part in turn.prompt_content or ()
+        if part.get("type") != "text" and isinstance(source := part.get("source"), dict)
+    ]
+    return " ".join([turn.prompt or "", *media]).strip()
+
+
 def trajectory_digest(
     source: TrajectorySource,
 ) -> str:
@@ -80,7 +92,7 @@ def trajectory_digest(
     trajectory = load_trajectory(source)
     agent = trajectory.agent
     read = from_atif(trajectory)
-    prompts = [t.prompt for t in read.turns if t.prompt]
+    prompts = [asked for t in read.turns if (asked := _asked(t))]
     done: list[str] = []
     files: list[str] = []
     seen_files: set[str] = set()

@@ -19,7 +19,8 @@ Export maps the vocabulary onto the RFC:
 
 What the RFC has no field for (the turn number, each turn's ``result``, errors, retries,
 questions, denials) is kept under ``extra["agentrun"]`` of the step it belongs to, so that an
-exported trajectory reads back into the same messages and summaries.
+exported trajectory reads back into the same messages and summaries. Content parts (images,
+audio) an imported trajectory had are written back where they were (:data:`CONTENT_KEY`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from pydantic import TypeAdapter, ValidationError
+
 from .atif import (
     ATIF_VERSION,
     AtifAgent,
+    AtifContentPart,
     AtifFinalMetrics,
     AtifMetrics,
     AtifObservation,
@@ -43,7 +47,7 @@ from .atif import (
 )
 from .messages import ContextWindow, Message, MessageType, ToolCall, Usage
 from .summary import TurnSummary
-from .trajectory_load import ATIF_SYSTEM, EXTRA_KEY
+from .trajectory_load import ATIF_SYSTEM, CONTENT_KEY, EXTRA_KEY
 from .trajectory_turns import ReplayedTurn
 
 __all__ = ["to_atif"]
@@ -67,7 +71,13 @@ class _Draft:
     source: str
     turn: int
     message: str = ""
+    #: ``message`` as content parts, when it was given as parts (a system or user step).
+    parts: list[AtifContentPart] | None = None
     texts: list[str] = field(default_factory=list[str])
+    #: Each text's content parts, when it was given as parts (``None`` for a plain text).
+    text_parts: list[list[AtifContentPart] | None] = field(
+        default_factory=list[list[AtifContentPart] | None]
+    )
     thinking: list[str] = field(default_factory=list[str])
     calls: list[AtifToolCall] = field(default_factory=list[AtifToolCall])
     results: list[AtifObservationResult] = field(default_factory=list[AtifObservationResult])
@@ -93,11 +103,21 @@ class _Draft:
             own["events"] = self.after
         if self.result is not None:
             own["result"] = self.result
-        is_agent = self.source == "agent"
+        message: str | list[AtifContentPart]
+        if self.source != "agent":
+            message = self.message if self.parts is None else self.parts
+        elif any(self.text_parts):
+            message = [
+                part
+                for text, parts in zip(self.texts, self.text_parts, strict=True)
+                for part in (parts or [AtifContentPart(type="text", text=text)])
+            ]
+        else:
+            message = "\n\n".join(self.texts)
         return AtifStep(
             step_id=step_id,
             source=cast(Any, self.source),
-            message="\n\n".join(self.texts) if is_agent else self.message,
+            message=message,
             reasoning_content="\n\n".join(self.thinking) if self.thinking else None,
             tool_calls=list(self.calls) or None,
             observation=AtifObservation(results=self.results) if self.results else None,
@@ -110,12 +130,39 @@ def _dump(message: Message) -> dict[str, Any]:
     return message.model_dump(mode="json", exclude_none=True, exclude={"turn", "replayed"})
 
 
+_PARTS = TypeAdapter(list[AtifContentPart])
+
+
+def _kept_parts(given: object, text: str | None) -> list[AtifContentPart] | None:
+    """The content parts kept for a message (``given``: its ``data[CONTENT_KEY]``, or a
+    prompt's ``prompt_content``), when they are valid parts whose text is ``text``: a message
+    whose text was changed since is written as its text alone."""
+    if not isinstance(given, (list, tuple)) or not given:
+        return None
+    try:
+        parts = _PARTS.validate_python(list(cast("Sequence[object]", given)))
+    except ValidationError:
+        return None
+    own_text = "\n".join(p.text for p in parts if p.type == "text" and p.text)
+    return parts if own_text == (text or "") else None
+
+
+def _parts_of(message: Message, text: str | None) -> list[AtifContentPart] | None:
+    data = message.data
+    return None if data is None else _kept_parts(data.get(CONTENT_KEY), text)
+
+
 def _content(output: Any) -> str | None:
     if output is None or isinstance(output, str):
         return output
     if output == [] or output == {}:
         return None  # the agent reported the call's end without any output (Gemini CLI)
     return json.dumps(output, ensure_ascii=False, sort_keys=True)
+
+
+def _system_step(turn: int, message: Message) -> _Draft:
+    text = message.text or ""
+    return _Draft("system", turn, message=text, parts=_parts_of(message, text))
 
 
 class _Builder:
@@ -130,12 +177,15 @@ class _Builder:
         self.turn_start = 0
         self._pending_metrics: AtifMetrics | None = None
 
-    def begin_turn(self, number: int, prompt: str | None) -> None:
+    def begin_turn(
+        self, number: int, prompt: str | None, content: Sequence[object] | None = None
+    ) -> None:
         self.current = None
         self.reading = None
         self.turn_start = len(self.drafts)
         if prompt is not None:
-            self.drafts.append(_Draft("user", number, message=prompt))
+            parts = _kept_parts(content, prompt)
+            self.drafts.append(_Draft("user", number, message=prompt, parts=parts))
 
     def _agent_step(self, turn: int, message: Message, *, thinking: bool = False) -> _Draft:
         step = self.current
@@ -165,7 +215,11 @@ class _Builder:
             text = message.text or ""
             is_thinking = kind is MessageType.THINKING
             step = self._agent_step(turn, message, thinking=is_thinking)
-            (step.thinking if is_thinking else step.texts).append(text)
+            if is_thinking:
+                step.thinking.append(text)
+            else:
+                step.texts.append(text)
+                step.text_parts.append(_parts_of(message, text))
         elif kind is MessageType.TOOL_USE and message.tool is not None:
             self._tool_use(turn, message, message.tool)
         elif kind is MessageType.TOOL_RESULT and message.tool is not None:
@@ -175,14 +229,14 @@ class _Builder:
             if reading is not None and reading.used_source == "call_usage":
                 self._reading(reading)
         elif kind is MessageType.COMPACTION:
-            step = _Draft("system", turn, message=message.text or "")
+            step = _system_step(turn, message)
             step.extra["context_management"] = dict(_CONTEXT_MANAGEMENT)
             step.own["compaction"] = _dump(message)
             step.before, self.pending = self.pending, []
             self.drafts.append(step)
             self.current = step
         elif kind is MessageType.SYSTEM and message.subtype == ATIF_SYSTEM:
-            step = _Draft("system", turn, message=message.text or "")
+            step = _system_step(turn, message)
             self.drafts.append(step)
             self.current = step
         elif kind is MessageType.RESULT:
@@ -233,10 +287,12 @@ class _Builder:
             source_call_id = None
             if tool.id is not None:
                 extra["tool_call_id"] = tool.id
+        output = tool.output
+        parts = _parts_of(message, output) if isinstance(output, str) else None
         step.results.append(
             AtifObservationResult(
                 source_call_id=source_call_id,
-                content=_content(tool.output),
+                content=_content(output) if parts is None else parts,
                 extra=extra or None,
             )
         )
@@ -295,18 +351,20 @@ class _ReadingAware(_Builder):
         return step
 
 
-def _as_turns(
-    turns: Iterable[ReplayedTurn | Sequence[Message] | Message],
-) -> list[tuple[list[Message], str | None]]:
-    grouped: list[tuple[list[Message], str | None]] = []
+_Group = tuple[list[Message], str | None, Sequence[object] | None]
+
+
+def _as_turns(turns: Iterable[ReplayedTurn | Sequence[Message] | Message]) -> list[_Group]:
+    """The turns' messages, each with its prompt and the prompt's content parts when known."""
+    grouped: list[_Group] = []
     loose: list[Message] = []
     for item in turns:
         if isinstance(item, Message):
             loose.append(item)
         elif isinstance(item, ReplayedTurn):
-            grouped.append((list(item.messages), item.prompt))
+            grouped.append((list(item.messages), item.prompt, item.prompt_content))
         else:
-            grouped.append((list(item), None))
+            grouped.append((list(item), None, None))
     if loose:
         # One stream of messages: turns by their number, else split at each result.
         current: list[Message] = []
@@ -318,15 +376,15 @@ def _as_turns(
                 and number is not None
                 and message.turn != number
             ):
-                grouped.append((current, None))
+                grouped.append((current, None, None))
                 current = []
             current.append(message)
             number = message.turn if message.turn is not None else number
             if message.type is MessageType.RESULT and message.turn is None:
-                grouped.append((current, None))
+                grouped.append((current, None, None))
                 current = []
         if current:
-            grouped.append((current, None))
+            grouped.append((current, None, None))
     return grouped
 
 
@@ -342,17 +400,21 @@ def to_atif(
 ) -> Trajectory:
     """The ATIF trajectory of a session: its turns (:class:`ReplayedTurn`\\ s, lists of
     messages, or one stream of messages), with the turns' prompts when known (``prompts``, or
-    each :class:`ReplayedTurn`'s). The agent's name, version and model come from the session's
+    each :class:`ReplayedTurn`'s, with its ``prompt_content`` unless ``prompts`` replaces it).
+    Content parts :func:`from_atif` kept (``data["atif_content"]``) are written back while their
+    text is still the message's. The agent's name, version and model come from the session's
     ``init`` unless given; a name or version nobody knows is ``"unknown"``."""
     grouped = _as_turns(turns)
     main = _ReadingAware()
     subagents: dict[str, _ReadingAware] = {}
     init_name = init_version = init_model = init_session = None
     summaries: list[TurnSummary] = []
-    for index, (messages, own_prompt) in enumerate(grouped):
+    for index, (messages, own_prompt, own_content) in enumerate(grouped):
         number = index + 1
-        prompt = prompts[index] if prompts is not None and index < len(prompts) else own_prompt
-        main.begin_turn(number, prompt)
+        if prompts is not None and index < len(prompts):
+            main.begin_turn(number, prompts[index])
+        else:
+            main.begin_turn(number, own_prompt, own_content)
         for sub in subagents.values():
             sub.begin_turn(number, None)
         for message in messages:

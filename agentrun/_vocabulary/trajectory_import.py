@@ -19,11 +19,18 @@ from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
-from .atif import AtifMetrics, AtifStep, Trajectory
+from .atif import AtifContentPart, AtifMetrics, AtifStep, Trajectory
 from .errors import ConfigurationError
 from .messages import ContextSource, ContextWindow, Message, MessageType, ToolCall, Usage
 from .summary import TurnSummary
-from .trajectory_load import ATIF_SYSTEM, EXTRA_KEY, TrajectorySource, load_trajectory
+from .trajectory_load import (
+    ATIF_SYSTEM,
+    CONTENT_KEY,
+    EXTRA_KEY,
+    TrajectorySource,
+    load_trajectory,
+    parts_text,
+)
 from .trajectory_turns import ReplayedTurn, TrajectoryTurns
 
 __all__ = ["MAX_SUBAGENT_DEPTH", "from_atif"]
@@ -43,6 +50,27 @@ def _text(content: Any) -> str:
         return content
     parts = cast("list[Any]", content)
     return "\n".join(p.text for p in parts if getattr(p, "text", None))
+
+
+def _parts(content: Any) -> list[dict[str, Any]] | None:
+    """``content`` given as content parts (text, images, audio): the parts in their JSON form,
+    kept as :data:`CONTENT_KEY` of the message read from it so that nothing of it is lost and
+    export writes it back as it was; ``None`` for a string or no parts."""
+    if not isinstance(content, list) or not content:
+        return None
+    parts = cast("list[AtifContentPart]", content)
+    return [p.model_dump(mode="json", exclude_none=True) for p in parts]
+
+
+def _has_media(content: Any) -> bool:
+    return isinstance(content, list) and any(
+        p.type != "text" for p in cast("list[AtifContentPart]", content)
+    )
+
+
+def _with_parts(data: dict[str, Any] | None, content: Any) -> dict[str, Any] | None:
+    parts = _parts(content)
+    return data if parts is None else {**(data or {}), CONTENT_KEY: parts}
 
 
 def _own(step: AtifStep | Trajectory) -> dict[str, Any]:
@@ -138,14 +166,21 @@ def _step_messages(
                 Message(
                     type=MessageType.COMPACTION,
                     text=_text(step.message),
-                    data={"trigger": _string(cast("dict[str, Any]", context).get("type"))},
+                    data=_with_parts(
+                        {"trigger": _string(cast("dict[str, Any]", context).get("type"))},
+                        step.message,
+                    ),
                     **common,
                 )
             )
         elif not own.get("placeholder"):
             out.append(
                 Message(
-                    type=MessageType.SYSTEM, subtype=ATIF_SYSTEM, text=_text(step.message), **common
+                    type=MessageType.SYSTEM,
+                    subtype=ATIF_SYSTEM,
+                    text=_text(step.message),
+                    data=_with_parts(None, step.message),
+                    **common,
                 )
             )
     elif step.source == "agent":
@@ -159,8 +194,16 @@ def _step_messages(
                 )
             )
         text = _text(step.message)
-        if text:
-            out.append(Message(type=MessageType.TEXT, text=text, message_id=message_id, **common))
+        if text or _has_media(step.message):
+            out.append(
+                Message(
+                    type=MessageType.TEXT,
+                    text=text,
+                    message_id=message_id,
+                    data=_with_parts(None, step.message),
+                    **common,
+                )
+            )
         for call in step.tool_calls or ():
             extra = call.extra or {}
             out.append(
@@ -207,6 +250,7 @@ def _step_messages(
                     output=_text(result.content) if result.content is not None else None,
                     is_error=is_error if isinstance(is_error, bool) else None,
                 ),
+                data=_with_parts(None, result.content),
                 **common,
             )
         )
@@ -250,9 +294,11 @@ def from_atif(
     step; its errors are kept on the prompt's step). Any other ATIF document reads as: a
     ``user`` step begins a turn (its text is the prompt), agent steps become thinking, text,
     tool uses and their results, step metrics context readings, and each turn ends with a
-    ``result`` whose usage sums the turn's step metrics. Raises :class:`ConfigurationError`
-    when ``source`` is not an ATIF document, or its subagent references nest deeper than
-    :data:`MAX_SUBAGENT_DEPTH`."""
+    ``result`` whose usage sums the turn's step metrics. Content given as parts (text, images,
+    audio) reads as its text, and is kept whole under ``data["atif_content"]`` of the message
+    (``ReplayedTurn.prompt_content`` for a prompt). Raises :class:`ConfigurationError` when
+    ``source`` is not an ATIF document of a version from ATIF-v1.0 to ATIF-v1.8, or its subagent
+    references nest deeper than :data:`MAX_SUBAGENT_DEPTH`."""
     trajectory = load_trajectory(source)
     subagents = _embedded(trajectory, {})
     read: set[int] = set()
@@ -283,7 +329,15 @@ def from_atif(
                     session_id=trajectory.session_id,
                 ).in_turn(number)
             )
-        prompts = [_text(s.message) for s in steps if s.source == "user"]
+        asked = [s.message for s in steps if s.source == "user"]
+        prompts = [_text(m) for m in asked]
+        prompt_content: tuple[dict[str, Any], ...] | None = None
+        if any(isinstance(m, list) for m in asked):
+            # Parts of one or more user steps: kept whole; the prompt is their text.
+            prompt_content = tuple(
+                part for m in asked for part in (_parts(m) or [{"type": "text", "text": _text(m)}])
+            )
+            prompts = [parts_text(prompt_content)]
         result: Message | None = None
         for step in steps:
             # A user step holds no message of its own, but what happened before the agent's
@@ -303,6 +357,7 @@ def from_atif(
                 messages=tuple(messages),
                 summary=TurnSummary.from_messages(messages),
                 prompt="\n\n".join(prompts) if prompts else None,
+                prompt_content=prompt_content,
             )
         )
     return TrajectoryTurns(

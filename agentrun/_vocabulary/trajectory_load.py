@@ -15,15 +15,17 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
-from .atif import Trajectory
+from .atif import ATIF_VERSIONS, Trajectory
 from .errors import ConfigurationError
 
 __all__ = [
     "ATIF_SYSTEM",
+    "CONTENT_KEY",
     "EXTRA_KEY",
     "MAX_NESTING",
     "TrajectorySource",
     "load_trajectory",
+    "parts_text",
 ]
 
 #: What the readers of a trajectory take: the model, a decoded document, JSON text or bytes, or
@@ -38,6 +40,14 @@ MAX_NESTING = 200
 EXTRA_KEY = "agentrun"
 #: The subtype of a ``system`` message that stands for a system step of a foreign trajectory.
 ATIF_SYSTEM = "atif_system"
+#: The key under a message's ``data`` that keeps the content parts (text, images, audio) its
+#: step's message or result was given as, in their JSON form.
+CONTENT_KEY = "atif_content"
+
+
+def parts_text(parts: Iterable[Mapping[str, Any]]) -> str:
+    """The text of content parts (in their JSON form): their text parts, a line each."""
+    return "\n".join(text for p in parts if p.get("type") == "text" and (text := p.get("text")))
 
 
 def load_trajectory(source: TrajectorySource) -> Trajectory:
@@ -61,8 +71,22 @@ def load_trajectory(source: TrajectorySource) -> Trajectory:
             f"cannot read the trajectory: {exc.strerror or exc}", option="trajectory"
         ) from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        errors = exc.errors()
+        version = next((e for e in errors if _is_version_error(e["loc"], e["type"])), None)
+        if version is not None:
+            # A newer (or unknown) version explains whatever else failed: say that alone.
+            where = _place(version["loc"])
+            if len(where) > 200:
+                where = "…" + where[-199:]
+            raise ConfigurationError(
+                f"not an ATIF version this library reads: {where} is {_shown(version['input'])}"
+                f" (it reads {ATIF_VERSIONS[0]} to {ATIF_VERSIONS[-1]})",
+                option="trajectory",
+            ) from None
+        # The deepest error is the most telling: a message of the wrong parts fails as a string
+        # too (``str | list[parts]``), and that error comes first.
+        first = max(errors, key=lambda e: len(e["loc"]))
+        where = _place(first["loc"])
         if len(where) > 200:
             where = "…" + where[-199:]
         message = str(first["msg"]).removeprefix("Value error, ")
@@ -70,6 +94,24 @@ def load_trajectory(source: TrajectorySource) -> Trajectory:
             f"not an ATIF trajectory: {where + ': ' if where else ''}{message}",
             option="trajectory",
         ) from None
+
+
+def _is_version_error(location: tuple[int | str, ...], kind: str) -> bool:
+    """Whether a validation error is a ``schema_version`` outside :data:`ATIF_VERSIONS` (of the
+    document, or of a subagent trajectory embedded in it)."""
+    return bool(location) and location[-1] == "schema_version" and kind == "literal_error"
+
+
+def _place(location: tuple[int | str, ...]) -> str:
+    """Where in the document an error is, without the names pydantic gives the members of a
+    union (``list[...]``, ``function-after[...]``): ``steps.0.message.0.source.media_type``."""
+    return ".".join(str(p) for p in location if not (isinstance(p, str) and "[" in p))
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message shows it: its ``repr``, at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _too_deep(document: Mapping[str, Any]) -> bool:

@@ -6,6 +6,7 @@ these turns, does not load the ATIF models.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .messages import Message
 from .summary import TurnSummary
@@ -25,6 +26,9 @@ class ReplayedTurn:
     summary: TurnSummary
     #: The prompt, when it is known (a recorded transcript does not hold it).
     prompt: str | None = None
+    #: The prompt's content parts (text, images, audio; ATIF's JSON form) when an imported
+    #: trajectory gave it as parts; ``prompt`` is their text.
+    prompt_content: tuple[dict[str, Any], ...] | None = None
 
 
 _set_turn_dict = ReplayedTurn.__dict__["__dict__"].__set__
@@ -36,7 +40,14 @@ def replayed_turn(number: int, messages: tuple[Message, ...], summary: TurnSumma
     field of :class:`ReplayedTurn` is here, in order."""
     turn = object.__new__(ReplayedTurn)
     _set_turn_dict(
-        turn, {"number": number, "messages": messages, "summary": summary, "prompt": None}
+        turn,
+        {
+            "number": number,
+            "messages": messages,
+            "summary": summary,
+            "prompt": None,
+            "prompt_content": None,
+        },
     )
     return turn
 

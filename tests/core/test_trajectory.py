@@ -56,7 +56,7 @@ def test_every_fixture_exports_a_valid_atif_document(case: tuple[str, Path]) -> 
     # The document as another tool reads it: JSON text through the RFC's strict models.
     document = trajectory.model_dump_json(exclude_none=True)
     again = Trajectory.model_validate_json(document)
-    assert again.schema_version == "ATIF-v1.7"
+    assert again.schema_version == "ATIF-v1.8"
     assert [s.step_id for s in again.steps] == list(range(1, len(again.steps) + 1))
     # Every tool result pairs with a tool call of its own step.
     for step in again.steps:
