@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 ENGINES_STAMP := engines/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install engines sandbox lint typecheck pytest compliance bench record compat clean
+.PHONY: demo test install engines sandbox harbor lint typecheck pytest compliance bench record compat clean
 
 demo: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/agentrun run
@@ -49,13 +49,26 @@ sandbox:
 		echo "note: bubblewrap could not be installed; its tests will be skipped"; \
 	else echo "note: install bubblewrap (bwrap) for the tests of Codex's sandboxed commands"; fi
 
+# Harbor's own ATIF models check the library's trajectories (tests/harbor_support.py). Harbor
+# needs Python >= 3.12: where one is here (on PATH or under pyenv), it gets a virtualenv of its
+# own in .venv-harbor with Harbor and pydantic only (Harbor's trajectory models need no more);
+# elsewhere those tests skip, saying why.
+HARBOR := .venv-harbor
+HARBOR_STAMP := $(HARBOR)/.installed
+harbor: $(HARBOR_STAMP)
+$(HARBOR_STAMP):
+	@py=""; for p in python3.14 python3.13 python3.12 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3; do 		if "$$p" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then py=$$p; break; fi; 	done; 	if [ -z "$$py" ]; then echo "note: no Python >= 3.12 here: the tests against Harbor's validator will skip"; 	elif "$$py" -m venv $(HARBOR) && $(HARBOR)/bin/pip install -q --no-deps harbor==0.26.0 >/dev/null 2>&1 \
+		&& $(HARBOR)/bin/pip install -q 'pydantic>=2.11' >/dev/null 2>&1; then touch $(HARBOR_STAMP); \
+	else echo "note: Harbor could not be installed: the tests against its validator will skip"; fi
+
 # Real agents and the model server run inside a loopback-only network namespace where the
 # machine allows it (see docs/testing-offline.md). The suite runs on one worker per CPU (at most
 # four): most of a test with a real agent is spent waiting on the agent, so workers overlap
 # well even on two CPUs. A docs page's blocks share a worker (they build on each other).
 PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadgroup
-pytest: $(STAMP) $(ENGINES_STAMP) sandbox
-	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+pytest: $(STAMP) $(ENGINES_STAMP) sandbox harbor
+	$(if $(wildcard $(HARBOR_STAMP)),AGENTRUN_HARBOR_PYTHON=$(CURDIR)/$(HARBOR)/bin/python) \
+		$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 # The engine compliance suite alone, for the engines named in ENGINES (default: all):
 #   make compliance ENGINES=claude,codex
@@ -75,4 +88,4 @@ record: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python fixtures/record_all.py
 
 clean:
-	rm -rf $(VENV) engines/node_modules
+	rm -rf $(VENV) $(HARBOR) engines/node_modules

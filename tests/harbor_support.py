@@ -7,7 +7,7 @@ Harbor needs Python >= 3.12, so it is not a dependency of the tests: it runs in 
 ``PATH`` that can import it. :func:`harbor_python` skips the test, saying so, where none is
 found. To have one::
 
-    python3.12 -m venv /tmp/harbor && /tmp/harbor/bin/pip install harbor==0.26.0
+    make harbor   # or: python3.12 -m venv /tmp/harbor && /tmp/harbor/bin/pip install harbor==0.26.0
     AGENTRUN_HARBOR_PYTHON=/tmp/harbor/bin/python pytest tests/core/test_trajectory_harbor.py
 
 (Harbor's trajectory models need only pydantic: ``pip install --no-deps harbor==0.26.0
