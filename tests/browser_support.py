@@ -6,6 +6,7 @@ chromium`` installs it where root and apt-get are there); a test skips when it i
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import queue
@@ -109,10 +110,8 @@ class Browser:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        try:
+        with contextlib.suppress(BrowserError):  # it may be gone already
             self.command("Browser.close", within=10)
-        except BrowserError:
-            pass
         try:
             self._process.wait(timeout=20)
         except subprocess.TimeoutExpired:
@@ -193,4 +192,3 @@ class Browser:
 
     def dom(self) -> str:
         return str(self.evaluate("document.documentElement.outerHTML"))
-

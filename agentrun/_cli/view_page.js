@@ -9,6 +9,10 @@
   const embedded = embeddedNode ? JSON.parse(embeddedNode.textContent) : null;
   const state = { data: null, version: -1, session: null, shown: PAGE, sort: {}, filter: "" };
 
+  // Control characters (a terminal's escapes) shown as JSON writes them, never passed on.
+  const visible = (text) => String(text).replace(/[\u0000-\u0008\u000b-\u001f\u007f]/g,
+    (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
@@ -20,21 +24,22 @@
     }
     for (const child of children) {
       if (child === null || child === undefined) continue;
-      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+      node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
     }
     return node;
   }
   function svg(tag, attrs, text) {
     const node = document.createElementNS(SVG, tag);
     for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
-    if (text !== undefined) node.textContent = String(text);
+    if (text !== undefined) node.textContent = visible(text);
     return node;
   }
   const num = (v) => typeof v === "number" && isFinite(v);
   const money = (v) => (num(v) ? "$" + v.toFixed(4) : "-");
   const secs = (v) => (num(v) ? v.toFixed(1) + "s" : "-");
   const pct = (v) => (num(v) ? (100 * v).toFixed(1) + "%" : "-");
-  const tokens = (v) => (num(v) ? (v >= 10000 ? (v / 1000).toFixed(1) + "k" : String(v)) : "-");
+  const tokens = (v) => (!num(v) ? "-" : v >= 1e6 ? (v / 1e6).toFixed(2) + "M"
+    : v >= 10000 ? (v / 1000).toFixed(1) + "k" : String(v));
   const short = (text, n) => (String(text).length > n ? String(text).slice(0, n - 1) + "\u2026" : String(text));
   const sum = (rows, key) => rows.reduce((a, r) => a + (num(r[key]) ? r[key] : 0), 0);
 
@@ -95,7 +100,7 @@
     ["task", "task", (r) => r.task],
     ["engine", "engine", (r) => r.engine],
     ["model", "model", (r) => r.model || "-"],
-    ["ok", "ok", (r) => (r.ok ? "yes" : r.running ? "running" : "no")],
+    ["ok", "ok", (r) => (r.running ? "running" : r.ok ? "yes" : "no")],
     ["turns", "turns", (r) => String(r.turns), true],
     ["tool_calls", "tools", (r) => String(r.tool_calls), true],
     ["input_tokens", "input", (r) => tokens(r.input_tokens), true],
@@ -170,7 +175,7 @@
         if (key === "task" && r.session) {
           cell.append(el("a", { href: "#session=" + encodeURIComponent(r.session) }, show(r)));
         } else if (key === "ok") {
-          cell.append(el("span", { class: r.ok ? "ok" : "bad", title: r.error || "" }, show(r)));
+          cell.append(el("span", { class: r.running ? "muted" : r.ok ? "ok" : "bad", title: r.error || "" }, show(r)));
         } else {
           cell.textContent = show(r);
         }
@@ -247,7 +252,8 @@
       main.append(el("section", {}, el("h2", {}, "Not found"), el("p", {}, "No session " + id)));
       return;
     }
-    const top = el("section", { id: "session" }, el("h2", {}, s.title),
+    const row = (state.data.runs || []).find((r) => r.session === s.id && r.task !== s.title);
+    const top = el("section", { id: "session" }, el("h2", {}, row ? `${row.task} \u00b7 ${s.title}` : s.title),
       el("div", { class: "stats" },
         el("span", {}, "engine ", el("b", {}, s.engine)),
         el("span", {}, "model ", el("b", {}, s.model || "-")),
