@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 ENGINES_STAMP := engines/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install engines lint typecheck pytest compliance bench record compat clean
+.PHONY: demo test install engines lint typecheck pytest compliance bench record compat clean chromium
 
 demo: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/agentrun run
@@ -42,8 +42,17 @@ typecheck: $(STAMP)
 # four): most of a test with a real agent is spent waiting on the agent, so workers overlap
 # well even on two CPUs. A docs page's blocks share a worker (they build on each other).
 PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadgroup
-pytest: $(STAMP) $(ENGINES_STAMP)
+pytest: $(STAMP) $(ENGINES_STAMP) chromium
 	$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# agentrun view's browser tests load the page in headless Chromium: installed from the
+# distribution's packages when it is missing and this is root with apt-get (else they skip).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	else echo "chromium: not installed (the browser tests of agentrun view will skip)"; fi
 
 # The engine compliance suite alone, for the engines named in ENGINES (default: all):
 #   make compliance ENGINES=claude,codex

@@ -185,8 +185,12 @@ class Browser:
                 raise BrowserError(f"never true within {within}s: {expression}")
             time.sleep(0.1)
 
-    def screenshot(self, path: Path) -> Path:
-        data = self.command("Page.captureScreenshot", session=True, format="png")["data"]
+    def screenshot(self, path: Path, *, height: int | None = None) -> Path:
+        """A PNG of the viewport (``height``: its top ``height`` pixels only)."""
+        clip: dict[str, Any] = {}
+        if height is not None:
+            clip["clip"] = {"x": 0, "y": 0, "width": self.size[0], "height": height, "scale": 1}
+        data = self.command("Page.captureScreenshot", session=True, format="png", **clip)["data"]
         path.write_bytes(base64.b64decode(data))
         return path
 
