@@ -29,7 +29,7 @@ import anyio.to_thread
 
 from .._vocabulary.errors import ConfigurationError
 from ..offline._http import HttpRequest, Limits, Responder, dumps, serve_connection
-from .view_data import ViewData, default_paths, load_view, watched_files
+from .view_data import ViewCache, ViewData, default_paths, load_view, watched_files
 
 __all__ = ["add_parser", "export_view", "render_page", "serve_view", "view"]
 
@@ -146,12 +146,14 @@ class _ViewState:
         self.files: dict[str, tuple[int, int]] = {}
         self.version = 0
         self.changed = anyio.Event()
+        self.cache: ViewCache = {}
 
     async def refresh(self) -> bool:
         files = await anyio.to_thread.run_sync(watched_files, self.paths)
         if files == self.files and self.version:
             return False
-        self.data = await anyio.to_thread.run_sync(load_view, self.paths)
+        # Only the files that changed are read again.
+        self.data = await anyio.to_thread.run_sync(load_view, self.paths, self.cache)
         self.files = files
         self.version += 1
         self.changed.set()

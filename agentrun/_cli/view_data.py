@@ -32,7 +32,9 @@ from .._vocabulary.messages import Message
 
 __all__ = [
     "MAX_ITEMS",
+    "MAX_SESSION_CHARS",
     "MAX_TEXT_CHARS",
+    "ViewCache",
     "ViewData",
     "clip",
     "load_view",
@@ -44,6 +46,8 @@ __all__ = [
 MAX_TEXT_CHARS = 16 * 1024
 #: The most items (prompts, texts, tool calls, ...) of one session the page gets.
 MAX_ITEMS = 20_000
+#: The characters of a session's texts past which each further text is cut harder.
+MAX_SESSION_CHARS = 4 * 1024 * 1024
 #: The most bytes a fleet results file or a compare report may hold to be read.
 MAX_REPORT_BYTES = MAX_JOURNAL_BYTES
 
@@ -100,35 +104,65 @@ def watched_files(paths: Iterable[Path]) -> dict[str, tuple[int, int]]:
     return seen
 
 
-def load_view(paths: Iterable[Path]) -> ViewData:
+#: What :func:`load_view` read from each file, by the file's size and change time.
+ViewCache = dict[str, tuple[tuple[int, int], "ViewData"]]
+
+
+def load_view(paths: Iterable[Path], cache: ViewCache | None = None) -> ViewData:
     """Read every path: a directory of journals, a journal, fleet results (JSON lines of turn
     records), a compare report (``agentrun compare --json``) or an ATIF trajectory. What
-    cannot be read is a problem listed on the page, never an exception."""
+    cannot be read is a problem listed on the page, never an exception. With a ``cache`` (the
+    same dictionary from call to call), a file whose size and change time are those of the last
+    call is not read again."""
+    cache = {} if cache is None else cache
     data = ViewData()
+    seen: set[str] = set()
     for path in paths:
-        try:
-            _load_path(path, data)
-        except ConfigurationError as exc:
-            data.problems.append(f"{path}: {exc}")
-        except (OSError, ValidationError, ValueError, RecursionError) as exc:
-            data.problems.append(f"{path}: {type(exc).__name__}: {str(exc)[:300]}")
+        files: list[tuple[Path, str | None]] = [(path, None)]
+        if path.is_dir():
+            store = JsonlSessionStore(path)
+            files = [(store.path(journal_id), journal_id) for journal_id in store.ids()]
+        for file, journal_id in files:
+            part = _cached(file, journal_id, cache, source=str(path))
+            seen.add(str(file))
+            data.runs.extend(dict(row) for row in part.runs)
+            data.sessions.update(part.sessions)
+            data.problems.extend(part.problems)
+    for stale in set(cache) - seen:
+        del cache[stale]
     _link_fleet_rows(data)
     return data
+
+
+def _cached(file: Path, journal_id: str | None, cache: ViewCache, *, source: str) -> ViewData:
+    try:
+        info = file.stat()
+        key = (info.st_size, info.st_mtime_ns)
+    except OSError:
+        key = (-1, -1)
+    hit = cache.get(str(file))
+    if hit is not None and hit[0] == key and key[0] >= 0:
+        return hit[1]
+    part = ViewData()
+    try:
+        if journal_id is not None:
+            records = JsonlSessionStore(file.parent).records(journal_id)
+            _add_journal(journal_id, records, part, source=source)
+        else:
+            _load_file(file, part)
+    except ConfigurationError as exc:
+        part.problems.append(f"{file}: {exc}")
+    except (OSError, ValidationError, ValueError, RecursionError) as exc:
+        part.problems.append(f"{file}: {type(exc).__name__}: {str(exc)[:300]}")
+    cache[str(file)] = (key, part)
+    return part
 
 
 def session_view(data: ViewData, session_id: str) -> dict[str, Any] | None:
     return data.sessions.get(session_id)
 
 
-def _load_path(path: Path, data: ViewData) -> None:
-    if path.is_dir():
-        store = JsonlSessionStore(path)
-        for journal_id in store.ids():
-            try:
-                _add_journal(journal_id, store.records(journal_id), data, source=str(path))
-            except ConfigurationError as exc:
-                data.problems.append(str(exc))
-        return
+def _load_file(path: Path, data: ViewData) -> None:
     raw = _read_bounded(path)
     text = raw.decode("utf-8", errors="replace")
     if path.suffix == ".jsonl":
@@ -442,6 +476,15 @@ class _SessionBuilder:
         self.closed = False
         self._tools: dict[str, dict[str, Any]] = {}
         self._call_output_tokens: dict[int, int] = {}
+        self._budget = MAX_SESSION_CHARS
+
+    def _text(self, value: Any) -> str:
+        """``value`` clipped: at :data:`MAX_TEXT_CHARS`, or at a tenth of that once the
+        session's texts hold :data:`MAX_SESSION_CHARS`."""
+        limit = MAX_TEXT_CHARS if self._budget > 0 else MAX_TEXT_CHARS // 10
+        text = clip(value, limit)
+        self._budget -= len(text)
+        return text
 
     def _add(self, item: dict[str, Any]) -> dict[str, Any]:
         if len(self.items) >= MAX_ITEMS:
@@ -451,7 +494,7 @@ class _SessionBuilder:
         return item
 
     def prompt(self, turn: int, text: str | None) -> None:
-        self._add({"k": "prompt", "turn": turn, "text": clip(text)})
+        self._add({"k": "prompt", "turn": turn, "text": self._text(text)})
 
     def message(self, message: Message) -> None:
         kind = str(message.type)
@@ -461,7 +504,7 @@ class _SessionBuilder:
         if kind == "init" and message.init is not None and message.init.model:
             self.model = self.model or clip(message.init.model, 200)
         elif kind in ("text", "thinking"):
-            self._add({"k": kind, "turn": turn, "text": clip(message.text)})
+            self._add({"k": kind, "turn": turn, "text": self._text(message.text)})
         elif kind == "tool_use" and message.tool is not None:
             tool = self._add(
                 {
@@ -469,7 +512,7 @@ class _SessionBuilder:
                     "turn": turn,
                     "id": clip(message.tool.id, 200),
                     "name": clip(message.tool.name or message.tool.title or "tool", 200),
-                    "input": clip(message.tool.input),
+                    "input": self._text(message.tool.input),
                     "output": None,
                     "is_error": None,
                 }
@@ -488,7 +531,7 @@ class _SessionBuilder:
                         "input": "",
                     }
                 )
-            tool["output"] = clip(message.tool.output)
+            tool["output"] = self._text(message.tool.output)
             tool["is_error"] = bool(message.tool.is_error)
         elif kind == "context_window" and message.context is not None:
             fraction = message.context.fraction
@@ -509,7 +552,7 @@ class _SessionBuilder:
                 {
                     "k": "error",
                     "turn": turn,
-                    "text": clip(message.error.message),
+                    "text": self._text(message.error.message),
                     "code": clip(message.error.code, 100) if message.error.code else None,
                 }
             )
@@ -517,6 +560,17 @@ class _SessionBuilder:
             output = message.usage.output_tokens
             if output is not None:
                 self._call_output_tokens[turn] = self._call_output_tokens.get(turn, 0) + output
+        if kind == "system" and message.subtype == "permission" and not message.denials:
+            data = message.data or {}
+            self._add(
+                {
+                    "k": "permission",
+                    "turn": turn,
+                    "tool": clip(data.get("title") or "tool", 200),
+                    "decision": "allowed" if data.get("allowed") else "asked",
+                    "reason": clip(data.get("option_kind") or "", 200),
+                }
+            )
         if message.denials:
             for denial in message.denials:
                 self._add(
@@ -529,7 +583,7 @@ class _SessionBuilder:
                     }
                 )
         if kind == "question" and message.text:
-            self._add({"k": "question", "turn": turn, "text": clip(message.text)})
+            self._add({"k": "question", "turn": turn, "text": self._text(message.text)})
 
     def summary(self, turn: int, summary: dict[str, Any]) -> None:
         self.summaries.append(summary)

@@ -29,7 +29,7 @@ from repo_paths import REPO
 from agentrun import ConfigurationError, Fleet, FleetTask
 from agentrun._cli.main import main
 from agentrun._cli.view import export_view, render_page, serve_view
-from agentrun._cli.view_data import MAX_TEXT_CHARS, load_view
+from agentrun._cli.view_data import MAX_SESSION_CHARS, MAX_TEXT_CHARS, ViewCache, load_view
 from agentrun._vocabulary.journal import JsonlSessionStore
 from agentrun.trajectory import ATIF_VERSION
 
@@ -60,6 +60,15 @@ def _journal(directory: Path, journal_id: str, *, output: str, text: str = HOSTI
         {
             "kind": "message",
             "message": {"type": "tool_result", "turn": 1, "tool": {"id": "t1", "output": output}},
+        },
+        {
+            "kind": "message",
+            "message": {
+                "type": "system",
+                "turn": 1,
+                "subtype": "permission",
+                "data": {"title": text, "allowed": True, "option_kind": "allow_once"},
+            },
         },
         {
             "kind": "message",
@@ -141,6 +150,44 @@ def test_a_huge_tool_output_is_cut_with_a_marker(tmp_path: Path) -> None:
     assert tool["output"].endswith(f"[{10 * 1024 * 1024 - MAX_TEXT_CHARS} bytes more]")
 
 
+def test_a_session_is_bounded_as_a_whole(tmp_path: Path) -> None:
+    store = JsonlSessionStore(tmp_path / "journals")
+    store.append("many", {"kind": "session", "id": "many", "engine": "claude"})
+    for index in range(400):
+        tool = {"id": f"t{index}", "name": "Bash", "input": {}}
+        store.append("many", {"kind": "message", "message": {"type": "tool_use", "tool": tool}})
+        result = {"id": f"t{index}", "output": "z" * 20_000}
+        store.append(
+            "many", {"kind": "message", "message": {"type": "tool_result", "tool": result}}
+        )
+    store.close("many")
+    items = load_view([tmp_path / "journals"]).sessions["many"]["items"]
+    assert len(items) == 400
+    assert sum(len(item["output"]) for item in items) < MAX_SESSION_CHARS + 400 * 2_000
+    assert items[-1]["output"].endswith(f"[{20_000 - MAX_TEXT_CHARS // 10} bytes more]")
+
+
+def test_permission_decisions_are_items(tmp_path: Path) -> None:
+    _journal(tmp_path / "journals", "j1", output="ok")
+    items = load_view([tmp_path / "journals"]).sessions["j1"]["items"]
+    decisions = [(i["decision"], i["tool"]) for i in items if i["k"] == "permission"]
+    assert decisions == [("allowed", HOSTILE[:200]), ("denied", "Bash")]
+
+
+def test_only_the_files_that_changed_are_read_again(tmp_path: Path) -> None:
+    _journal(tmp_path / "journals", "a", output="ok")
+    grown = _journal(tmp_path / "journals", "b", output="ok")
+    cache: ViewCache = {}
+    load_view([tmp_path / "journals"], cache)
+    kept = {name: part for name, (_key, part) in cache.items()}
+    with grown.open("a") as journal:
+        journal.write(json.dumps({"kind": "turn", "turn": 2, "prompt": "more"}) + "\n")
+    data = load_view([tmp_path / "journals"], cache)
+    assert cache[str(grown.with_name("a.jsonl"))][1] is kept[str(grown.with_name("a.jsonl"))]
+    assert cache[str(grown)][1] is not kept[str(grown)]
+    assert data.sessions["b"]["items"][-1]["text"] == "more"
+
+
 def test_what_cannot_be_read_is_listed_not_raised(tmp_path: Path) -> None:
     (tmp_path / "odd.json").write_text('{"neither": 1}')
     (tmp_path / "bad.jsonl").write_text('{"task": 1}\n{"torn"')
@@ -150,8 +197,11 @@ def test_what_cannot_be_read_is_listed_not_raised(tmp_path: Path) -> None:
     assert len(data.problems) == 3, data.problems
 
 
+BACKENDS = pytest.mark.parametrize("backend", ["asyncio", "trio"])
+
+
 @contextmanager
-def _server(paths: list[Path], poll: float = 0.05) -> Iterator[str]:
+def _server(paths: list[Path], backend: str, poll: float = 0.05) -> Iterator[str]:
     """``serve_view`` on an event loop in another thread; yields the URL."""
     ready = threading.Event()
     url: list[str] = []
@@ -160,7 +210,7 @@ def _server(paths: list[Path], poll: float = 0.05) -> Iterator[str]:
         url.append(address)
         ready.set()
 
-    with anyio.from_thread.start_blocking_portal() as portal:
+    with anyio.from_thread.start_blocking_portal(backend) as portal:
         served = portal.start_task_soon(
             functools.partial(serve_view, paths, on_ready=on_ready, poll_interval=poll)
         )
@@ -185,9 +235,10 @@ def _http(url: str, target: str, host: str | None = None) -> tuple[int, bytes]:
     return int(head.split()[1]), body
 
 
-def test_the_server_answers_loopback_names_only(tmp_path: Path) -> None:
+@BACKENDS
+def test_the_server_answers_loopback_names_only(tmp_path: Path, backend: str) -> None:
     _journal(tmp_path / "journals", "j1", output="ok")
-    with _server([tmp_path / "journals"]) as url:
+    with _server([tmp_path / "journals"], backend) as url:
         status, body = _http(url, "/api/data")
         assert status == 200 and json.loads(body)["runs"][0]["session"] == "j1"
         assert _http(url, "/api/session?id=j1")[0] == 200
@@ -196,9 +247,10 @@ def test_the_server_answers_loopback_names_only(tmp_path: Path) -> None:
         assert _http(url, "/api/data", host="evil.example:80")[0] == 403
 
 
-def test_a_growing_journal_is_pushed_as_an_event(tmp_path: Path) -> None:
+@BACKENDS
+def test_a_growing_journal_is_pushed_as_an_event(tmp_path: Path, backend: str) -> None:
     path = _journal(tmp_path / "journals", "j1", output="ok")
-    with _server([tmp_path / "journals"]) as url:
+    with _server([tmp_path / "journals"], backend) as url:
         address = url.split("//")[1].rstrip("/")
         name, port = address.rsplit(":", 1)
         with socket.create_connection((name, int(port)), timeout=30) as conn:
