@@ -118,12 +118,13 @@ def load_view(paths: Iterable[Path], cache: ViewCache | None = None) -> ViewData
     data = ViewData()
     seen: set[str] = set()
     for path in paths:
-        files: list[tuple[Path, str | None]] = [(path, None)]
+        files = [path]
         if path.is_dir():
+            # Journals, and fleet results kept beside them: each file says what it is.
             store = JsonlSessionStore(path)
-            files = [(store.path(journal_id), journal_id) for journal_id in store.ids()]
-        for file, journal_id in files:
-            part = _cached(file, journal_id, cache, source=str(path))
+            files = [store.path(journal_id) for journal_id in store.ids()]
+        for file in files:
+            part = _cached(file, cache)
             seen.add(str(file))
             data.runs.extend(dict(row) for row in part.runs)
             data.sessions.update(part.sessions)
@@ -134,7 +135,7 @@ def load_view(paths: Iterable[Path], cache: ViewCache | None = None) -> ViewData
     return data
 
 
-def _cached(file: Path, journal_id: str | None, cache: ViewCache, *, source: str) -> ViewData:
+def _cached(file: Path, cache: ViewCache) -> ViewData:
     try:
         info = file.stat()
         key = (info.st_size, info.st_mtime_ns)
@@ -145,11 +146,7 @@ def _cached(file: Path, journal_id: str | None, cache: ViewCache, *, source: str
         return hit[1]
     part = ViewData()
     try:
-        if journal_id is not None:
-            records = JsonlSessionStore(file.parent).records(journal_id)
-            _add_journal(journal_id, records, part, source=source)
-        else:
-            _load_file(file, part)
+        _load_file(file, part)
     except ConfigurationError as exc:
         part.problems.append(f"{file}: {exc}")
     except (OSError, ValidationError, ValueError, RecursionError) as exc:
@@ -163,6 +160,8 @@ def session_view(data: ViewData, session_id: str) -> dict[str, Any] | None:
 
 
 def _load_file(path: Path, data: ViewData) -> None:
+    """One file: a journal or fleet results (``.jsonl``, told apart by the first record), a
+    compare report or an ATIF trajectory (``.json``)."""
     raw = _read_bounded(path)
     text = raw.decode("utf-8", errors="replace")
     if path.suffix == ".jsonl":

@@ -26,7 +26,7 @@ import pytest
 from browser_support import Browser
 from repo_paths import REPO
 
-from agentrun import ConfigurationError, Fleet, FleetTask
+from agentrun import ConfigurationError, Fleet, FleetTask, FleetTurnRecord
 from agentrun._cli.main import main
 from agentrun._cli.view import export_view, render_page, serve_view
 from agentrun._cli.view_data import MAX_SESSION_CHARS, MAX_TEXT_CHARS, ViewCache, load_view
@@ -186,6 +186,17 @@ def test_only_the_files_that_changed_are_read_again(tmp_path: Path) -> None:
     assert cache[str(grown.with_name("a.jsonl"))][1] is kept[str(grown.with_name("a.jsonl"))]
     assert cache[str(grown)][1] is not kept[str(grown)]
     assert data.sessions["b"]["items"][-1]["text"] == "more"
+
+
+def test_fleet_results_beside_the_journals_are_told_apart(tmp_path: Path) -> None:
+    _journal(tmp_path / "runs", "20260101T000000-abcdef", output="ok")
+    record = FleetTurnRecord(task="t", engine="claude", turn=1, ok=False, text="x")
+    (tmp_path / "runs" / "results.jsonl").write_text(record.model_dump_json() + "\n")
+    runs = load_view([tmp_path / "runs"]).runs
+    assert sorted((r["kind"], r["engine"]) for r in runs) == [
+        ("fleet", "claude"),
+        ("journal", "claude"),
+    ]
 
 
 def test_what_cannot_be_read_is_listed_not_raised(tmp_path: Path) -> None:
