@@ -52,9 +52,19 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="what to show")
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
-    parser.add_argument("--port", type=int, default=0, help="the port (default: any free one)")
+    parser.add_argument("--port", type=_port, default=0, help="the port (default: any free one)")
     parser.add_argument("--export", metavar="FILE", help="write one static HTML file and exit")
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {text}")
+    return value
 
 
 def view(args: argparse.Namespace) -> int:

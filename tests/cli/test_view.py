@@ -26,10 +26,11 @@ import pytest
 from browser_support import Browser
 from repo_paths import REPO
 
-from agentrun import ConfigurationError, Fleet, FleetTask, FleetTurnRecord
+from agentrun import ConfigurationError, ErrorInfo, Fleet, FleetTask, FleetTurnRecord
 from agentrun._cli.main import main
 from agentrun._cli.view import export_view, render_page, serve_view
 from agentrun._cli.view_data import MAX_SESSION_CHARS, MAX_TEXT_CHARS, ViewCache, load_view
+from agentrun._fleets.compare import CompareRun, FilesChanged
 from agentrun._vocabulary.journal import JsonlSessionStore
 from agentrun.trajectory import ATIF_VERSION
 
@@ -119,6 +120,8 @@ def _long_trajectory(path: Path, steps: int) -> Path:
 def test_a_non_loopback_host_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["view", "--host", "0.0.0.0", "--export", os.devnull]) == 2
     assert "loopback only" in capsys.readouterr().err
+    assert main(["view", "--port", "70000"]) == 2
+    assert "a port is 0 to 65535" in capsys.readouterr().err
 
     async def serve() -> None:
         await serve_view([], host="192.0.2.1")
@@ -197,6 +200,25 @@ def test_fleet_results_beside_the_journals_are_told_apart(tmp_path: Path) -> Non
         ("fleet", "claude"),
         ("journal", "claude"),
     ]
+
+
+def test_a_compare_report_opens_as_runs_with_their_workspace_changes(tmp_path: Path) -> None:
+    runs = [
+        CompareRun(engine="claude", ok=True, text=HOSTILE, cost_usd=0.5, tool_calls=2,
+                   files_changed=FilesChanged(added=["new.py"], modified=["a.py"])),
+        CompareRun(engine="opencode", model="m", ok=False,
+                   error=ErrorInfo(message="boom", code="process_exit")),
+    ]  # fmt: skip
+    report = tmp_path / "compare.json"
+    report.write_text(json.dumps([run.model_dump(mode="json") for run in runs]))
+    data = load_view([report])
+    assert [(r["task"], r["ok"], r["cost_usd"]) for r in data.runs] == [
+        ("claude", True, 0.5),
+        ("opencode:m", False, None),
+    ]
+    diff = data.sessions[data.runs[0]["session"]]["items"][1]
+    assert (diff["k"], diff["added"], diff["modified"]) == ("diff", ["new.py"], ["a.py"])
+    assert data.runs[1]["error"] == "boom"
 
 
 def test_what_cannot_be_read_is_listed_not_raised(tmp_path: Path) -> None:
@@ -355,6 +377,21 @@ def test_the_page_over_a_real_fleet_live(tmp_path: Path) -> None:
         assert browser.evaluate("document.querySelectorAll('#chart-cost svg rect').length") == 2
         assert browser.evaluate("document.querySelectorAll('#chart-tokens svg rect').length") >= 2
         assert browser.wait_for("document.querySelector('.live.on') !== null")
+        # Sorted by a column (twice: descending), filtered by the box.
+        walls = "[...document.querySelectorAll('tr.run')].map(tr => tr.children[10].textContent)"
+        for _ in range(2):
+            browser.evaluate("document.querySelector('th[data-key=duration_s]').click()")
+        shown = [float(w.rstrip("s")) for w in browser.evaluate(walls)]
+        assert shown == sorted(shown, reverse=True)
+        browser.evaluate(
+            "const box = document.querySelector('header input'); box.value = 'check-b';"
+            "box.dispatchEvent(new Event('input'))"
+        )
+        assert browser.evaluate("document.querySelectorAll('tr.run').length") == 1
+        browser.evaluate(
+            "const box2 = document.querySelector('header input'); box2.value = '';"
+            "box2.dispatchEvent(new Event('input'))"
+        )
         browser.screenshot(tmp_path / "runs.png")
 
         # A row opens its session as a conversation: the tool call with its result.
