@@ -476,3 +476,14 @@ def test_hostile_and_huge_data_render_as_text_within_bounds(tmp_path: Path) -> N
         browser.evaluate("document.getElementById('more').click()")
         assert browser.wait_for("document.querySelectorAll('#conversation > *').length > 200")
         assert browser.evaluate("window.__pwned") is None
+
+    # The served page inserts the same data the same way.
+    with _server([tmp_path / "journals"], "asyncio") as url, Browser(tmp_path / "p2") as browser:
+        browser.open(url + "#session=hostile")
+        browser.wait_for("document.querySelector('#conversation [data-tool]') !== null")
+        assert browser.evaluate("document.querySelectorAll('img, iframe, object').length") == 0
+        assert browser.evaluate("document.querySelectorAll('script').length") == 1
+        assert browser.evaluate("window.__pwned") is None
+        assert "<script>window.__pwned = 1</script>" in browser.evaluate(
+            "document.getElementById('conversation').textContent"
+        )
