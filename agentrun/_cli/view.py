@@ -221,8 +221,7 @@ _HEADERS = [
 
 async def _handle(req: HttpRequest, out: Responder, state: _ViewState, page: bytes) -> bool:
     keep = req.keep_alive
-    host = (req.header("host") or "").rsplit(":", 1)[0] if req.header("host") else ""
-    if not is_loopback(host):
+    if not is_loopback(_host_name(req.header("host") or "")):
         await out.send_json(403, {"error": "not a loopback host"}, False, headers=_HEADERS)
         return False
     if req.method not in ("GET", "HEAD"):
@@ -265,6 +264,14 @@ async def _handle(req: HttpRequest, out: Responder, state: _ViewState, page: byt
             await out.write(b": keep-alive\n\n")
     await out.send_json(404, {"error": "not found"}, keep, headers=_HEADERS)
     return keep
+
+
+def _host_name(header: str) -> str:
+    """The name of a ``Host`` header: ``[::1]:8080`` -> ``::1``, ``localhost:80`` ->
+    ``localhost``."""
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if ":" in header else header
 
 
 def _query(text: str) -> dict[str, str]:

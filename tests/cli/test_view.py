@@ -259,7 +259,7 @@ def _http(url: str, target: str, host: str | None = None) -> tuple[int, bytes]:
     name, port = address.rsplit(":", 1)
     with socket.create_connection((name, int(port)), timeout=30) as conn:
         conn.sendall(
-            f"GET {target} HTTP/1.1\r\nhost: {host or address}\r\nconnection: close\r\n\r\n".encode()
+            f"GET {target} HTTP/1.1\r\nhost: {address if host is None else host}\r\nconnection: close\r\n\r\n".encode()
         )
         raw = b""
         while chunk := conn.recv(65536):
@@ -278,6 +278,10 @@ def test_the_server_answers_loopback_names_only(tmp_path: Path, backend: str) ->
         assert _http(url, "/api/session?id=nope")[0] == 404
         # A page on another site reaching 127.0.0.1 through its own name (DNS rebinding).
         assert _http(url, "/api/data", host="evil.example:80")[0] == 403
+        for name in ("localhost", "[::1]", "[::1]:80", "127.0.0.2:1"):
+            assert _http(url, "/api/data", host=name)[0] == 200, name
+        for name in ("", "[::2]:80", "127.0.0.1.evil.example"):
+            assert _http(url, "/api/data", host=name)[0] == 403, name
 
 
 @BACKENDS
