@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 ENGINES_STAMP := engines/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install engines sandbox harbor lint typecheck pytest compliance bench record compat clean
+.PHONY: demo test install engines sandbox harbor chromium lint typecheck pytest compliance bench record compat clean
 
 demo: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/agentrun run
@@ -57,7 +57,11 @@ HARBOR := .venv-harbor
 HARBOR_STAMP := $(HARBOR)/.installed
 harbor: $(HARBOR_STAMP)
 $(HARBOR_STAMP):
-	@py=""; for p in python3.14 python3.13 python3.12 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3; do 		if "$$p" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then py=$$p; break; fi; 	done; 	if [ -z "$$py" ]; then echo "note: no Python >= 3.12 here: the tests against Harbor's validator will skip"; 	elif "$$py" -m venv $(HARBOR) && $(HARBOR)/bin/pip install -q --no-deps harbor==0.26.0 >/dev/null 2>&1 \
+	@py=""; for p in python3.14 python3.13 python3.12 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3; do \
+		if "$$p" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then py=$$p; break; fi; \
+	done; \
+	if [ -z "$$py" ]; then echo "note: no Python >= 3.12 here: the tests against Harbor's validator will skip"; \
+	elif "$$py" -m venv $(HARBOR) && $(HARBOR)/bin/pip install -q --no-deps harbor==0.26.0 >/dev/null 2>&1 \
 		&& $(HARBOR)/bin/pip install -q 'pydantic>=2.11' >/dev/null 2>&1; then touch $(HARBOR_STAMP); \
 	else echo "note: Harbor could not be installed: the tests against its validator will skip"; fi
 
@@ -66,9 +70,19 @@ $(HARBOR_STAMP):
 # four): most of a test with a real agent is spent waiting on the agent, so workers overlap
 # well even on two CPUs. A docs page's blocks share a worker (they build on each other).
 PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadgroup
-pytest: $(STAMP) $(ENGINES_STAMP) sandbox harbor
+pytest: $(STAMP) $(ENGINES_STAMP) sandbox harbor chromium
 	$(if $(wildcard $(HARBOR_STAMP)),AGENTRUN_HARBOR_PYTHON=$(CURDIR)/$(HARBOR)/bin/python) \
 		$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# agentrun view's browser tests load the page in headless Chromium: installed from the
+# distribution's packages when it is missing and this is root with apt-get (else they skip).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+		echo "chromium: could not be installed (the browser tests of agentrun view will skip)"; \
+	else echo "chromium: not installed (the browser tests of agentrun view will skip)"; fi
 
 # The engine compliance suite alone, for the engines named in ENGINES (default: all):
 #   make compliance ENGINES=claude,codex

@@ -20,6 +20,8 @@
 ``agentrun sessions list | show ID | export ID [--atif] | resume ID PROMPT | fork ID PROMPT``
     Journaled sessions (``agentrun run --journal``), from any later process;
     ``agentrun sessions prune [--older-than AGE]``: the kept offline homes no run has used.
+``agentrun view [PATH ...] [--export FILE]``
+    One local page over journals, fleet results, compare reports and ATIF trajectories.
 ``agentrun serve``, ``agentrun mcp``, ``agentrun catalog MODEL ...``
 
 Exit status: 0 success; 1 a turn or run failed (or a check found a problem); 2 bad input
@@ -48,6 +50,7 @@ from .._vocabulary.errors import (
 from ..engines._registry import translator_names
 from . import engines as engines_command
 from . import sessions as sessions_command
+from . import view as view_command
 from .catalog import catalog
 from .compare import compare
 from .record import record
@@ -212,6 +215,7 @@ def parser() -> argparse.ArgumentParser:
 
     engines_command.add_parser(sub)
     sessions_command.add_parser(sub)
+    view_command.add_parser(sub)
 
     from .._acp_server import add_arguments as acp_arguments
 
@@ -281,6 +285,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return sessions_command.sessions(args)
     if args.command == "serve":
         return serve(args)
+    if args.command == "view":
+        return view_command.view(args)
     if args.command == "mcp":
         return mcp(args)
     return catalog(args)

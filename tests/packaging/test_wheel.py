@@ -102,6 +102,8 @@ def test_the_wheel_ships_the_pinned_manifests(installed: Installed) -> None:
             shipped = wheel.read(f"agentrun/_engines/{name}")
             assert shipped == (REPO / "engines" / name).read_bytes()
         assert {"agentrun/_vocabulary/catalog.json", "agentrun/_vocabulary/prices.json"} <= names
+        # agentrun view's page: its script and style, read from the package
+        assert {"agentrun/_cli/view_page.js", "agentrun/_cli/view_page.css"} <= names
         metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
         assert "Name: agentrun-py\n" in wheel.read(metadata).decode()
 
