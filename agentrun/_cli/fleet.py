@@ -907,35 +907,46 @@ async def _finish(
 
 
 async def _run_check(argv: list[str], cwd: Path, timeout: float) -> CheckResult:
+    """Run a task's check in its workspace copy, for at most ``timeout`` seconds. It runs in a
+    session of its own: Ctrl-C on the terminal reaches agentrun alone, which ends the check by
+    cancelling it (an interrupted check is never a result). A check that times out or is
+    cancelled is killed with everything it started in its process group."""
     started = anyio.current_time()
-    output = b""
+    tail = bytearray()
     exit_code: int | None = None
-    timed_out = False
+    try:
+        process = await anyio.open_process(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return CheckResult(
+            command=argv, ok=False, output=f"cannot run the check: {exc.strerror or exc}"
+        )
     try:
         with anyio.move_on_after(timeout) as scope:
-            done = await anyio.run_process(
-                argv,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stderr=subprocess.STDOUT,
-                check=False,
-                # Its own session: Ctrl-C on the terminal reaches agentrun alone, which ends
-                # the check by cancelling it (an interrupted check is never a result).
-                start_new_session=True,
-            )
-            output = done.stdout
-            exit_code = done.returncode
-        timed_out = scope.cancelled_caught
-    except OSError as exc:
-        output = f"cannot run the check: {exc.strerror or exc}".encode()
-    text = output.decode("utf-8", errors="replace")[-CHECK_OUTPUT_CHARS:]
+            if process.stdout is not None:
+                async for chunk in process.stdout:
+                    tail += chunk
+                    del tail[: -CHECK_OUTPUT_CHARS * 4]
+            exit_code = await process.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if exit_code is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            await process.aclose()
     return CheckResult(
         command=argv,
         ok=exit_code == 0,
         exit_code=exit_code,
-        timed_out=timed_out,
+        timed_out=scope.cancelled_caught,
         duration_s=round(anyio.current_time() - started, 3),
-        output=text,
+        output=tail.decode("utf-8", errors="replace")[-CHECK_OUTPUT_CHARS:],
     )
 
 

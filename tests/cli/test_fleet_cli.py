@@ -73,16 +73,18 @@ def test_a_fleet_runs_each_task_in_a_copy_checks_it_and_writes_results_journals_
              "labels": {"row": "3"}},
             {"name": "on-codex", "engine": "codex", "prompt": "make made.txt",
              "workspace": "repo", "script": maker, "check": "test -f made.txt"},
+            {"name": "slow-check", "engine": "claude", "prompt": "check the shell",
+             "check": ["sh", "-c", "echo waiting; sleep 600"], "check_timeout": 1},
         ],
     )  # fmt: skip
 
     done = _cli(tmp_path, "fleet", str(tasks), "-j", "2", "--out", "out")
 
-    assert done.returncode == 1, done.stderr  # one check failed
+    assert done.returncode == 1, done.stderr  # two checks failed
     results = {r.task: r for r in _results(tmp_path / "out" / "results.jsonl")}
-    assert sorted(results) == ["makes", "misses", "on-codex", "two-turns"]
+    assert sorted(results) == ["makes", "misses", "on-codex", "slow-check", "two-turns"]
     assert {name: r.ok for name, r in results.items()} == {
-        "makes": True, "misses": False, "on-codex": True, "two-turns": True,
+        "makes": True, "misses": False, "on-codex": True, "slow-check": False, "two-turns": True,
     }  # fmt: skip
     for name in ("makes", "on-codex"):
         check = results[name].check
@@ -90,6 +92,9 @@ def test_a_fleet_runs_each_task_in_a_copy_checks_it_and_writes_results_journals_
     missed = results["misses"].check
     assert missed is not None and not missed.ok and missed.exit_code == 1
     assert results["misses"].session.ok  # the agent's session itself was fine
+    timed_out = results["slow-check"].check
+    assert timed_out is not None and timed_out.timed_out and timed_out.exit_code is None
+    assert timed_out.output == "waiting\n"  # what it printed before it was stopped
     assert results["two-turns"].check is None
     assert [t.turn for t in results["two-turns"].turns] == [1, 2]
     assert results["two-turns"].turns[0].labels == {"row": "3"}
@@ -98,6 +103,7 @@ def test_a_fleet_runs_each_task_in_a_copy_checks_it_and_writes_results_journals_
     asked = {
         "makes": ["make made.txt"], "misses": ["check the shell"],
         "two-turns": ["check the shell", "again"], "on-codex": ["make made.txt"],
+        "slow-check": ["check the shell"],
     }  # fmt: skip
     for name, result in results.items():
         assert result.engine == ("codex" if name == "on-codex" else "claude")
@@ -113,7 +119,7 @@ def test_a_fleet_runs_each_task_in_a_copy_checks_it_and_writes_results_journals_
     assert any(line.startswith("failed misses (claude): check exited 1 [fleet: ") for line in lines)
     assert not any("\x1b[" in line for line in lines)
     assert done.stdout.splitlines() == [
-        f"4 tasks, 3 passed, 1 failed; results in {Path('out') / 'results.jsonl'}"
+        f"5 tasks, 3 passed, 2 failed; results in {Path('out') / 'results.jsonl'}"
     ]
     # No workspace copy is left behind.
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
