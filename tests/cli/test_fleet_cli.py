@@ -182,6 +182,27 @@ def test_an_existing_results_file_is_never_overwritten(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--per-engine", "claude=0"], "--per-engine 'claude=0' is not ENGINE=N (N at least 1)"),
+        (["--per-engine", "nope=2"], "--per-engine: unknown engine 'nope' (known: "),
+        (["--resume", "out/results.jsonl", "--out", "elsewhere"], "drop --out"),
+        (["-j", "0"], "must be at least 1"),
+    ],
+)
+def test_bad_flags_are_one_line_and_nothing_starts(
+    flags: list[str], problem: str, tmp_path: Path
+) -> None:
+    tasks = _write_tasks(tmp_path / "tasks.jsonl", [_GOOD])
+    done = _cli(tmp_path, "fleet", str(tasks), *flags)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert problem in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks.jsonl"]
+
+
 def _slow(path: Path) -> str:
     words = " ".join(f"word{i}" for i in range(60))
     path.write_text(json.dumps([{"blocks": [{"type": "text", "text": words}],
