@@ -7,6 +7,9 @@
     keeps the key out of the agent, which reaches URL only through the metering proxy.
 ``agentrun compare --engines E1,E2[,...] [--models M1,M2] [--cwd DIR] [--json] [PROMPT]``
     The same prompt on several engines (or models), each in its own copy of the workspace.
+``agentrun fleet TASKS.jsonl [-j N] [--per-engine E=N] [--out DIR | --resume RESULTS] [--json]``
+    Many tasks (one JSON object a line), each in its own copy of its workspace, checked by a
+    command afterwards; results as JSON lines, resumable after Ctrl-C.
 ``agentrun replay --engine E FILE [--json | --summary | --atif]``
     A recorded transcript through the engine's translator (no subprocess).
 ``agentrun record --engine E --out PATH [--script FILE] [--prompt P ...]``
@@ -53,6 +56,7 @@ from . import sessions as sessions_command
 from . import view as view_command
 from .catalog import catalog
 from .compare import compare
+from .fleet import fleet
 from .record import record
 from .replay import replay
 from .run import DEFAULT_PROMPT, EXIT_INTERRUPTED, run
@@ -197,6 +201,27 @@ def parser() -> argparse.ArgumentParser:
                                "uses, since each run works in a private copy)")  # fmt: skip
     compare_.add_argument("--script", metavar="FILE", help="model server script (JSON)")
 
+    fleet_ = sub.add_parser("fleet", help="run many tasks from a JSON lines file, resumably")
+    fleet_.add_argument("tasks", metavar="TASKS.jsonl",
+                        help="one task a line: a JSON object (see docs/fleets.md)")  # fmt: skip
+    fleet_.add_argument("-j", "--jobs", type=_count, default=4, metavar="N",
+                        help="tasks at once (default 4)")  # fmt: skip
+    fleet_.add_argument("--per-engine", action="append", default=[], metavar="ENGINE=N",
+                        help="at most N tasks of ENGINE at once (repeatable)")  # fmt: skip
+    fleet_.add_argument("--max-cost", type=_dollars, metavar="USD",
+                        help="stop the fleet once its turns cost USD dollars")  # fmt: skip
+    fleet_.add_argument("--out", metavar="DIR",
+                        help="where the results, journals and trajectories go "
+                             "(default: fleet-results)")  # fmt: skip
+    fleet_.add_argument("--resume", metavar="RESULTS",
+                        help="continue a fleet: run only the tasks RESULTS does not "
+                             "have")  # fmt: skip
+    fleet_.add_argument("--json", action="store_true",
+                        help="progress events as JSON lines on standard output")  # fmt: skip
+    fleet_.add_argument("--live", action="store_true", help="use your real agent configuration")
+    fleet_.add_argument("--keep", action="store_true",
+                        help="keep each task's workspace copy (under DIR)")  # fmt: skip
+
     replay_ = sub.add_parser("replay", help="translate a recorded transcript")
     replay_.add_argument("--engine", required=True, help=f"one of {', '.join(translator_names())}")
     replay_.add_argument("file", help="the transcript (JSON lines, as 'agentrun record' writes)")
@@ -271,6 +296,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return anyio.run(run, args)
     if args.command == "compare":
         return anyio.run(compare, args)
+    if args.command == "fleet":
+        return anyio.run(fleet, args)
     if args.command == "replay":
         return replay(args)
     if args.command == "record":
