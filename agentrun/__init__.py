@@ -80,6 +80,7 @@ from ._vocabulary.questions import (
 )
 from ._vocabulary.summary import (
     ContextSummary,
+    SessionTotals,
     SteeredInput,
     ToolCallSummary,
     TurnSummary,
@@ -220,6 +221,7 @@ __all__ = [
     "SessionOptions",
     "SessionStore",
     "SessionTerminatedError",
+    "SessionTotals",
     "SteeredInput",
     "SteeringNotSupportedError",
     "ToolCall",
