@@ -80,6 +80,7 @@ from ._vocabulary.questions import (
 )
 from ._vocabulary.summary import (
     ContextSummary,
+    SessionTotals,
     SteeredInput,
     ToolCallSummary,
     TurnSummary,
@@ -223,6 +224,7 @@ __all__ = [
     "SessionOptions",
     "SessionStore",
     "SessionTerminatedError",
+    "SessionTotals",
     "SteeredInput",
     "SteeringNotSupportedError",
     "ToolCall",

@@ -37,7 +37,7 @@ from typing import Any, cast
 
 from .._vocabulary.jsonvalues import as_dict, as_list, as_str
 from .._vocabulary.messages import Message, MessageType, ToolCall
-from .._vocabulary.summary import TurnSummary
+from .._vocabulary.summary import TurnSummary, turn_cost
 
 __all__ = ["TERMINAL_OUTPUT_KEYS", "TOOL_KINDS", "UpdateMapper", "tool_kind", "tool_title"]
 
@@ -248,16 +248,21 @@ class UpdateMapper:
     def end_turn(self, summary: TurnSummary | None) -> list[dict[str, Any]]:
         """The updates that close a turn: a ``usage_update`` with the session's cost once the
         turn's cost is known (unless the last one already said exactly that)."""
-        usage = summary.usage if summary is not None else None
-        if usage is not None and summary is not None and summary.has_result:
+        if summary is not None:
+            # The session's cost as Session.totals counts it: every turn's, side calls
+            # included, unknown from the first turn whose cost is not known.
+            cost = turn_cost(summary.usage, summary.side_usage)
             if self._agent_cost is not None:
                 self.cost_usd = self._agent_cost
                 self.cost_source = "reported"
-            elif usage.cost_usd is not None and self.cost_usd is not None:
-                self.cost_usd = round(self.cost_usd + usage.cost_usd, 12)
-                self.cost_source = _weakest(self.cost_source, usage.cost_source)
-            elif usage.cost_usd is None:
+            elif cost is None:
                 self.cost_usd = None
+            elif self.cost_usd is not None:
+                self.cost_usd = round(self.cost_usd + cost, 12)
+                usage = summary.usage
+                self.cost_source = _weakest(
+                    self.cost_source, usage.cost_source if usage is not None else None
+                )
             self._costed = True
         if self.context is None:
             return []

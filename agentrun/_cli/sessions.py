@@ -23,6 +23,7 @@ from typing import Any, cast
 from .._vocabulary.errors import ConfigurationError, ForkNotSupportedError
 from .._vocabulary.journal import JsonlSessionStore, check_journal_id, new_journal_id
 from .._vocabulary.messages import Message
+from .._vocabulary.summary import SessionTotals
 from .render import clean
 
 __all__ = ["FORKING_ENGINES", "add_parser", "sessions"]
@@ -201,7 +202,6 @@ def _session_record(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _overview(journal_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     first = _session_record(records)
-    cost: float | None = None
     fill: float | None = None
     resume_id = _text(first.get("resume_id"))
     for record in records:
@@ -209,21 +209,54 @@ def _overview(journal_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         if record.get("kind") != "summary":
             continue
         summary = _obj(record.get("summary"))
-        spent = _number(_obj(summary.get("usage")).get("cost_usd"))
-        if spent is not None:
-            cost = (cost or 0.0) + spent
         fraction = _number(_obj(summary.get("context")).get("fraction"))
         if fraction is not None:
             fill = fraction
+    totals = SessionTotals.from_journal(records)
     return {
         "id": journal_id,
         "engine": _text(first.get("engine")),
         "started": _text(first.get("at")),
         "turns": sum(1 for r in records if r.get("kind") == "turn"),
-        "cost_usd": cost,
+        "cost_usd": totals.cost_usd,
         "context_fill": fill,
         "resume_id": resume_id,
+        "totals": {
+            **totals.model_dump(mode="json", exclude_none=True),
+            "cost_usd": totals.cost_usd,
+        },
     }
+
+
+def _totals_line(totals: dict[str, Any]) -> str:
+    """``sessions show``'s line of the session's totals."""
+    usage, side = _obj(totals.get("usage")), _obj(totals.get("side_usage"))
+    parts = [f"{totals['turns']} turn{'' if totals['turns'] == 1 else 's'}"]
+    tokens = [
+        f"{usage[key]:,} {name}"
+        for key, name in (
+            ("input_tokens", "input"),
+            ("cache_read_tokens", "cache read"),
+            ("cache_write_tokens", "cache write"),
+            ("output_tokens", "output"),
+        )
+        if isinstance(usage.get(key), int)
+    ]
+    if tokens:
+        parts.append(", ".join(tokens) + " tokens")
+    side_tokens = sum(
+        v for k in ("input_tokens", "output_tokens") if isinstance(v := side.get(k), int)
+    )
+    if side_tokens:
+        parts.append(f"{side_tokens:,} side tokens")
+    if totals["unaccounted_turns"]:
+        parts.append(f"tokens not known in full for {totals['unaccounted_turns']}")
+    cost = totals["cost_usd"]
+    if cost is None:
+        parts.append(f"cost unknown ({totals['unpriced_turns']} unpriced)")
+    else:
+        parts.append(f"${cost:.4f}")
+    return "totals: " + "; ".join(parts)
 
 
 def _list(store: JsonlSessionStore, *, as_json: bool) -> int:
@@ -263,6 +296,7 @@ def _show(journal_id: str, records: list[dict[str, Any]]) -> int:
     print(f"session {journal_id}: {engine}, started {started}")
     if row["resume_id"]:
         print(f"  resume id: {clean(row['resume_id'])}")
+    print(f"  {_totals_line(row['totals'])}")
     # Numbered in the journal's order: each process that resumed the session counted from 1.
     number = 0
     for record in records:

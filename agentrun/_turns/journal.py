@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from .._vocabulary.errors import JournalError
 from .._vocabulary.journal import JsonlSessionStore, SessionStore, new_journal_id
 from .._vocabulary.messages import ErrorInfo
+from .._vocabulary.summary import SessionTotals
 
 if TYPE_CHECKING:
     from .._vocabulary.errors import AgentrunError
@@ -38,7 +39,11 @@ class JournalObserver:
 
     def __init__(self, store: SessionStore, journal_id: str | None = None) -> None:
         self.store: SessionStore = store
+        #: The journal goes on from an earlier process (the store named it).
+        self.continuing: bool = journal_id is not None
         self.journal_id: str = journal_id or new_journal_id()
+        #: The totals of the turns the journal held when the session started (read then).
+        self.earlier_totals: SessionTotals = SessionTotals()
         self._resume_id: str | None = None
         #: True while records are written: from the session's start until it closes or the
         #: store fails.
@@ -90,6 +95,10 @@ class JournalObserver:
             if callable(opener):
                 opener(self.journal_id)
             self._opened = True
+            if self.continuing and self.journal_id in self.store.ids():
+                self.earlier_totals = SessionTotals.from_journal(
+                    self.store.records(self.journal_id)
+                )
             self._append(
                 "session",
                 id=self.journal_id,
@@ -122,7 +131,7 @@ class JournalObserver:
         try:
             if self.writing:
                 self.writing = False
-                self._append("closed", turns=session.turns)
+                self._append("closed", turns=session.turns, totals=_dump(session.totals))
             self._let_go()
         except Exception as exc:
             self._broke(exc, None)
@@ -157,6 +166,7 @@ class JournalObserver:
                 summary=turn.summary.model_dump(mode="json", exclude_none=True),
                 text=turn.summary.text,
                 error=None if error is None else error.error_code,
+                totals=_dump(turn.session.totals),
                 **self._resume(turn.summary.resume_id),
             )
             self.store.sync(self.journal_id)
@@ -165,6 +175,11 @@ class JournalObserver:
 
     def spawn_env(self, session: Session) -> dict[str, str]:
         return {}
+
+
+def _dump(totals: SessionTotals) -> dict[str, Any]:
+    # An unknown cost is written as null: left out, it would read back as the default, 0.
+    return {**totals.model_dump(mode="json", exclude_none=True), "cost_usd": totals.cost_usd}
 
 
 def journal_observer(journal: SessionStore | bool | None) -> JournalObserver | None:

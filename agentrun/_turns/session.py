@@ -47,7 +47,7 @@ from .._vocabulary.messages import Message, Usage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask_permission
 from .._vocabulary.questions import QuestionAnswer, QuestionRequest, ask_question
-from .._vocabulary.summary import TurnSummary, WindDown
+from .._vocabulary.summary import SessionTotals, TurnSummary, WindDown
 from .._wire.framing import LineTooLong
 from . import handoff as _handoff
 from .boundary import single_error
@@ -115,6 +115,7 @@ class Session(ABC):
         #: Runs of consecutive unaccounted turn numbers: flat for a session every turn of
         #: which is unaccounted (an agent that reports only its last call).
         self._unaccounted: list[range] = []
+        self._totals = SessionTotals()
 
     def _tap(self, direction: str, line: bytes) -> None:
         """Engines call this for every raw line they read or write.
@@ -201,6 +202,14 @@ class Session(ABC):
         no usage reported, ``usage_source`` ``unavailable`` or ``last_call``."""
         return tuple(number for run in self._unaccounted for number in run)
 
+    @property
+    def totals(self) -> SessionTotals:
+        """What the whole session used and cost: its turns in this process (:attr:`usage`,
+        :attr:`side_usage`) and, when it goes on with a journal (``agentrun sessions resume``,
+        a store with a ``journal_id``), the turns journaled by the processes before. Its
+        ``cost_usd`` is ``None`` once a turn's cost is not known. See :class:`SessionTotals`."""
+        return self._totals
+
     def _account_turn(self, number: int, summary: TurnSummary) -> None:
         """Add an ended turn's usage to the session's totals (once per turn)."""
         usage = summary.usage
@@ -214,6 +223,7 @@ class Session(ABC):
                 runs[-1] = range(runs[-1].start, number + 1)
             else:
                 runs.append(range(number, number + 1))
+        self._totals = self._totals.with_turn(usage, summary.side_usage)
         if usage is not None:
             self._usage = usage if self._usage is None else self._usage + usage
         side = summary.side_usage
@@ -229,6 +239,9 @@ class Session(ABC):
             try:
                 for observer in (*OBSERVERS, *self.observers):
                     observer.session_started(self)
+                if self.journal is not None:
+                    # A session that goes on with its journal goes on with its totals.
+                    self._totals = self.journal.earlier_totals
             except BaseException:
                 # The journal cannot be written (or is in use): nothing started; the observers
                 # told of the start are told of the end.

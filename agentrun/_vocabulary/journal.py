@@ -149,11 +149,19 @@ class JsonlSessionStore:
     """Journals as ``<directory>/<id>.jsonl`` files (``directory`` defaults to
     :func:`default_sessions_dir`). Appends are line-buffered; :meth:`sync` fsyncs."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, *, journal_id: str | None = None
+    ) -> None:
         self.directory: Path = Path(directory) if directory is not None else default_sessions_dir()
+        #: The journal a session with this store goes on with (its earlier turns and totals
+        #: included), for a session that resumes a journaled one; ``None``: each session
+        #: begins a new journal.
+        self.journal_id: str | None = None if journal_id is None else check_journal_id(journal_id)
         self._files: dict[str, IO[str]] = {}
 
     def __repr__(self) -> str:
+        if self.journal_id is not None:
+            return f"JsonlSessionStore({str(self.directory)!r}, journal_id={self.journal_id!r})"
         return f"JsonlSessionStore({str(self.directory)!r})"
 
     def path(self, journal_id: str) -> Path:

@@ -49,6 +49,7 @@ from .questions import QuestionRecord
 __all__ = [
     "WIND_DOWN_TEXT",
     "ContextSummary",
+    "SessionTotals",
     "SteeredInput",
     "ToolCallSummary",
     "TurnSummary",
@@ -607,3 +608,113 @@ def _empty_summary() -> TurnSummary:
     for name in _FRESH_LISTS:
         fields[name] = []
     return unvalidated(TurnSummary, fields, set(), {"_fold": _Fold()})
+
+
+def _has_tokens(usage: Usage) -> bool:
+    """Whether ``usage`` reports a token count above zero."""
+    fields = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    )
+    return any(count for count in fields)
+
+
+def _known_in_full(usage: Usage | None) -> bool:
+    """Whether ``usage`` holds a turn's tokens in full (see ``Session.unaccounted_turns``)."""
+    if usage is None or (usage.input_tokens is None and usage.output_tokens is None):
+        return False
+    return usage.usage_source not in ("unavailable", "last_call")
+
+
+def turn_cost(usage: Usage | None, side_usage: Usage | None) -> float | None:
+    """What one turn cost in US dollars, its side calls included; ``None`` when it is not known:
+    no usage, tokens without a cost, or a cost of the last model call only (or estimated from
+    its tokens). A turn whose usage reports no token spent cost nothing."""
+    main: float | None = None
+    if usage is None or usage.cost_source == "last_call":
+        main = None
+    elif usage.usage_source == "last_call" and usage.cost_source == "estimated":
+        main = None  # priced from the last call's tokens only
+    elif usage.cost_usd is not None:
+        main = usage.cost_usd
+    elif _known_in_full(usage) and not _has_tokens(usage):
+        main = 0.0
+    if main is None or side_usage is None:
+        return main
+    if side_usage.cost_usd is not None:
+        return round(main + side_usage.cost_usd, 12)
+    return None if _has_tokens(side_usage) else main
+
+
+class SessionTotals(BaseModel):
+    """What a whole session used and cost (``Session.totals``): every turn it ran, and, for a
+    session that goes on with its journal (``agentrun sessions resume``, a store with a
+    ``journal_id``), the turns of the processes before it.
+
+    * ``turns``: the turns that ended (the turns the library runs to compact or hand off
+      included).
+    * ``usage``: the sum of their ``TurnSummary.usage`` (the turns' main loops);
+      ``side_usage``: the sum of their ``side_usage`` (titles, suggestions, subagents, where the
+      agent reports them); ``None`` while nothing was reported. The context fields are the
+      latest reading.
+    * ``unaccounted_turns``: how many of those turns ``usage`` does not hold in full (no usage,
+      ``usage_source`` ``unavailable`` or ``last_call``): a count, as turn numbers start from 1
+      again in each process.
+    * ``cost_usd``: what the whole session cost, side calls included; ``None`` as soon as one
+      turn's cost is not known (``unpriced_turns`` says how many): never a partial sum that
+      looks whole. ``0.0`` before any turn.
+    """
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
+
+    turns: int = Field(default=0, ge=0)
+    usage: Usage | None = None
+    side_usage: Usage | None = None
+    cost_usd: float | None = Field(default=0.0, ge=0, allow_inf_nan=False)
+    unaccounted_turns: int = Field(default=0, ge=0)
+    unpriced_turns: int = Field(default=0, ge=0)
+
+    def with_turn(self, usage: Usage | None, side_usage: Usage | None = None) -> SessionTotals:
+        """These totals and one more ended turn, whose usage and side usage are given."""
+        cost = turn_cost(usage, side_usage)
+        total = self.cost_usd
+        return SessionTotals(
+            turns=self.turns + 1,
+            usage=_plus(self.usage, usage),
+            side_usage=_plus(self.side_usage, side_usage),
+            cost_usd=None if cost is None or total is None else round(total + cost, 12),
+            unaccounted_turns=self.unaccounted_turns + (not _known_in_full(usage)),
+            unpriced_turns=self.unpriced_turns + (cost is None),
+        )
+
+    @classmethod
+    def from_journal(cls, records: Iterable[dict[str, Any]]) -> SessionTotals:
+        """The totals of a session's journal records (every ``summary`` record is a turn that
+        ended). A usage that is not one (a damaged record) counts as not known."""
+        totals = cls()
+        for record in records:
+            if record.get("kind") != "summary":
+                continue
+            summary = record.get("summary")
+            fields = cast("dict[str, Any]", summary) if isinstance(summary, dict) else {}
+            totals = totals.with_turn(
+                _usage_of(fields.get("usage")), _usage_of(fields.get("side_usage"))
+            )
+        return totals
+
+
+def _plus(total: Usage | None, usage: Usage | None) -> Usage | None:
+    if usage is None:
+        return total
+    return usage if total is None else total + usage
+
+
+def _usage_of(value: Any) -> Usage | None:
+    if not isinstance(value, dict):
+        return None
+    try:
+        return Usage.model_validate(value)
+    except ValidationError:
+        return None

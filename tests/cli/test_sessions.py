@@ -21,13 +21,14 @@ from agentrun import (
     JsonlSessionStore,
     Message,
     SessionOptions,
+    SessionTotals,
     TurnSummary,
     Usage,
     get_engine,
     run_turn,
 )
 from agentrun.cli import main
-from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 from agentrun.offline._homes import offline_home, remember_home
 from agentrun.trajectory import Trajectory, to_atif
 
@@ -279,6 +280,65 @@ def test_sessions_resume_continues_a_session_from_another_process(
     assert prompts[-1] == "what was the word?" and len(prompts) == 2, prompts
 
 
+#: The model calls of the two processes' turns (one call each); every figure distinct.
+CALLS = (
+    ScriptUsage(input_tokens=1_204, cache_read_tokens=20_480, cache_write_tokens=3_072,
+                output_tokens=52),
+    ScriptUsage(input_tokens=96, cache_read_tokens=23_552, cache_write_tokens=310,
+                output_tokens=27),
+)  # fmt: skip
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("engine", ["claude", "codex-app-server", "opencode-acp"])
+def test_a_resumed_session_goes_on_with_its_totals_in_a_new_process(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _require(engine)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"fake-model": {"input": 3.0, "output": 15.0}}}))
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
+    scripts = []
+    for index, (text, usage) in enumerate(zip(("First.", "Second."), CALLS, strict=True)):
+        scripts.append(tmp_path / f"script{index}.json")
+        scripts[-1].write_text(Script(turns=[ModelTurn.text(text, usage=usage)]).model_dump_json())
+    first = _cli(tmp_path, "run", "--engine", engine, "--journal", "--script", str(scripts[0]),
+                 "say one thing")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    (journal_id,) = _ids(tmp_path)
+    store = JsonlSessionStore(tmp_path / "journals")
+    closed = [r for r in store.records(journal_id) if r["kind"] == "closed"]
+    assert closed[-1]["totals"]["turns"] == 1, closed
+    before = SessionTotals.model_validate(closed[-1]["totals"])
+    done = _cli(tmp_path, "sessions", "resume", journal_id, "say another",
+                "--script", str(scripts[1]))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = store.records(journal_id)
+    (last,) = [r for r in records if r["kind"] == "closed"][-1:]
+    after = SessionTotals.model_validate(last["totals"])
+    summary = TurnSummary.model_validate(
+        [r for r in records if r["kind"] == "summary"][-1]["summary"]
+    )
+    # The second process started from the first's totals and added its own turn.
+    assert after == before.with_turn(summary.usage, summary.side_usage)
+    assert after.turns == 2 and after.usage is not None
+    # What the server was scripted to serve, the two calls (figures every API carries).
+    assert after.usage.output_tokens == sum(c.output_tokens for c in CALLS), after
+    assert after.usage.cache_read_tokens == sum(c.cache_read_tokens for c in CALLS), after
+    assert (after.cost_usd is None) == (after.unpriced_turns > 0), after
+    listed = _cli(tmp_path, "sessions", "list", "--json")
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert SessionTotals.model_validate(row["totals"]) == after
+    assert row["cost_usd"] == after.cost_usd
+    show = _cli(tmp_path, "sessions", "show", journal_id)
+    assert show.returncode == 0, show.stderr
+    line = next(x for x in show.stdout.splitlines() if "totals:" in x)
+    assert line.startswith("  totals: 2 turns;"), line
+    assert f"{after.usage.output_tokens:,} output tokens" in line, line
+    cost = "cost unknown" if after.cost_usd is None else f"${after.cost_usd:.4f}"
+    assert cost in line, line
+
+
 @pytest.mark.agent
 @pytest.mark.parametrize("engine", ["claude", "codex-app-server"])
 def test_sessions_fork_continues_a_copy_in_a_new_session(engine: str, tmp_path: Path) -> None:
@@ -299,6 +359,8 @@ def test_sessions_fork_continues_a_copy_in_a_new_session(engine: str, tmp_path: 
     assert after[0] == before and after[-1] != before  # the agent made a new session
     show = _cli(tmp_path, "sessions", "show", forked)
     assert f"forked from {journal_id}" in show.stdout
+    # The copy's totals are its own turns': what the original spent is the original's.
+    assert "totals: 1 turn;" in show.stdout, show.stdout
 
 
 @pytest.mark.agent

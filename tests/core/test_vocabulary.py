@@ -30,7 +30,7 @@ PUBLIC = {
     "ContextSummary", "ContextTracker", "ContextWindow", "Effort", "Engine",
     "EngineFactory", "EngineUnavailableError", "ErrorInfo", "Fleet", "FleetEvent",
     "FleetEventKind", "FleetResult", "FleetRun", "FleetSessionRecord", "FleetTask",
-    "FleetTurnRecord", "ForkNotSupportedError", "InitMeta", "JournalError", "JournalInUseError", "JsonlSessionStore", "LineTooLongError", "Message",
+    "FleetTurnRecord", "ForkNotSupportedError", "InitMeta", "JournalError", "JournalInUseError", "JsonlSessionStore", "SessionTotals", "LineTooLongError", "Message",
     "MessageCallback", "MessageType", "Mode", "ModelInfo", "NoResultError",
     "SteeredInput", "SteeringNotSupportedError", "WindDown", "WoundDown",
     "OutputValidationError",

@@ -102,7 +102,7 @@ class CodexSession(SpawnPerTurnSession):
         #: The thread's running token total, kept across the turns' processes. A new thread
         #: starts from zero; a resumed one is unknown until the rollout says.
         fresh = self.options.resume_id is None and not self.options.continue_last
-        self.totals: RunningTotals = RunningTotals({} if fresh else None)
+        self.running_totals: RunningTotals = RunningTotals({} if fresh else None)
         self._rollout_path: Path | None = None
         self.binary: str | None = None
         self.version = engine.version
@@ -143,7 +143,7 @@ class CodexSession(SpawnPerTurnSession):
 
     async def _start_fresh(self) -> None:
         await super()._start_fresh()
-        self.totals = RunningTotals({})  # a new thread counts from zero
+        self.running_totals = RunningTotals({})  # a new thread counts from zero
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
         assert self.binary is not None
@@ -182,7 +182,7 @@ class CodexSession(SpawnPerTurnSession):
             process=self._processes,
             model=self._model,
             tracker=self.tracker,
-            totals=self.totals,
+            totals=self.running_totals,
             agent_version=self.version,
             cwd=self.options.cwd,
         )

@@ -84,7 +84,7 @@ class ToySession(SpawnPerTurnSession):
     def __init__(self, options: SessionOptions | None) -> None:
         super().__init__(options, cancel_grace=1.0)
         fresh = self.options.resume_id is None
-        self.totals = RunningTotals({} if fresh else None)
+        self.running_totals = RunningTotals({} if fresh else None)
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
         # SessionOptions.binary: the Python that runs the agent (or a wrapper around it);
@@ -96,7 +96,7 @@ class ToySession(SpawnPerTurnSession):
         return TurnCommand(argv=(*argv, "--", ctx.prompt))
 
     def _new_translator(self) -> ToyTranslator:
-        return ToyTranslator(self.totals)
+        return ToyTranslator(self.running_totals)
 
 
 class ToyEngine(Engine):

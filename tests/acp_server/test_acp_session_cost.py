@@ -1,0 +1,143 @@
+"""``agentrun acp``'s ``usage_update`` cost is the session's cumulative cost (the ACP usage
+RFD's), counted as ``Session.totals`` counts it: the sum of every turn's cost, kept across a
+close and load, and absent from the first turn whose cost is not known (a prompt cancelled
+before the model reported its usage), never a partial sum that looks whole.
+
+The real pinned agent runs behind the server against the embedded model server; its model has
+a catalog price, so each turn's cost is the price of the tokens the script serves (what the
+server's ledger records for each answer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from acp_client import CLIENT_INIT, AcpClient, open_server, server_argv
+
+from agentrun import PriceCatalog, Usage
+from agentrun._vocabulary.errors import EngineUnavailableError
+from agentrun.engines._registry import get_engine
+from agentrun.offline import ModelTurn, Script, ScriptUsage, TextBlock
+
+pytestmark = [pytest.mark.anyio, pytest.mark.agent]
+
+#: Engines whose turn cost the library estimates from the tokens (the agent reports none).
+ENGINES = ["codex-app-server"]
+PRICES = {
+    "models": {
+        "fake-model": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0}
+    }
+}
+CALLS = (
+    ScriptUsage(input_tokens=1_204, cache_read_tokens=20_480, cache_write_tokens=3_072,
+                output_tokens=52),
+    ScriptUsage(input_tokens=96, cache_read_tokens=23_552, cache_write_tokens=310,
+                output_tokens=27),
+    ScriptUsage(input_tokens=2_500, cache_read_tokens=24_500, cache_write_tokens=128,
+                output_tokens=6),
+)  # fmt: skip
+COUNTING = "Counting: " + " ".join(str(i) for i in range(300))
+
+
+def _price(*calls: ScriptUsage) -> float:
+    """The catalog's price of what the server served for ``calls`` (the ledger's usage)."""
+    usage = sum(
+        (
+            Usage(input_tokens=c.input_tokens, cache_read_tokens=c.cache_read_tokens,
+                  cache_write_tokens=c.cache_write_tokens, output_tokens=c.output_tokens)
+            for c in calls
+        ),
+        Usage(),
+    )  # fmt: skip
+    price = PriceCatalog(PRICES).estimate(usage, "fake-model")
+    assert price is not None
+    return price
+
+
+def _costs(client: AcpClient, since: int) -> list[Any]:
+    return [
+        u["update"].get("cost")
+        for u in client.updates[since:]
+        if u["update"]["sessionUpdate"] == "usage_update"
+    ]
+
+
+async def _prompt(client: AcpClient, sid: str, text: str) -> int:
+    since = len(client.updates)
+    reply = await client.request(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+    )
+    assert reply["stopReason"] == "end_turn", reply
+    return since
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("engine", ENGINES)
+async def test_the_usage_updates_cost_is_the_sessions_cumulative_cost(
+    engine: str, tmp_path: Path, anyio_backend_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    try:
+        get_engine(engine).check()
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
+    script = Script(
+        turns=[
+            ModelTurn.text("First answer.", usage=CALLS[0]),
+            ModelTurn.text("Second answer.", usage=CALLS[1]),
+            ModelTurn.text("Loaded answer.", usage=CALLS[2]),
+            ModelTurn(blocks=[TextBlock(text=COUNTING)], chunk_delay=0.05, chunk_chars=6),
+            ModelTurn.text("After the cancel.", usage=CALLS[0]),
+        ]
+    )
+    script_file = tmp_path / "script.json"
+    script_file.write_text(script.model_dump_json())
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    argv = server_argv(engine, "--embedded", "--script", str(script_file),
+                       backend=anyio_backend_name)  # fmt: skip
+    async with anyio.create_task_group() as tg:
+        client = await open_server(tg, argv, stderr_path=tmp_path / "server.err")
+        await client.request("initialize", CLIENT_INIT)
+        new = await client.request("session/new", {"cwd": str(workspace), "mcpServers": []})
+        sid = new["sessionId"]
+        since = await _prompt(client, sid, "say one thing")
+        assert _costs(client, since)[-1]["amount"] == pytest.approx(_price(CALLS[0]))
+        since = await _prompt(client, sid, "say another")
+        # The session's cost so far, not the turn's.
+        assert _costs(client, since)[-1]["amount"] == pytest.approx(_price(*CALLS[:2]))
+        await client.request("session/close", {"sessionId": sid})
+        since = len(client.updates)
+        await client.request("session/load", {"sessionId": sid, "cwd": str(workspace),
+                                              "mcpServers": []})  # fmt: skip
+        assert _costs(client, since)[-1]["amount"] == pytest.approx(_price(*CALLS[:2]))
+        since = await _prompt(client, sid, "and once more")
+        assert _costs(client, since)[-1]["amount"] == pytest.approx(_price(*CALLS))
+        # A prompt cancelled while the model streams: its cost is not known, nor then the
+        # session's (the figure so far would look like the whole bill).
+        since = len(client.updates)
+        pending = await client.start_call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "count"}]}
+        )
+        await client.wait_update(
+            lambda u: (
+                u["sessionId"] == sid
+                and u["update"]["sessionUpdate"] == "agent_message_chunk"
+                and client.updates.index(u) >= since
+            )
+        )
+        await client.notify("session/cancel", {"sessionId": sid})
+        response = await client.response(pending, timeout=60)
+        assert response["result"]["stopReason"] == "cancelled", response
+        since = await _prompt(client, sid, "and now?")
+        costs = _costs(client, since)
+        assert costs and all(cost is None for cost in costs), costs
+        assert client.process.stdin is not None
+        await client.process.stdin.aclose()
+        with anyio.fail_after(40):
+            await client.process.wait()
