@@ -76,6 +76,7 @@ from ._vocabulary.questions import (
     QuestionRecord,
     QuestionRequest,
 )
+from ._vocabulary.sandbox import Sandbox, SandboxBackend
 from ._vocabulary.summary import (
     ContextSummary,
     SteeredInput,
@@ -208,6 +209,8 @@ __all__ = [
     "RayEngine",
     "RaySession",
     "ReplayedTurn",
+    "Sandbox",
+    "SandboxBackend",
     "SendNotSupportedError",
     "Session",
     "SessionClosedError",
