@@ -403,6 +403,12 @@ class AgentProcess:
             killed = await process_tree.kill_tree(self._tree_token, pid)
             if killed:
                 _log.info("pid %d: stopped %d descendants outside its process group", pid, killed)
+            if self._sandbox is not None:
+                # bwrap exits as soon as the program does, while the sandbox's PID 1 (which
+                # carries the token too) may still be ending the rest: wait until all is gone.
+                while await process_tree.tree_alive(self._tree_token, pid):
+                    await process_tree.kill_tree(self._tree_token, pid)
+                    await anyio.sleep(0.01)
         assert self._stderr_done is not None
         with anyio.move_on_after(spec.stderr_settle_timeout):
             await self._stderr_done.wait()

@@ -85,13 +85,19 @@ def sandbox_unavailable() -> str | None:
     return None
 
 
-def _install_root(path: str) -> str:
-    """What to bind for a program at ``path``: its ``node_modules`` tree, else its folder."""
-    real = os.path.realpath(path)
-    parts = Path(real).parts
-    if "node_modules" in parts:
-        return str(Path(*parts[: parts.index("node_modules") + 1]))
-    return os.path.dirname(real)
+def _install_roots(path: str) -> list[str]:
+    """What to bind for a program at ``path``: its ``node_modules`` tree, else its folder; both
+    as named and as resolved (a program reached through a symlink is run under either name)."""
+    roots: list[str] = []
+    for name in (os.path.abspath(path), os.path.realpath(path)):
+        parts = Path(name).parts
+        if "node_modules" in parts:
+            root = str(Path(*parts[: parts.index("node_modules") + 1]))
+        else:
+            root = os.path.dirname(os.path.realpath(name))
+        if root not in roots:
+            roots.append(root)
+    return roots
 
 
 def _covered(path: str, roots: Sequence[str]) -> bool:
@@ -117,24 +123,35 @@ class SandboxLayout:
 
 
 def program_roots(argv: Sequence[str], path: str | None) -> list[str]:
-    """The install roots of the program and of every absolute path among its arguments."""
+    """What to bind read-only for the program: the install roots of ``argv[0]`` and of the
+    scripts among its arguments that live in a ``node_modules`` tree (``node <script>``). No
+    other argument is followed: a path given to the program (a workspace, a file of the
+    caller's) is bound only when the sandbox lists it."""
     roots: list[str] = []
     program = shutil.which(argv[0], path=path) if os.sep not in argv[0] else argv[0]
-    candidates = [program] if program else []
-    candidates += [a for a in argv[1:] if os.path.isabs(a) and os.path.exists(a)]
-    for candidate in candidates:
-        root = _install_root(candidate)
-        if not _covered(root, [*SYSTEM_PATHS, *roots]):
-            roots.append(root)
+    candidates = [_install_roots(program)] if program else []
+    for arg in argv[1:]:
+        if os.path.isabs(arg) and os.path.isfile(arg):
+            found = [r for r in _install_roots(arg) if os.path.basename(r) == "node_modules"]
+            if found:
+                candidates.append(found)
+    for found in candidates:
+        for root in found:
+            if not _covered(root, [*SYSTEM_PATHS, *roots]):
+                roots.append(root)
     return roots
 
 
 def bwrap_argv(layout: SandboxLayout, bwrap: str = "bwrap") -> list[str]:
-    """The bubblewrap command line that runs ``layout.argv`` in the sandbox."""
+    """The bubblewrap command line that runs ``layout.argv`` in the sandbox.
+
+    Not ``--die-with-parent``: its signal follows the *thread* that started bwrap, and trio
+    starts processes from worker threads that end when idle. bwrap and the sandbox's PID 1 stay
+    in the session's process group (no ``--new-session``), so stopping the group stops them,
+    and the end of PID 1 ends every process of the sandbox."""
     args = [
         bwrap,
         "--unshare-all",
-        "--die-with-parent",
         "--hostname",
         "agentrun-sandbox",
         "--dev",

@@ -80,6 +80,14 @@ def offline_config(
 _ENGINE_OPTIONS: dict[str, dict[str, str]] = {"codex": {"codex.skip_git_repo_check": "true"}}
 
 
+#: Engine options of a sandboxed session that approves everything: the agent's own sandbox is
+#: off inside ours (codex-acp's modes other than full access run each command in Codex's own
+#: bubblewrap sandbox, which cannot start inside ours; see docs/sandbox.md).
+_SANDBOXED_UNATTENDED: dict[str, dict[str, str]] = {
+    "codex-acp": {"acp.mode": "agent-full-access"},
+}
+
+
 def embedded_engine(
     name: str,
     server_url: str,
@@ -116,6 +124,8 @@ def embedded_engine(
     engine = get_engine(name, **({"binary": binary} if binary is not None else {}))
     engine.check()
     engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}
+    if sandbox and options.get("hitl") is False:
+        engine_options = {**_SANDBOXED_UNATTENDED.get(name, {}), **engine_options}
     if sandbox is True:
         sandbox = Sandbox()
     if isinstance(sandbox, Sandbox):

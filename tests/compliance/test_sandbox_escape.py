@@ -11,6 +11,7 @@ no trace. The engines are those of ``AGENTRUN_COMPLIANCE_ENGINES`` (default: all
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -65,6 +66,13 @@ def _lingering(linger: str) -> bool:
     return False
 
 
+def _around(seen: str) -> list[str]:
+    """Where the agent sent back the tool's output (for a failure's message)."""
+    return [seen[max(0, m.start() - 200) : m.start() + 800] for m in re.finditer("attempts", seen)][
+        -3:
+    ]
+
+
 def _sent_to_model(server: Any) -> str:
     return "\n".join(r.body.decode("utf-8", "replace") for r in server.requests)
 
@@ -102,6 +110,9 @@ async def _run_sandboxed(
         if name == "acp":
             assert isinstance(engine, AcpEngine)
             engine = AcpEngine(engine.command_for(options))
+            # As its preset does: the mode that asks (and hitl=False approves), not Claude's
+            # auto mode, whose classifier would take the scripted model turns.
+            options = options.model_copy(update={"options": {"acp.mode": "default"}})
         async with engine.start(options) as session:
             turn = await run_turn(session, "run attempts.sh", timeout=180)
         tg.cancel_scope.cancel()
@@ -157,7 +168,9 @@ async def test_a_sandboxed_agent_cannot_get_out(
         assert DONE in turn.text
         # What the tool printed went back to the model: every attempt was tried and failed.
         for marker in ("READ-BLOCKED", "HOME-BLOCKED", "NET-BLOCKED", "KILL-BLOCKED", "EDIT-DONE"):
-            assert marker in seen, f"{marker} missing from what the agent sent back"
+            assert marker in seen, (
+                f"{marker} missing from what the agent sent back: {_around(seen)}"
+            )
         assert "ENV-BEGIN" in seen and "ENV-END" in seen
         assert "-ESCAPED" not in seen
         assert secret_value not in seen, "the caller's environment or a planted file leaked"
