@@ -42,6 +42,7 @@ __all__ = [
     "SandboxLayout",
     "SandboxRun",
     "bwrap_argv",
+    "check_sandbox",
     "sandbox_unavailable",
 ]
 
@@ -256,7 +257,8 @@ class SandboxRun:
             )
         read_write = tuple(_existing("read_write path", p, self.engine) for p in sandbox.read_write)
         read_only = [_existing("read_only path", p, self.engine) for p in sandbox.read_only]
-        for root in program_roots(self._argv, self._env.get("PATH")):
+        roots = program_roots(self._argv, self._env.get("PATH")) if self._argv else []
+        for root in roots:
             if not _covered(root, [*read_only, home, cwd]):
                 read_only.append(root)
         for port, path in sandbox.socket_ports.items():
@@ -353,6 +355,16 @@ class SandboxRun:
         run_dir, self._dir = self._dir, None
         if run_dir is not None:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+async def check_sandbox(
+    sandbox: Sandbox, cwd: str | None, env: Mapping[str, str], engine: str | None = None
+) -> None:
+    """Raise as a start in ``sandbox`` would (:class:`EngineUnavailableError` where none can be
+    had, :class:`ConfigurationError` for a path that does not exist), starting nothing: what a
+    session checks when it opens, before an agent that runs per turn has a program to start."""
+    run = SandboxRun(sandbox, (), cwd, env, engine=engine)
+    await anyio.to_thread.run_sync(run._layout)  # pyright: ignore[reportPrivateUsage]
 
 
 async def _pipe(source: anyio.abc.SocketStream, sink: anyio.abc.SocketStream) -> None:

@@ -187,3 +187,37 @@ async def test_a_sandboxed_agent_cannot_get_out(
         await listener.aclose()
         home_file.unlink(missing_ok=True)
         tmp_file.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("unavailable", [False, True], ids=["unknown_path", "no_sandbox"])
+@pytest.mark.parametrize("name", _engines())
+async def test_a_sandbox_that_cannot_be_had_fails_the_start_with_one_typed_error(
+    name: str, unavailable: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentrun._wire.sandbox as sandbox_module
+    from agentrun import ConfigurationError, EngineUnavailableError, Sandbox
+    from agentrun.engines.acp import AcpEngine
+    from agentrun.offline import embedded_engine
+
+    try:
+        engine, options = embedded_engine(
+            GENERIC_ACP_AGENT if name == "acp" else name,
+            "http://127.0.0.1:9",
+            tmp_path / "agent",
+            cwd=str(tmp_path),
+            hitl=False,
+            sandbox=Sandbox(read_write=() if unavailable else (str(tmp_path / "nowhere"),)),
+        )
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
+    if name == "acp":
+        assert isinstance(engine, AcpEngine)
+        engine = AcpEngine(engine.command_for(options))
+    expected: type[Exception] = ConfigurationError
+    if unavailable:
+        monkeypatch.setattr(sandbox_module, "sandbox_unavailable", lambda: "user namespaces off")
+        expected = EngineUnavailableError
+    with pytest.raises(expected) as caught:
+        async with engine.start(options):
+            pytest.fail("the session started")
+    assert ("user namespaces off" if unavailable else "nowhere") in str(caught.value)
