@@ -153,6 +153,9 @@ def bwrap_argv(layout: SandboxLayout, bwrap: str = "bwrap") -> list[str]:
     args = [
         bwrap,
         "--unshare-all",
+        # Run by root, bwrap makes no user namespace and would leave the host's capabilities.
+        "--cap-drop",
+        "ALL",
         "--hostname",
         "agentrun-sandbox",
         "--dev",

@@ -78,6 +78,7 @@ def test_the_command_line_isolates_everything() -> None:
     argv = bwrap_argv(_layout(), "/usr/bin/bwrap")
     assert argv[0] == "/usr/bin/bwrap"
     assert "--unshare-all" in argv
+    assert _pairs(argv, "--cap-drop") == ["ALL"]
     # No --share-net; no --new-session (signals to the session's group must reach the agent);
     # no --die-with-parent (trio starts processes from worker threads that end when idle).
     for option in ("--share-net", "--new-session", "--die-with-parent"):
@@ -206,7 +207,11 @@ async def test_the_environment_is_the_agents_only(
     home = tmp_path / "home"
     home.mkdir()
     spec = ProcessSpec(
-        argv=("sh", "-c", "env; tr '\\0' '\\n' < /proc/1/environ; echo pid=$$"),
+        argv=(
+            "sh",
+            "-c",
+            "env; tr '\\0' '\\n' < /proc/1/environ; echo pid=$$; grep CapEff /proc/$$/status",
+        ),
         cwd=str(tmp_path),
         env={"HOME": str(home), "AGENT_SETTING": "on"},
         sandbox=Sandbox(),
@@ -217,6 +222,8 @@ async def test_the_environment_is_the_agents_only(
     assert secret not in out
     # A PID namespace of its own: the program is not the host's pid.
     assert "pid=2" in out or "pid=3" in out
+    # No capability, even when the caller is root (bwrap then makes no user namespace).
+    assert "CapEff:\t0000000000000000" in out, out
 
 
 @needs_bwrap
@@ -278,3 +285,34 @@ setsid sleep {linger} >/dev/null 2>&1 </dev/null &
                 assert not (entry / "cmdline").read_bytes().endswith(wanted)
             except OSError:
                 continue
+
+
+@needs_bwrap
+async def test_a_socket_port_leads_to_a_host_unix_socket(tmp_path: Path) -> None:
+    """How the metering proxy will be reached: 127.0.0.1:<port> inside, a Unix socket outside."""
+    home = tmp_path / "home"
+    home.mkdir()
+    socket_path = tmp_path / "proxy.sock"
+    served: list[bytes] = []
+
+    async def answer(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            served.append(await stream.receive())
+            await stream.send(b"from the proxy\n")
+
+    async with await anyio.create_unix_listener(socket_path) as proxy:
+        script = "exec 3<>/dev/tcp/127.0.0.1/4711; echo hello >&3; head -n1 <&3"
+        spec = ProcessSpec(
+            argv=("bash", "-c", script),
+            cwd=str(tmp_path),
+            env={"HOME": str(home)},
+            sandbox=Sandbox(socket_ports={4711: str(socket_path)}),
+        )
+        code, out = -1, ""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(proxy.serve, answer)
+            code, out = await _run(spec)
+            tg.cancel_scope.cancel()
+    assert code == 0, out
+    assert out.strip() == "from the proxy"
+    assert served == [b"hello\n"]
