@@ -78,6 +78,7 @@ from ._vocabulary.questions import (
     QuestionRecord,
     QuestionRequest,
 )
+from ._vocabulary.sandbox import Sandbox, SandboxBackend
 from ._vocabulary.summary import (
     ContextSummary,
     SessionTotals,
@@ -216,6 +217,8 @@ __all__ = [
     "RayEngine",
     "RaySession",
     "ReplayedTurn",
+    "Sandbox",
+    "SandboxBackend",
     "SendNotSupportedError",
     "Session",
     "SessionClosedError",

@@ -95,7 +95,9 @@ class LongLivedSession(Session):
         self.close_stdin_timeout: float = close_stdin_timeout
         self.terminate_timeout: float = terminate_timeout
         self.max_line_bytes: int | None = max_line_bytes
-        self.env: dict[str, str] = merge_env(self._extra_env(), inherit=self.options.inherit_env)
+        self.env: dict[str, str] = merge_env(
+            self._extra_env(), inherit=self.options.inherit_env and self.options.sandbox is None
+        )
         #: Names of the environment variables the agent gets (values are never kept).
         self.env_names: list[str] = sorted(self.env)
         self.argv: tuple[str, ...] = ()
@@ -183,6 +185,7 @@ class LongLivedSession(Session):
             stdin="pipe",
             engine=self.engine_name,
             on_stderr=self._tap_stderr,
+            sandbox=self.options.sandbox,
             close_stdin_timeout=self.close_stdin_timeout,
             terminate_timeout=self.terminate_timeout,
             **limits,

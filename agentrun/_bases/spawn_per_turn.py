@@ -119,7 +119,9 @@ class SpawnPerTurnSession(Session):
         #: Seconds a signalled agent may take to exit before its group is killed.
         self.cancel_grace = cancel_grace
         #: The complete environment of the agent processes (session env over the caller's).
-        self.env: dict[str, str] = merge_env(self.options.env, inherit=self.options.inherit_env)
+        self.env: dict[str, str] = merge_env(
+            self.options.env, inherit=self.options.inherit_env and self.options.sandbox is None
+        )
         #: The agent's session (thread) id captured from this session's own turns.
         self.session_id: str | None = None
         #: The process of the running turn, if any.
@@ -200,6 +202,7 @@ class SpawnPerTurnSession(Session):
             stdin="pipe" if command.stdin is not None else "devnull",
             engine=self.engine_name,
             on_stderr=self._tap_stderr,
+            sandbox=self.options.sandbox,
             close_stdin_timeout=1.0,
             terminate_timeout=3.0,
             kill_timeout=5.0,

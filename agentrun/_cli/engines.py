@@ -2,7 +2,8 @@
 
 For each engine: the program found (path), the version the program reports (``--version``,
 bounded by a timeout), the version ``engines/package.json`` pins, the Node.js it runs on when it
-is a Node script, and whether the embedded model server has an offline configuration for it.
+is a Node script, and whether the embedded model server has an offline configuration for it;
+and whether a sandbox (``agentrun run --sandbox``) can be had here, or why not.
 The programs are asked concurrently, so the whole view takes about as long as the slowest one.
 """
 
@@ -69,6 +70,10 @@ class EngineReport(BaseModel):
     offline: bool = False
     problem: str | None = None
     note: str | None = None
+    #: Whether ``SessionOptions(sandbox=...)`` / ``agentrun run --sandbox`` can be had here
+    #: (bubblewrap), and why not.
+    sandbox: bool = False
+    sandbox_problem: str | None = None
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -141,13 +146,22 @@ def engine_reports(
     names: list[str] | None = None, *, timeout: float = VERSION_TIMEOUT
 ) -> list[EngineReport]:
     """A report per engine (every registered one by default), the programs asked at once."""
+    from .._wire.sandbox import sandbox_unavailable
     from ..offline._embedded import EMBEDDED_ENGINES
 
     names = names if names is not None else engine_names()
     pinned = _pinned_versions()
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        no_sandbox = pool.submit(sandbox_unavailable)
         futures = [pool.submit(_report, n, pinned, n in EMBEDDED_ENGINES, timeout) for n in names]
-        return [f.result() for f in futures]
+        reports = [f.result() for f in futures]
+    why = no_sandbox.result()
+    sandbox = {"sandbox": why is None, "sandbox_problem": why}
+    return [r.model_copy(update=sandbox) if r.engine not in _NO_SANDBOX else r for r in reports]
+
+
+#: Registered names that run no program, so nothing of theirs is sandboxed.
+_NO_SANDBOX = frozenset({"replay", "scripted"})
 
 
 def _report(name: str, pinned: dict[str, str], offline: bool, timeout: float) -> EngineReport:
@@ -300,4 +314,9 @@ def _table(reports: list[EngineReport]) -> str:
             version += " (pinned)"
         node = f"  node {clean(r.node.version or '?')}" if r.node is not None else ""
         lines.append(f"✓ {name:<17} {offline}  {version}{node}  {clean(r.program or '')}")
+    why = next((r.sandbox_problem for r in reports if r.engine not in _NO_SANDBOX), "")
+    if why is None:
+        lines.append(f"sandbox: {paint('32', 'available')} (bubblewrap; agentrun run --sandbox)")
+    elif why:
+        lines.append(f"sandbox: {paint('31', 'unavailable')}: {clean(why)}")
     return "".join(line + "\n" for line in lines)

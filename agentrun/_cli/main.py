@@ -183,6 +183,16 @@ def parser() -> argparse.ArgumentParser:
     run_.add_argument("--atif", metavar="PATH", help="write the session's ATIF trajectory here")
     run_.add_argument("--journal", action="store_true",
                       help="keep a journal of the session ('agentrun sessions')")  # fmt: skip
+    run_.add_argument("--sandbox", action="store_true",
+                      help="run the agent in a sandbox: only the workspace and its own home, "
+                           "no network but the model server, a clean environment "
+                           "(bubblewrap; docs/sandbox.md)")  # fmt: skip
+    run_.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                      help="with --sandbox: a host the agent may reach through the metering "
+                           "proxy (repeatable)")  # fmt: skip
+    run_.add_argument("--approve-all", action="store_true",
+                      help="approve every tool call without asking (every engine); "
+                           "best with --sandbox")  # fmt: skip
     run_.add_argument("--dump-requests", metavar="FILE",
                       help="append the model server's requests to FILE as JSON lines "
                            "(embedded default)")  # fmt: skip

@@ -28,6 +28,7 @@ from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
+from .._vocabulary.sandbox import Sandbox
 from .._vocabulary.summary import TurnSummary, WindDown
 from ..engines._registry import engine_names, get_engine
 from .proxied import check_proxy_arguments, wants_proxy
@@ -195,6 +196,14 @@ def _plan(args: argparse.Namespace) -> _Plan:
     for option in ("atif", "dump_requests"):
         _check_output(getattr(args, option, None), option)
     check_proxy_arguments(args)
+    if getattr(args, "allow_host", None) and not getattr(args, "sandbox", False):
+        raise ConfigurationError("--allow-host needs --sandbox", option="allow_host")
+    if args.live and getattr(args, "sandbox", False):
+        raise ConfigurationError(
+            "--sandbox runs on the embedded model server for now: a live agent's account "
+            "would reach it only through the metering proxy, which is not available yet",
+            option="sandbox",
+        )
     if args.live and args.script is not None:
         raise ConfigurationError(
             "--script is for the embedded model server; --live uses your own", option="script"
@@ -298,6 +307,7 @@ async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> 
                 resume_id=args.resume,
                 fork=_fork(args),
                 options=plan.options,
+                **_approval(args),
                 **_journal_options(args),
             )
             return await _turns(engine, session, plan, args, interrupt)
@@ -404,9 +414,24 @@ def _embedded(
         binary=args.binary,
         resume_id=args.resume,
         fork=_fork(args),
+        sandbox=_sandbox(args),
         **({"options": options} if options else {}),
+        **_approval(args),
         **_journal_options(args),
     )
+
+
+def _sandbox(args: argparse.Namespace) -> Sandbox | None:
+    """``--sandbox`` (and its ``--allow-host``s) as the session's sandbox."""
+    if not getattr(args, "sandbox", False):
+        return None
+    return Sandbox(allow_hosts=tuple(getattr(args, "allow_host", ())))
+
+
+def _approval(args: argparse.Namespace) -> dict[str, Any]:
+    """``--approve-all``: every tool call approved (``hitl=False``); else the agent's own
+    policy, which asks."""
+    return {"hitl": False} if getattr(args, "approve_all", False) else {}
 
 
 def _interactive() -> bool:

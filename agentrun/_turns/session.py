@@ -49,6 +49,7 @@ from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask
 from .._vocabulary.questions import QuestionAnswer, QuestionRequest, ask_question
 from .._vocabulary.summary import SessionTotals, TurnSummary, WindDown
 from .._wire.framing import LineTooLong
+from .._wire.sandbox import check_sandbox
 from . import handoff as _handoff
 from .boundary import single_error
 from .handoff import HANDOFF_PROMPT, HandoffSeed
@@ -250,6 +251,14 @@ class Session(ABC):
                 raise
         try:
             self._task_group = await stack.enter_async_context(anyio.create_task_group())
+            if self.options.sandbox is not None:
+                # At start on every engine, also those that start their program per turn.
+                await check_sandbox(
+                    self.options.sandbox,
+                    self.options.cwd,
+                    self.options.env,
+                    engine=self.engine_name,
+                )
             await self._start(self._task_group)
         except BaseException as exc:
             self._closed = True

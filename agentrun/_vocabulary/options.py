@@ -23,6 +23,7 @@ from .journal import SessionStore
 from .permissions import PermissionHandler
 from .policy import Budget, ContextPolicy
 from .questions import QuestionHandler
+from .sandbox import Sandbox
 
 __all__ = ["ENGINE_OPTION_KEYS", "Effort", "Mode", "SessionOptions"]
 
@@ -146,6 +147,11 @@ class SessionOptions(BaseModel):
     #: Keep a durable journal of the session (``agentrun sessions``): ``True`` in the default
     #: store (:class:`~agentrun.JsonlSessionStore`), or a :class:`~agentrun.SessionStore`.
     journal: SessionStore | bool | None = Field(default=None, exclude=True)
+    #: Run the agent and every process it starts in a sandbox (:class:`~agentrun.Sandbox`):
+    #: only the workspace, its home and what the value lists; no network but its ports; a clean
+    #: environment. Raises :class:`~agentrun.EngineUnavailableError` at start where it cannot be
+    #: had (never runs unsandboxed instead).
+    sandbox: Sandbox | None = None
 
     @field_validator("model", "agent_id", "resume_id")
     @classmethod

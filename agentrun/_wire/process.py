@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import signal
+from dataclasses import replace
 from types import TracebackType
 from typing import cast
 
@@ -49,6 +50,7 @@ from .process_tree import kill_group as _kill_group
 from .process_tree import live_process_groups
 from .process_tree import register as _register
 from .process_tree import unregister as _unregister
+from .sandbox import SandboxRun
 from .spawn import MAX_CLOSE_TIMEOUT, ProcessSpec
 from .spawn import spawn as _spawn
 from .stderr import StderrCapture
@@ -97,6 +99,7 @@ class AgentProcess:
         #: How long closing waits for the program to exit on end of input before SIGTERM.
         self._stdin_grace = spec.close_stdin_timeout
         self._tree_token = os.urandom(8).hex()
+        self._sandbox: SandboxRun | None = None
 
     # -- context manager -------------------------------------------------------------
 
@@ -108,7 +111,20 @@ class AgentProcess:
         self._stderr_done = anyio.Event()
         self._close_done = anyio.Event()
         self._write_lock = anyio.Lock()
-        proc = await _spawn(self._spec, self._tree_token)
+        spec = self._spec
+        if spec.sandbox is not None:
+            self._sandbox = SandboxRun(
+                spec.sandbox, spec.argv, spec.cwd, spec.env or {}, engine=spec.engine
+            )
+            try:
+                argv, env = await self._sandbox.prepare()
+                proc = await _spawn(replace(spec, argv=tuple(argv), env=env), self._tree_token)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._sandbox.aclose()
+                raise
+        else:
+            proc = await _spawn(spec, self._tree_token)
         self._process = proc
         _register(proc.pid)
         _log.debug("started %s as pid %d", self._spec.program, proc.pid)
@@ -118,6 +134,8 @@ class AgentProcess:
             self._tg = tg
             tg.start_soon(self._drain_stderr, name=f"agentrun stderr reader (pid {proc.pid})")
             tg.start_soon(self._reap_orphans, name=f"agentrun orphan reaper (pid {proc.pid})")
+            if self._sandbox is not None:
+                await self._sandbox.serve(tg)
             await anyio.lowlevel.checkpoint_if_cancelled()
         except BaseException:
             await self._abort_start()
@@ -141,6 +159,9 @@ class AgentProcess:
                 tg.cancel_scope.cancel()
             if stack is not None:
                 await stack.aclose()
+            if self._sandbox is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._sandbox.aclose()
 
     async def _abort_start(self) -> None:
         # Same as leaving the block; aclose() is shielded, so the program is always stopped.
@@ -382,6 +403,12 @@ class AgentProcess:
             killed = await process_tree.kill_tree(self._tree_token, pid)
             if killed:
                 _log.info("pid %d: stopped %d descendants outside its process group", pid, killed)
+            if self._sandbox is not None:
+                # bwrap exits as soon as the program does, while the sandbox's PID 1 (which
+                # carries the token too) may still be ending the rest: wait until all is gone.
+                while await process_tree.tree_alive(self._tree_token, pid):
+                    await process_tree.kill_tree(self._tree_token, pid)
+                    await anyio.sleep(0.01)
         assert self._stderr_done is not None
         with anyio.move_on_after(spec.stderr_settle_timeout):
             await self._stderr_done.wait()

@@ -30,6 +30,7 @@ __all__ = [
     "kill_trees",
     "live_process_groups",
     "register",
+    "tree_alive",
     "unregister",
 ]
 
@@ -151,6 +152,12 @@ def kill_trees(trees: dict[str, int]) -> dict[str, int]:
                 os.kill(pid, SIGKILL)
                 killed[token] += 1
     return killed
+
+
+async def tree_alive(token: str, leader: int) -> bool:
+    """Whether a process of the tree still lives (zombies do not count)."""
+    members = await anyio.to_thread.run_sync(tree_members, {token: leader})
+    return bool(members[token])
 
 
 class TreeKiller:

@@ -17,6 +17,7 @@ import anyio.abc
 
 from .._vocabulary.env import validate_env
 from .._vocabulary.errors import AgentrunError, ConfigurationError, EngineUnavailableError
+from .._vocabulary.sandbox import Sandbox
 from .framing import DEFAULT_MAX_LINE_BYTES
 from .process_tree import PROCESS_TREE_ENV
 
@@ -74,6 +75,9 @@ class ProcessSpec:
     #: After the program exits on its own, how long what it left running in its process group
     #: may live. Such leftovers can hold stdout open, so its reader would never see the end.
     orphan_grace: float = 1.0
+    #: Run the program in this sandbox (see :mod:`agentrun._wire.sandbox`); ``env`` is then
+    #: all it gets (``None``: nothing but a ``PATH``), never ``os.environ``.
+    sandbox: Sandbox | None = None
 
     def __post_init__(self) -> None:
         items = _check_argv(self.argv, self.engine)

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._bases.offline import OfflineAgentConfig
 from .._turns.engine import Engine
 from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.options import SessionOptions
+from .._vocabulary.sandbox import Sandbox
 from ..engines._registry import get_engine
 from ..engines.acp._offline import gemini_offline, qwen_offline
 from ..engines.claude._offline import claude_acp_offline, claude_offline
@@ -78,6 +80,14 @@ def offline_config(
 _ENGINE_OPTIONS: dict[str, dict[str, str]] = {"codex": {"codex.skip_git_repo_check": "true"}}
 
 
+#: Engine options of a sandboxed session that approves everything: the agent's own sandbox is
+#: off inside ours (codex-acp's modes other than full access run each command in Codex's own
+#: bubblewrap sandbox, which cannot start inside ours; see docs/sandbox.md).
+_SANDBOXED_UNATTENDED: dict[str, dict[str, str]] = {
+    "codex-acp": {"acp.mode": "agent-full-access"},
+}
+
+
 def embedded_engine(
     name: str,
     server_url: str,
@@ -87,6 +97,7 @@ def embedded_engine(
     model: str | None = None,
     binary: str | None = None,
     resume_id: str | None = None,
+    sandbox: Sandbox | bool | None = None,
     **options: Any,
 ) -> tuple[Engine, SessionOptions]:
     """The engine ``name`` and session options that run its pinned agent against the model
@@ -96,6 +107,9 @@ def embedded_engine(
     ``permission_handler``, ...). Raises :class:`~agentrun.ConfigurationError` for an engine
     that has no embedded configuration, and :class:`~agentrun.EngineUnavailableError` when its
     program is not installed.
+
+    ``sandbox`` (``True`` or a :class:`~agentrun.Sandbox`) runs the agent sandboxed with
+    ``directory`` as its read-write home and the model server's port its only way out.
     """
     from .._vocabulary.errors import ConfigurationError
 
@@ -110,6 +124,16 @@ def embedded_engine(
     engine = get_engine(name, **({"binary": binary} if binary is not None else {}))
     engine.check()
     engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}
+    if sandbox and options.get("hitl") is False:
+        engine_options = {**_SANDBOXED_UNATTENDED.get(name, {}), **engine_options}
+    if sandbox is True:
+        sandbox = Sandbox()
+    if isinstance(sandbox, Sandbox):
+        port = urlsplit(server_url).port
+        if port is not None:
+            sandbox = sandbox.with_ports(port)
+        if sandbox.home is None:
+            sandbox = sandbox.model_copy(update={"home": str(Path(directory).resolve())})
     session = SessionOptions(
         model=model or config.model,
         cwd=cwd,
@@ -118,6 +142,7 @@ def embedded_engine(
         resume_id=resume_id,
         context_window_tokens=config.context_window,
         options=engine_options,
+        sandbox=sandbox or None,
         **options,
     )
     return engine, session

@@ -36,7 +36,7 @@ PUBLIC = {
     "OutputValidationError",
     "PermissionDecision", "PermissionDenial", "PermissionHandler", "PermissionOption",
     "NotAuthenticatedError", "QuotaExceededError", "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
-    "SendNotSupportedError", "SessionOptions", "SessionStore", "SessionNotFoundError", "SessionTerminatedError",
+    "Sandbox", "SandboxBackend", "SendNotSupportedError", "SessionOptions", "SessionStore", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
     "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "UsageError", "WireTap",
     "Budget", "BudgetExceededError", "BudgetLimit", "ContextPolicy",

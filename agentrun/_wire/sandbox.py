@@ -1,0 +1,380 @@
+"""Running an agent program in a bubblewrap sandbox (``SessionOptions.sandbox``).
+
+:func:`sandbox_unavailable` says why no sandbox can be had here (not Linux, no ``bwrap``, user
+namespaces refused); :func:`bwrap_argv` builds the command line that runs a program in one;
+:class:`SandboxRun` prepares a start (checks, a private directory of Unix sockets) and serves the
+host side of its network while the program runs.
+
+The network: the sandbox has a network namespace of its own (only ``lo``). Each allowed port is a
+Unix socket in the run's private directory, bound read-only into the sandbox; a relay inside
+(:mod:`agentrun._wire._sandbox_relay`, run by this interpreter) listens on ``127.0.0.1:<port>``
+there and forwards each connection to the socket. For a host loopback port (``Sandbox.ports``)
+the host side of the socket is served here and connects to ``127.0.0.1:<port>``; a
+``Sandbox.socket_ports`` entry binds someone else's socket (a proxy's) instead.
+
+The environment: bubblewrap's own PID 1 inside the sandbox keeps the environment bwrap was
+started with, readable in ``/proc/1/environ``; so bwrap is started with exactly the agent's
+environment and no argument carries a value of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from .._vocabulary.errors import ConfigurationError, EngineUnavailableError
+from .._vocabulary.sandbox import Sandbox
+
+__all__ = [
+    "INSIDE_DIR",
+    "SYSTEM_PATHS",
+    "SandboxLayout",
+    "SandboxRun",
+    "bwrap_argv",
+    "check_sandbox",
+    "sandbox_unavailable",
+]
+
+#: Read-only inside when they exist on the host: the system.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+#: Where the run's own files (relay, sockets) appear inside the sandbox.
+INSIDE_DIR = "/run/agentrun"
+_RELAY = Path(__file__).with_name("_sandbox_relay.py")
+_PROBE_TIMEOUT = 10.0
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_unavailable() -> str | None:
+    """Why a bubblewrap sandbox cannot be had here (``None``: it can). Probed once: a real
+    ``bwrap`` starting ``true`` in the namespaces a session uses."""
+    if not sys.platform.startswith("linux"):
+        return f"sandboxing needs Linux (this is {sys.platform})"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap ('bwrap') is not installed (apt install bubblewrap)"
+    true = shutil.which("true") or "/bin/true"
+    try:
+        done = subprocess.run(
+            [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", true],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={},
+            timeout=_PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bwrap could not be run ({exc})"
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-300:]
+        return (
+            f"bwrap cannot create namespaces here ({said or f'exit {done.returncode}'}); "
+            "unprivileged user namespaces may be disabled "
+            "(sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
+        )
+    return None
+
+
+def _install_roots(path: str) -> list[str]:
+    """What to bind for a program at ``path``: its ``node_modules`` tree, else its folder; both
+    as named and as resolved (a program reached through a symlink is run under either name)."""
+    roots: list[str] = []
+    for name in (os.path.abspath(path), os.path.realpath(path)):
+        parts = Path(name).parts
+        if "node_modules" in parts:
+            root = str(Path(*parts[: parts.index("node_modules") + 1]))
+        else:
+            root = os.path.dirname(os.path.realpath(name))
+        if root not in roots:
+            roots.append(root)
+    return roots
+
+
+def _covered(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+@dataclass(frozen=True)
+class SandboxLayout:
+    """Everything the command line of one sandboxed start is made of (paths are the host's)."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    home: str
+    read_write: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+    #: port -> path of the Unix socket inside the sandbox.
+    routes: Mapping[int, str] = field(default_factory=dict[int, str])
+    #: Host directory bound at :data:`INSIDE_DIR` (relay and sockets), if any.
+    run_dir: str | None = None
+    #: The interpreter that runs the relay, and what of it is bound read-only.
+    python: str = sys.executable
+    python_roots: tuple[str, ...] = ()
+
+
+def program_roots(argv: Sequence[str], path: str | None) -> list[str]:
+    """What to bind read-only for the program: the install roots of ``argv[0]`` and of the
+    scripts among its arguments that live in a ``node_modules`` tree (``node <script>``). No
+    other argument is followed: a path given to the program (a workspace, a file of the
+    caller's) is bound only when the sandbox lists it."""
+    roots: list[str] = []
+    program = shutil.which(argv[0], path=path) if os.sep not in argv[0] else argv[0]
+    candidates = [_install_roots(program)] if program else []
+    for arg in argv[1:]:
+        if os.path.isabs(arg) and os.path.isfile(arg):
+            found = [r for r in _install_roots(arg) if os.path.basename(r) == "node_modules"]
+            if found:
+                candidates.append(found)
+    for found in candidates:
+        for root in found:
+            if not _covered(root, [*SYSTEM_PATHS, *roots]):
+                roots.append(root)
+    return roots
+
+
+def bwrap_argv(layout: SandboxLayout, bwrap: str = "bwrap") -> list[str]:
+    """The bubblewrap command line that runs ``layout.argv`` in the sandbox.
+
+    Not ``--die-with-parent``: its signal follows the *thread* that started bwrap, and trio
+    starts processes from worker threads that end when idle. bwrap and the sandbox's PID 1 stay
+    in the session's process group (no ``--new-session``), so stopping the group stops them,
+    and the end of PID 1 ends every process of the sandbox."""
+    args = [
+        bwrap,
+        "--unshare-all",
+        # Run by root, bwrap makes no user namespace and would leave the host's capabilities.
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "agentrun-sandbox",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/var/tmp",
+        "--tmpfs",
+        "/run",
+    ]
+    for system in SYSTEM_PATHS:
+        if os.path.islink(system):
+            args += ["--symlink", os.readlink(system), system]
+        elif os.path.isdir(system):
+            args += ["--ro-bind", system, system]
+    for path in layout.read_only:
+        args += ["--ro-bind", path, path]
+    if layout.routes:
+        for root in layout.python_roots:
+            args += ["--ro-bind", root, root]
+    if layout.run_dir is not None:
+        args += ["--ro-bind", layout.run_dir, INSIDE_DIR]
+    for path in (layout.home, layout.cwd, *layout.read_write):
+        args += ["--bind", path, path]
+    # The sandbox's own root (where the mount points were made) is read-only: a write outside
+    # the paths above fails instead of landing in a place nobody looks.
+    args += ["--remount-ro", "/", "--chdir", layout.cwd, "--"]
+    if layout.routes:
+        args += [layout.python, "-I", "-S", f"{INSIDE_DIR}/relay.py"]
+        args += [f"{port}={path}" for port, path in sorted(layout.routes.items())]
+        args.append("--")
+    args += layout.argv
+    return args
+
+
+def _existing(what: str, path: str, engine: str | None) -> str:
+    if not os.path.exists(path):
+        raise ConfigurationError(
+            f"sandbox {what} {path!r} does not exist", option="sandbox", engine=engine
+        )
+    return os.path.realpath(path)
+
+
+def _caller_home() -> str:
+    return os.path.realpath(os.path.expanduser("~"))
+
+
+class SandboxRun:
+    """One sandboxed start: checked, laid out, its host-side sockets served while it runs."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        argv: Sequence[str],
+        cwd: str | None,
+        env: Mapping[str, str],
+        engine: str | None = None,
+    ) -> None:
+        self.sandbox = sandbox
+        self.engine = engine
+        self._argv = tuple(argv)
+        self._cwd = cwd
+        self._env = dict(env)
+        self._dir: str | None = None
+        self._listeners: list[tuple[anyio.abc.SocketListener, int]] = []
+
+    def _unavailable(self, why: str) -> EngineUnavailableError:
+        return EngineUnavailableError(f"no sandbox: {why}", engine=self.engine)
+
+    def _layout(self) -> SandboxLayout:
+        sandbox = self.sandbox
+        if sandbox.backend != "bubblewrap":
+            raise self._unavailable(
+                f"the {sandbox.backend} backend is designed (docs/sandbox.md) but not built yet"
+            )
+        if sandbox.allow_hosts:
+            raise self._unavailable(
+                "allow_hosts needs the metering proxy, which is not available yet"
+            )
+        why = sandbox_unavailable()
+        if why is not None:
+            raise self._unavailable(why)
+        cwd = _existing("workspace", self._cwd or os.getcwd(), self.engine)
+        home_path = sandbox.home or self._env.get("HOME")
+        if not home_path:
+            raise ConfigurationError(
+                "a sandbox needs a per-session agent home: set Sandbox(home=...) or HOME in env",
+                option="sandbox",
+                engine=self.engine,
+            )
+        home = _existing("home", home_path, self.engine)
+        caller = _caller_home()
+        if _covered(caller, [home]):
+            raise ConfigurationError(
+                f"the sandbox home {home!r} would expose the caller's own home {caller!r}: "
+                "give the agent a home of its own",
+                option="sandbox",
+                engine=self.engine,
+            )
+        read_write = tuple(_existing("read_write path", p, self.engine) for p in sandbox.read_write)
+        read_only = [_existing("read_only path", p, self.engine) for p in sandbox.read_only]
+        roots = program_roots(self._argv, self._env.get("PATH")) if self._argv else []
+        for root in roots:
+            if not _covered(root, [*read_only, home, cwd]):
+                read_only.append(root)
+        for port, path in sandbox.socket_ports.items():
+            if port in sandbox.ports:
+                raise ConfigurationError(
+                    f"sandbox port {port} is both a host port and a socket port",
+                    option="sandbox",
+                    engine=self.engine,
+                )
+            _existing("socket", path, self.engine)
+        python = os.path.realpath(sys.executable)
+        python_roots = tuple(
+            dict.fromkeys(
+                os.path.realpath(p)
+                for p in (os.path.dirname(python), sys.base_prefix)
+                if not _covered(os.path.realpath(p), SYSTEM_PATHS)
+            )
+        )
+        return SandboxLayout(
+            argv=self._argv,
+            cwd=cwd,
+            home=home,
+            read_write=read_write,
+            read_only=tuple(read_only),
+            python=python,
+            python_roots=python_roots,
+        )
+
+    async def prepare(self) -> tuple[list[str], dict[str, str]]:
+        """Check and lay out the start; bind the host-side sockets. The command line and the
+        environment to start (raises :class:`EngineUnavailableError` when no sandbox can be had,
+        :class:`ConfigurationError` for a path that does not exist)."""
+        layout = await anyio.to_thread.run_sync(self._layout)
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:  # removed since the probe
+            raise self._unavailable("bubblewrap ('bwrap') is not installed")
+        routes: dict[int, str] = {}
+        binds: list[str] = []
+        if self.sandbox.ports or self.sandbox.socket_ports:
+            self._dir = tempfile.mkdtemp(prefix="agentrun-sandbox-")
+            shutil.copyfile(_RELAY, os.path.join(self._dir, "relay.py"))
+            try:
+                for port in self.sandbox.ports:
+                    name = f"port-{port}.sock"
+                    listener = await anyio.create_unix_listener(os.path.join(self._dir, name))
+                    self._listeners.append((listener, port))
+                    routes[port] = f"{INSIDE_DIR}/{name}"
+            except BaseException:
+                await self.aclose()
+                raise
+            for port, path in self.sandbox.socket_ports.items():
+                routes[port] = path
+                binds.append(path)
+        layout = SandboxLayout(
+            argv=layout.argv,
+            cwd=layout.cwd,
+            home=layout.home,
+            read_write=layout.read_write,
+            read_only=(*layout.read_only, *binds),
+            routes=routes,
+            run_dir=self._dir,
+            python=layout.python,
+            python_roots=layout.python_roots,
+        )
+        env = {**self._env, "TMPDIR": "/tmp"}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        return bwrap_argv(layout, bwrap), env
+
+    async def serve(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Serve the host side of every host port (in ``task_group``, until closed)."""
+        for listener, port in self._listeners:
+            task_group.start_soon(self._serve_one, listener, port, name=f"sandbox port {port}")
+
+    async def _serve_one(self, listener: anyio.abc.SocketListener, port: int) -> None:
+        async def forward(inside: anyio.abc.SocketStream) -> None:
+            async with inside:
+                try:
+                    outside = await anyio.connect_tcp("127.0.0.1", port)
+                except OSError:
+                    return
+                async with outside, anyio.create_task_group() as tg:
+                    tg.start_soon(_pipe, inside, outside)
+                    tg.start_soon(_pipe, outside, inside)
+
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await listener.serve(forward)
+
+    async def aclose(self) -> None:
+        """Close the host-side sockets and remove the run's directory."""
+        listeners, self._listeners = self._listeners, []
+        for listener, _ in listeners:
+            with contextlib.suppress(OSError, anyio.ClosedResourceError):
+                await listener.aclose()
+        run_dir, self._dir = self._dir, None
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+async def check_sandbox(
+    sandbox: Sandbox, cwd: str | None, env: Mapping[str, str], engine: str | None = None
+) -> None:
+    """Raise as a start in ``sandbox`` would (:class:`EngineUnavailableError` where none can be
+    had, :class:`ConfigurationError` for a path that does not exist), starting nothing: what a
+    session checks when it opens, before an agent that runs per turn has a program to start."""
+    run = SandboxRun(sandbox, (), cwd, env, engine=engine)
+    await anyio.to_thread.run_sync(run._layout)  # pyright: ignore[reportPrivateUsage]
+
+
+async def _pipe(source: anyio.abc.SocketStream, sink: anyio.abc.SocketStream) -> None:
+    try:
+        async for chunk in source:
+            await sink.send(chunk)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        pass
+    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        await sink.send_eof()
