@@ -198,7 +198,8 @@ class Session(ABC):
     @property
     def unaccounted_turns(self) -> tuple[int, ...]:
         """The numbers of the ended turns whose tokens :attr:`usage` does not hold in full:
-        no usage reported, ``usage_source`` ``unavailable`` or ``last_call``."""
+        no usage reported, ``usage_source`` ``unavailable`` or ``last_call``, or only figures
+        without their split (Gemini CLI's ``whole_prompt_tokens`` and ``answer_tokens``)."""
         return tuple(number for run in self._unaccounted for number in run)
 
     def _account_turn(self, number: int, summary: TurnSummary) -> None:

@@ -52,7 +52,7 @@ from ._schema.wire import (
 )
 from ._session_state import not_found
 from ._tool_calls import ToolCalls
-from ._usage import prompt_usage, usage_of
+from ._usage import prompt_usage, usage_of, usage_of_quota
 
 __all__ = ["AcpState"]
 
@@ -282,9 +282,9 @@ class AcpState(ToolCalls):
             turn_usage = Usage(cost_usd=turn_usage.cost_usd)
             data["usage_scope"] = "side_calls"
         if quota is not None:
-            # Figures outside the convention: kept as they came, the tokens unavailable.
+            # Figures without the convention's split: as they came, in fields of their own.
             data["quota_token_count"] = quota
-            turn_usage = turn_usage or Usage()
+            turn_usage = usage_of_quota(quota, turn_usage)
         usage = account_usage(
             turn_usage,
             model=self.model,
