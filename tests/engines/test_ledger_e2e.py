@@ -203,3 +203,49 @@ async def test_a_turns_usage_is_what_the_server_served(
     known = {k: v for k, v in reported.items() if v is not None}
     if {"input", "output"} - known.keys() or known != {k: ledger[k] for k in known}:
         raise UsageMismatch(f"{name}: ledger {ledger}, summary.usage {reported}")
+
+
+#: Engines whose agent reports only the last model call of a turn (OpenCode over ACP).
+LAST_CALL_ENGINES = ("opencode-acp",)
+
+
+@pytest.mark.parametrize("name", LAST_CALL_ENGINES)
+async def test_a_one_call_turns_tokens_are_the_turns_own(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn of one model call (no tool call): the last call the agent reports is the turn's
+    only one, so its tokens are the turn's (``reported``), of the scope of the turn's cost;
+    every figure the ledger's."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
+    script = Script(
+        turns=[
+            ModelTurn(
+                blocks=[ThinkingBlock(text="A greeting."), TextBlock(text="Hello.")],
+                usage=CALLS[0],
+            )
+        ]
+    )
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    async with ModelServer(script) as server:
+        try:
+            engine, options = embedded_engine(
+                name, server.url, tmp_path / "agent", cwd=str(workspace), **ENGINES[name]
+            )
+        except EngineUnavailableError as exc:
+            pytest.skip(str(exc))
+        async with engine.start(options) as session:
+            mark = server.ledger.mark()
+            summary = await run_turn(session, "say hello", timeout=120)
+            served = server.ledger.since(mark)
+    assert summary.ok, summary
+    assert len(served.main.entries) == 1, served
+    assert summary.usage is not None
+    assert summary.usage.usage_source == "reported", summary.usage
+    ledger, reported = _figures(served.main.usage), _figures(summary.usage)
+    known = {k: v for k, v in reported.items() if v is not None}
+    assert {"input", "output"} <= known.keys(), reported
+    assert known == {k: ledger[k] for k in known}, (ledger, reported)
+    assert summary.usage.cost_source in ("derived", "estimated"), summary.usage
