@@ -272,6 +272,12 @@ class Renderer:
                 if usage.cache_write_tokens is not None
                 else None,
                 f"thinking {usage.thinking_tokens}" if usage.thinking_tokens else None,
+                f"prompt {usage.whole_prompt_tokens} (cache not told apart)"
+                if usage.whole_prompt_tokens is not None
+                else None,
+                f"answer {usage.answer_tokens} (thinking not counted)"
+                if usage.answer_tokens is not None
+                else None,
                 f"cost ${usage.cost_usd:.6f}" if usage.cost_usd is not None else None,
             ]
             if usage.usage_source == "last_call":

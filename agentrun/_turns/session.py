@@ -200,7 +200,8 @@ class Session(ABC):
     @property
     def unaccounted_turns(self) -> tuple[int, ...]:
         """The numbers of the ended turns whose tokens :attr:`usage` does not hold in full:
-        no usage reported, ``usage_source`` ``unavailable`` or ``last_call``."""
+        no usage reported, ``usage_source`` ``unavailable`` or ``last_call``, or only figures
+        without their split (Gemini CLI's ``whole_prompt_tokens`` and ``answer_tokens``)."""
         return tuple(number for run in self._unaccounted for number in run)
 
     @property

@@ -13,6 +13,10 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
   thinking (engines add reasoning tokens where the agent reports them separately).
 * ``cost_usd`` on a ``result`` is the cost of **that turn**, never a session total.
 * ``None`` means "not reported"; ``0`` means "reported as zero".
+* An agent that reports a figure without the split the convention needs has it in a field of
+  its own: ``whole_prompt_tokens`` (the prompt, its cache reads not told apart; Gemini CLI) and
+  ``answer_tokens`` (the output without the thinking, the thinking not counted); the split's
+  fields stay ``None``. ``prompt_tokens`` counts the whole prompt either way.
 * On a ``result``, ``usage_source`` and ``cost_source`` say where the turn's token figures and its
   cost came from (:data:`UsageSource`); elsewhere they are ``None``.
 """
@@ -194,6 +198,11 @@ class Usage(_Model):
     cost_usd: float | None = None
     context_used_tokens: int | None = None
     context_size_tokens: int | None = None
+    #: Prompt tokens reported without telling input from cache reads (Gemini CLI's total).
+    whole_prompt_tokens: int | None = None
+    #: Output tokens reported without the thinking, whose count was not reported (Gemini CLI):
+    #: not part of ``output_tokens``, which includes the thinking.
+    answer_tokens: int | None = None
     #: Where the token figures came from (set on a turn's ``result``).
     usage_source: UsageSource | None = None
     #: Where ``cost_usd`` came from (set on a turn's ``result``).
@@ -201,14 +210,16 @@ class Usage(_Model):
 
     @property
     def prompt_tokens(self) -> int | None:
-        """The whole prompt of a call: input + cache read + cache write (None if none known)."""
+        """The whole prompt: input + cache read + cache write, and the prompt tokens reported
+        without that split (None if none known)."""
         fields = self.__dict__
         read = fields["cache_read_tokens"]
         write = fields["cache_write_tokens"]
         new = fields["input_tokens"]
-        if new is None and read is None and write is None:
+        whole = fields["whole_prompt_tokens"]
+        if new is None and read is None and write is None and whole is None:
             return None
-        return (new or 0) + (read or 0) + (write or 0)
+        return (new or 0) + (read or 0) + (write or 0) + (whole or 0)
 
     @field_validator(
         "input_tokens",
@@ -219,6 +230,8 @@ class Usage(_Model):
         "cost_usd",
         "context_used_tokens",
         "context_size_tokens",
+        "whole_prompt_tokens",
+        "answer_tokens",
     )
     @classmethod
     def _never_negative(cls, value: float | None) -> float | None:
@@ -253,6 +266,8 @@ class Usage(_Model):
                     "cost_usd": _addf(a["cost_usd"], b["cost_usd"]),
                     "context_used_tokens": a["context_used_tokens"] if used is None else used,
                     "context_size_tokens": a["context_size_tokens"] if size is None else size,
+                    "whole_prompt_tokens": _add(a["whole_prompt_tokens"], b["whole_prompt_tokens"]),
+                    "answer_tokens": _add(a["answer_tokens"], b["answer_tokens"]),
                     "usage_source": _pick_source(a["usage_source"], b["usage_source"]),
                     "cost_source": _pick_source(a["cost_source"], b["cost_source"]),
                 },
@@ -266,6 +281,8 @@ class Usage(_Model):
             cost_usd=_addf(self.cost_usd, other.cost_usd),
             context_used_tokens=_pick(other.context_used_tokens, self.context_used_tokens),
             context_size_tokens=_pick(other.context_size_tokens, self.context_size_tokens),
+            whole_prompt_tokens=_add(self.whole_prompt_tokens, other.whole_prompt_tokens),
+            answer_tokens=_add(self.answer_tokens, other.answer_tokens),
             usage_source=_pick_source(self.usage_source, other.usage_source),
             cost_source=_pick_source(self.cost_source, other.cost_source),
         )

@@ -167,5 +167,6 @@ class Budget(BaseModel):
 
 
 def tokens_of(usage: Usage) -> int:
-    """Every token of a usage figure: input, cache reads and writes, output."""
-    return (usage.prompt_tokens or 0) + (usage.output_tokens or 0)
+    """Every token of a usage figure: input, cache reads and writes, output (and the output
+    reported without its thinking)."""
+    return (usage.prompt_tokens or 0) + (usage.output_tokens or 0) + (usage.answer_tokens or 0)

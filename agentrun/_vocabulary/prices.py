@@ -268,16 +268,23 @@ def account_usage(
     if usage is None:
         return None
     fields = usage.__dict__
-    has_tokens = (
+    has_split = (
         fields["input_tokens"] is not None
         or fields["output_tokens"] is not None
         or fields["cache_read_tokens"] is not None
         or fields["cache_write_tokens"] is not None
     )
+    # Figures without the split are tokens the agent reported, but no price applies to them
+    # (the cache reads and the thinking are priced apart): never estimated from.
+    has_tokens = (
+        has_split
+        or fields["whole_prompt_tokens"] is not None
+        or fields["answer_tokens"] is not None
+    )
     cost_usd = fields["cost_usd"]
     if cost_usd is not None:
         cost_source: UsageSource = "reported" if cost == "unavailable" else cost
-    elif has_tokens and cost != "unavailable":
+    elif has_split and cost != "unavailable":
         catalog = prices if prices is not None else _shared_prices()
         cost_usd = catalog.estimate(usage, model)
         cost_source = "estimated" if cost_usd is not None else "unavailable"

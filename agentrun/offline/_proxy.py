@@ -654,16 +654,24 @@ def usage_disagreement(
     if usage is not None and usage.usage_source == "last_call" and main.entries:
         metered = main.entries[-1].usage
     names = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
-    known = {}
+    known: dict[str, int] = {}
     if usage is not None and usage.usage_source != "unavailable":
         known = {n: getattr(usage, n) for n in names if getattr(usage, n) is not None}
+        # Figures without their split (Gemini CLI's): the whole prompt, the output less thinking.
+        if usage.whole_prompt_tokens is not None:
+            known["whole_prompt_tokens"] = usage.whole_prompt_tokens
+        if usage.answer_tokens is not None:
+            known["answer_tokens"] = usage.answer_tokens
     if not known:
         spent = {n: getattr(metered, n) for n in names if getattr(metered, n)}
         return f"the agent reported no token figures; the proxy metered {spent}" if spent else None
+    proxy = {n: getattr(metered, n) for n in names}
+    proxy["whole_prompt_tokens"] = metered.prompt_tokens
+    proxy["answer_tokens"] = (metered.output_tokens or 0) - (metered.thinking_tokens or 0)
     wrong = [
-        f"{name} {value} (proxy {getattr(metered, name)})"
+        f"{name} {value} (proxy {proxy[name]})"
         for name, value in known.items()
-        if value != getattr(metered, name)
+        if value != proxy[name]
     ]
     if usage is not None and usage.cost_source == "reported" and usage.cost_usd is not None:
         priced = main.cost(prices=prices) if usage.usage_source != "last_call" else None

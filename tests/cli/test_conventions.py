@@ -318,3 +318,17 @@ def test_a_failed_turn_without_an_error_still_says_why(
     out = io.StringIO()
     Renderer(out, colour=False).summary(summary)
     assert out.getvalue().splitlines()[1] == f"   reason: {reason}"
+
+
+def test_a_turns_summary_shows_figures_reported_without_their_split() -> None:
+    import io
+
+    from agentrun import Usage
+    from agentrun._vocabulary.summary import TurnSummary
+
+    usage = Usage(whole_prompt_tokens=24_354, answer_tokens=38, usage_source="reported")
+    out = io.StringIO()
+    Renderer(out, colour=False).summary(TurnSummary(turn=1, ok=True, usage=usage))
+    text = out.getvalue()
+    assert "prompt 24354 (cache not told apart)" in text
+    assert "answer 38 (thinking not counted)" in text

@@ -194,3 +194,11 @@ async def test_readings_handed_straight_to_the_consumer_set_off_their_thresholds
         ["context_window:300", "context_window:760", "context_threshold:0.75"],
     ]  # fmt: skip
     assert session.handed_over.count("context_window") == 6
+
+
+def test_a_budget_counts_tokens_reported_without_their_split() -> None:
+    # Gemini CLI's turn: the whole prompt and the output without thoughts, no split of either.
+    budget = Budget(max_tokens=1_000)
+    budget.spend(Usage(whole_prompt_tokens=900, answer_tokens=150, usage_source="reported"))
+    assert budget.spent_tokens == 1_050
+    assert budget.limit_reached() == "tokens"

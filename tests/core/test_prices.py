@@ -93,6 +93,16 @@ def test_account_states_sources_and_estimates_only_what_nobody_reported() -> Non
     assert account_usage(None, model="model-b", prices=CATALOG) is None
 
 
+def test_figures_without_their_split_are_reported_tokens_never_priced() -> None:
+    # A whole prompt with its cache reads inside and an output without its thoughts: no price
+    # applies to them (cache reads and thinking are priced apart).
+    unsplit = Usage(whole_prompt_tokens=24_000, answer_tokens=40)
+    accounted = account_usage(unsplit, model="model-b", prices=CATALOG)
+    assert (accounted.usage_source, accounted.cost_source) == ("reported", "unavailable")
+    assert accounted.cost_usd is None
+    assert (accounted.whole_prompt_tokens, accounted.answer_tokens) == (24_000, 40)
+
+
 def test_a_sum_is_as_good_as_its_weakest_known_part() -> None:
     reported = Usage(output_tokens=1, cost_usd=0.1, usage_source="reported", cost_source="reported")
     estimated = Usage(output_tokens=1, cost_usd=0.1, usage_source="reported",

@@ -129,6 +129,8 @@ _any_usage = st.builds(
     cost_usd=st.none() | st.floats(-1, 1e6) | st.integers(-1, 10**6),
     context_used_tokens=_any_count,
     context_size_tokens=_any_count,
+    whole_prompt_tokens=_any_count,
+    answer_tokens=_any_count,
     usage_source=st.none() | st.sampled_from(get_args(UsageSource)),
     cost_source=st.none() | st.sampled_from(get_args(UsageSource)),
 )
@@ -154,6 +156,19 @@ def test_prompt_tokens_is_input_plus_cache() -> None:
         input_tokens=12, cache_read_tokens=8192, cache_write_tokens=2048
     ).prompt_tokens == (10252)
     assert Usage(output_tokens=3).prompt_tokens is None
+
+
+def test_figures_reported_without_their_split_count_in_the_prompt_and_in_sums() -> None:
+    # Gemini CLI's whole prompt (cache reads inside) and output without thoughts: their own
+    # fields, counted in the whole prompt, summed over turns, never the split's.
+    gemini = Usage(whole_prompt_tokens=24_000, answer_tokens=40)
+    assert gemini.prompt_tokens == 24_000
+    assert (gemini.input_tokens, gemini.output_tokens) == (None, None)
+    total = gemini + Usage(whole_prompt_tokens=12_000, answer_tokens=3)
+    assert (total.whole_prompt_tokens, total.answer_tokens) == (36_000, 43)
+    mixed = total + Usage(input_tokens=10, cache_read_tokens=5)
+    assert mixed.prompt_tokens == 36_015
+    assert Usage(whole_prompt_tokens=-1).whole_prompt_tokens is None
 
 
 def test_session_validation_is_typed_and_names_the_option() -> None:

@@ -9,7 +9,8 @@ be what the server's ledger holds for the calls answered during that turn (the c
 docs/vocabulary.md: every figure the summary reports equals the ledger's, input and output
 reported), or say honestly that it is not known: ``usage_source`` ``unavailable`` (no token
 figure), ``last_call`` (only the last call's), or no usage at all for a cancelled turn the agent
-reported nothing for. A cancelled turn's figures never exceed what was served. An estimated cost
+reported nothing for. Figures reported without their split (Gemini CLI's whole prompt and output
+without thoughts) equal the ledger's whole prompt and its output less the thinking. A cancelled turn's figures never exceed what was served. An estimated cost
 is the catalog's price of the ledger's tokens. The session's ``usage`` is the sum of its turns'
 usage, its ``unaccounted_turns`` the turns not known in full.
 """
@@ -139,7 +140,20 @@ def _figures(usage: Usage) -> dict[str, int | None]:
         "cache_write": usage.cache_write_tokens,
         "output": usage.output_tokens,
         "thinking": usage.thinking_tokens,
+        "whole_prompt": usage.whole_prompt_tokens,
+        "answer": usage.answer_tokens,
     }
+
+
+def _ledger_figures(usage: Usage) -> dict[str, int | None]:
+    """The ledger's figures, with the unsplit ones an agent may report instead (the whole
+    prompt, the output less the thinking)."""
+    output, thinking = usage.output_tokens or 0, usage.thinking_tokens or 0
+    return {**_figures(usage), "whole_prompt": usage.prompt_tokens, "answer": output - thinking}
+
+
+#: The convention's split of the figures (``whole_prompt`` and ``answer`` are outside it).
+SPLIT = ("input", "cache_read", "cache_write", "output", "thinking")
 
 
 def _embedded(
@@ -225,12 +239,21 @@ def _check_turn(name: str, turned: Turned, problems: list[str]) -> None:
         return
     if usage.usage_source == "last_call":
         main = served.main.entries[-1].usage if served.main.entries else main
-    ledger, reported = _figures(main), _figures(usage)
+    ledger, reported = _ledger_figures(main), _figures(usage)
     known = {k: v for k, v in reported.items() if v is not None}
     if summary.stop_reason == "cancelled":
         # Whatever the agent reported of a cancelled turn was served.
         if any(v > (ledger[k] or 0) for k, v in known.items()):
             problems.append(f"{where}: ledger {ledger}, cancelled turn's usage {reported}")
+        return
+    if {"whole_prompt", "answer"} & known.keys():
+        # Reported without the split (Gemini CLI): both figures the ledger's, no split, no price.
+        if {"whole_prompt", "answer"} - known.keys() or known.keys() & set(SPLIT):
+            problems.append(f"{where}: split and unsplit figures mixed {reported}")
+        elif known != {k: ledger[k] for k in known}:
+            problems.append(f"{where}: ledger {ledger}, summary.usage {reported}")
+        if usage.cost_usd is not None:
+            problems.append(f"{where}: unsplit figures priced {usage}")
         return
     if {"input", "output"} - known.keys() or known != {k: ledger[k] for k in known}:
         problems.append(f"{where}: ledger {ledger}, summary.usage {reported}")

@@ -6,10 +6,11 @@ one-turn session makes two model calls (a shell call, then the answer); the turn
 be the sum of the main (non-side) entries served during the turn: every figure the summary
 reports equals the ledger's, and the input and output are reported (``None`` is "not reported":
 Chat Completions and Gemini carry no cache-write figure, and not every agent breaks its output
-into thinking). Two engines cannot know the turn's figures and say so: OpenCode over ACP reports
-only the turn's last model call (``usage_source == "last_call"``, the figures the last main
-entry's), Gemini CLI a prompt total and an output without thoughts (``usage_source ==
-"unavailable"``, no token figure). With a price for the scripted model, an estimated cost is the
+into thinking). OpenCode over ACP reports only the turn's last model call (``usage_source ==
+"last_call"``, the figures the last main entry's). Gemini CLI reports the turn's whole prompt
+without its cache split and its output without the thoughts: ``whole_prompt_tokens`` and
+``answer_tokens`` hold them (the ledger's prompt and its output less the thinking), every field of
+the split ``None``, nothing priced. With a price for the scripted model, an estimated cost is the
 ledger's usage priced, whatever name the agent gives the model.
 """
 
@@ -73,7 +74,15 @@ def _figures(usage: Usage | None) -> dict[str, int | None]:
         "cache_write": usage.cache_write_tokens,
         "output": usage.output_tokens,
         "thinking": usage.thinking_tokens,
+        "whole_prompt": usage.whole_prompt_tokens,
+        "answer": usage.answer_tokens,
     }
+
+
+def _ledger_figures(usage: Usage) -> dict[str, int | None]:
+    """The ledger's figures, with the unsplit ones an agent may report instead."""
+    output, thinking = usage.output_tokens or 0, usage.thinking_tokens or 0
+    return {**_figures(usage), "whole_prompt": usage.prompt_tokens, "answer": output - thinking}
 
 
 #: Where the turn's usage differs from the ledger today.
@@ -137,17 +146,31 @@ async def test_a_turns_usage_is_what_the_server_served(
     assert summary.usage is not None
     source = summary.usage.usage_source
     if source == "unavailable":
-        # Nothing of the convention reported, nothing priced.
-        if any(v is not None for v in _figures(summary.usage).values()):
-            raise UsageMismatch(f"{name}: unavailable usage with figures {summary.usage}")
-        assert summary.usage.cost_source == "unavailable", summary.usage
-        return
+        # Every agent here sends the turn's tokens in some form: reading none is the library's
+        # failure, not the agent's.
+        raise UsageMismatch(f"{name}: no token figure read, {summary.usage}")
     main = served.main.usage
     if source == "last_call":
         main = served.main.entries[-1].usage
         assert summary.usage.cost_source != "estimated", summary.usage
-    ledger, reported = _figures(main), _figures(summary.usage)
+    ledger, reported = _ledger_figures(main), _figures(summary.usage)
     assert ledger["input"] and ledger["output"]
+    if reported["whole_prompt"] is not None or reported["answer"] is not None:
+        # Figures reported without their split (Gemini CLI): the split is not reported, the
+        # figures are the ledger's, and nothing is priced from them.
+        split = ("input", "cache_read", "cache_write", "output", "thinking")
+        if any(reported[k] is not None for k in split) or None in (
+            reported["whole_prompt"],
+            reported["answer"],
+        ):
+            raise UsageMismatch(f"{name}: mixed split and unsplit figures {summary.usage}")
+        if (reported["whole_prompt"], reported["answer"]) != (
+            ledger["whole_prompt"],
+            ledger["answer"],
+        ):
+            raise UsageMismatch(f"{name}: ledger {ledger}, summary.usage {reported}")
+        assert summary.usage.cost_source == "unavailable", summary.usage
+        return
     if source == "reported":
         # The model has a price: the turn's cost is reported or estimated, never unknown.
         assert summary.usage.cost_source != "unavailable", summary.usage
@@ -180,3 +203,49 @@ async def test_a_turns_usage_is_what_the_server_served(
     known = {k: v for k, v in reported.items() if v is not None}
     if {"input", "output"} - known.keys() or known != {k: ledger[k] for k in known}:
         raise UsageMismatch(f"{name}: ledger {ledger}, summary.usage {reported}")
+
+
+#: Engines whose agent reports only the last model call of a turn (OpenCode over ACP).
+LAST_CALL_ENGINES = ("opencode-acp",)
+
+
+@pytest.mark.parametrize("name", LAST_CALL_ENGINES)
+async def test_a_one_call_turns_tokens_are_the_turns_own(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn of one model call (no tool call): the last call the agent reports is the turn's
+    only one, so its tokens are the turn's (``reported``), of the scope of the turn's cost;
+    every figure the ledger's."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
+    script = Script(
+        turns=[
+            ModelTurn(
+                blocks=[ThinkingBlock(text="A greeting."), TextBlock(text="Hello.")],
+                usage=CALLS[0],
+            )
+        ]
+    )
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    async with ModelServer(script) as server:
+        try:
+            engine, options = embedded_engine(
+                name, server.url, tmp_path / "agent", cwd=str(workspace), **ENGINES[name]
+            )
+        except EngineUnavailableError as exc:
+            pytest.skip(str(exc))
+        async with engine.start(options) as session:
+            mark = server.ledger.mark()
+            summary = await run_turn(session, "say hello", timeout=120)
+            served = server.ledger.since(mark)
+    assert summary.ok, summary
+    assert len(served.main.entries) == 1, served
+    assert summary.usage is not None
+    assert summary.usage.usage_source == "reported", summary.usage
+    ledger, reported = _figures(served.main.usage), _figures(summary.usage)
+    known = {k: v for k, v in reported.items() if v is not None}
+    assert {"input", "output"} <= known.keys(), reported
+    assert known == {k: ledger[k] for k in known}, (ledger, reported)
+    assert summary.usage.cost_source in ("derived", "estimated"), summary.usage

@@ -357,3 +357,22 @@ async def test_calls_that_are_no_model_calls_pass_with_the_key_unmetered() -> No
     counting, _ = server.requests
     assert counting.headers["x-api-key"] == REAL["anthropic"]
     assert len(proxy.ledger) == 0 and server.model_requests == []
+
+
+def test_figures_without_their_split_are_held_against_the_metered_whole() -> None:
+    # Gemini CLI's whole prompt (cache reads inside) and output without thoughts.
+    ledger = Ledger()
+    metered = Usage(
+        input_tokens=5, cache_read_tokens=20, output_tokens=9, thinking_tokens=4
+    )  # the whole prompt 25, the answer 5
+    ledger.append(
+        LedgerEntry(
+            seq=0, api="gemini", model="m", status=200, usage=metered,
+            received_at=datetime.now(timezone.utc), answered_at=datetime.now(timezone.utc),
+        )
+    )  # fmt: skip
+    right = Usage(whole_prompt_tokens=25, answer_tokens=5, usage_source="reported")
+    assert usage_disagreement(right, ledger.since(0)) is None
+    wrong = Usage(whole_prompt_tokens=25, answer_tokens=9, usage_source="reported")
+    said = usage_disagreement(wrong, ledger.since(0))
+    assert said == "the agent reported answer_tokens 9 (proxy 5)"

@@ -52,7 +52,7 @@ from ._schema.wire import (
 )
 from ._session_state import not_found
 from ._tool_calls import ToolCalls
-from ._usage import prompt_usage, usage_of
+from ._usage import prompt_usage, usage_of, usage_of_quota
 
 __all__ = ["AcpState"]
 
@@ -225,6 +225,8 @@ class AcpState(ToolCalls):
         self.cancel_requested = False
         #: The prompt runs the agent's ``compact`` command.
         self._compacting = text is not None and text.strip() == "/compact"
+        #: Tool calls seen before this prompt (a prompt that starts none makes one model call).
+        self._tools_before = len(self.tools)
         if self._cost_late:
             # The running cost had not moved when the last turn ended: what it moves by now
             # is that turn's and this one's together, so this turn's is not derived from it.
@@ -282,19 +284,26 @@ class AcpState(ToolCalls):
             turn_usage = Usage(cost_usd=turn_usage.cost_usd)
             data["usage_scope"] = "side_calls"
         if quota is not None:
-            # Figures outside the convention: kept as they came, the tokens unavailable.
+            # Figures without the convention's split: as they came, in fields of their own.
             data["quota_token_count"] = quota
-            turn_usage = turn_usage or Usage()
+            turn_usage = usage_of_quota(quota, turn_usage)
+        scope = self.usage_scope
+        if scope == "last_call" and self._one_call(stop_reason):
+            # The agent reports the last model call, and the prompt made only that one: its
+            # tokens are the prompt's, of the scope of the prompt's cost.
+            scope = "prompt"
         usage = account_usage(
             turn_usage,
             model=self.model,
-            tokens=self._token_source,
+            tokens=self._token_source if scope == "last_call" else "reported",
             # A session's running cost differenced; with no cost, an estimate only from the
             # whole prompt's tokens (not from an agent's last call alone).
-            cost="derived" if cost is not None else self._estimable,
+            cost="derived"
+            if cost is not None
+            else (self._estimable if scope == "last_call" else "reported"),
         )
         if reported is not None:
-            data.setdefault("usage_scope", self.usage_scope)
+            data.setdefault("usage_scope", scope)
             if reported.total_tokens is not None:
                 data["total_tokens"] = reported.total_tokens
         if self.cancel_requested and stop_reason not in (None, "cancelled", "end_turn"):
@@ -327,6 +336,16 @@ class AcpState(ToolCalls):
             )
         )
         return out
+
+    def _one_call(self, stop_reason: str | None) -> bool:
+        """Whether the prompt made one model call: it answered (not cancelled, not stopped on
+        the way) and started no tool call (a tool's result is sent in another call)."""
+        return (
+            stop_reason == "end_turn"
+            and not self.cancel_requested
+            and not self._compacting
+            and len(self.tools) == self._tools_before
+        )
 
     def _side_calls_apart(
         self, meta: Any, cost: float | None, data: dict[str, Any]

@@ -7,8 +7,9 @@ input + output + cached). ``totalTokens`` tells which; ``output_tokens`` gets th
 only where ``outputTokens`` lacks them. Where the prompt result has no ``usage``, the calls' usage
 an agent sent in ``_meta`` (Qwen Code) stands in (see :mod:`._meta`). OpenCode reports only the
 last model call of the prompt (``usage_source`` ``last_call``). Gemini CLI's quota totals are a
-prompt total (cache reads inside) and an output without thoughts: no figure of the convention,
-so its tokens are ``unavailable`` (the quota figures are kept in the result's ``data``).
+prompt total (cache reads inside) and an output without thoughts: no figure of the split, so they
+are ``whole_prompt_tokens`` and ``answer_tokens``, the split's fields ``None`` (and the quota
+figures as they came in the result's ``data``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..._vocabulary.messages import Usage, assemble
 from ._meta import summed_call_usage
 from ._schema import Usage as AcpUsage
 
-__all__ = ["LAST_CALL_USAGE", "prompt_usage", "usage_of"]
+__all__ = ["LAST_CALL_USAGE", "prompt_usage", "usage_of", "usage_of_quota"]
 
 _N = TypeVar("_N", int, float)
 
@@ -67,3 +68,12 @@ def _output_with_thoughts(reported: AcpUsage) -> int | None:
     if reported.total_tokens == sum(p or 0 for p in prompt) + output:
         return output
     return output + thought
+
+
+def usage_of_quota(quota: dict[str, int], usage: Usage | None) -> Usage:
+    """Gemini CLI's ``_meta.quota.token_count`` (validated: counts of at least zero) on the
+    turn's usage (its cost, if any): the prompt and the output without their split."""
+    fields = dict((usage or Usage()).__dict__)
+    fields["whole_prompt_tokens"] = quota.get("input_tokens")
+    fields["answer_tokens"] = quota.get("output_tokens")
+    return assemble(Usage, fields)

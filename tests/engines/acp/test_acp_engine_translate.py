@@ -375,18 +375,23 @@ def test_per_call_usage_in_meta_is_the_prompts_usage_when_it_reports_none() -> N
     assert second.usage is None
 
 
-def test_gemini_cli_prompt_totals_are_kept_but_are_no_figures_of_the_convention() -> None:
+def test_gemini_cli_prompt_totals_are_reported_without_inventing_their_split() -> None:
     # The prompt total holds the cache reads, the output lacks the thoughts: neither is
-    # ``input_tokens`` / ``output_tokens``, and nothing is priced from them.
+    # ``input_tokens`` / ``output_tokens``; they are the unsplit figures, nothing priced.
     t = AcpTranslator()
     _session(t)
     quota = {"token_count": {"input_tokens": 24273, "output_tokens": 18}}
     (result,) = t.feed(
         _recv({"id": 3, "result": {"stopReason": "end_turn", "_meta": {"quota": quota}}})
     )
-    assert result.usage is not None
-    assert (result.usage.input_tokens, result.usage.output_tokens) == (None, None)
-    assert (result.usage.usage_source, result.usage.cost_source) == ("unavailable", "unavailable")
+    usage = result.usage
+    assert usage is not None
+    assert (usage.whole_prompt_tokens, usage.answer_tokens) == (24273, 18)
+    split = (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens)
+    assert split == (None, None, None)
+    assert (usage.thinking_tokens, usage.cost_usd) == (None, None)
+    assert (usage.usage_source, usage.cost_source) == ("reported", "unavailable")
+    assert usage.prompt_tokens == 24273
     assert result.data is not None
     assert result.data["quota_token_count"] == {"input_tokens": 24273, "output_tokens": 18}
 

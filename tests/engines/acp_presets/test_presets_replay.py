@@ -65,3 +65,34 @@ def test_a_claude_acp_compaction_replays_without_inventing_its_usage_or_moving_i
     assert side is not None and side.input_tokens is not None
     assert side.input_tokens >= served[1]["usage"]["input_tokens"]
     assert after.usage.cost_source != "derived"
+
+
+LEDGERED = [
+    path
+    for path in sorted((FIXTURES / "gemini").glob("*.jsonl"))
+    if all("ledger" in t for t in json.loads(path.with_suffix(".meta.json").read_text())["turns"])
+]
+
+
+@pytest.mark.parametrize("path", LEDGERED, ids=lambda p: p.stem)
+def test_gemini_recordings_replay_to_what_the_model_server_served(path: Path) -> None:
+    """Gemini CLI's prompt totals, replayed, are the model server's ledger for the turn (the
+    meta file's ``turns[i].ledger``): the whole prompt with its cache reads, the output less the
+    thinking, reported without a split the agent did not give, and never priced."""
+    meta = json.loads(path.with_suffix(".meta.json").read_text())
+    summaries = [TurnSummary.from_messages(t) for t in replay_turns(path, engine="gemini")]
+    assert len(summaries) == len(meta["turns"])
+    for outcome, summary in zip(meta["turns"], summaries, strict=True):
+        served = outcome["ledger"]["usage"]
+        usage = summary.usage
+        assert usage is not None and usage.usage_source == "reported", (path.stem, usage)
+        prompt = served["input_tokens"] + served["cache_read_tokens"] + served["cache_write_tokens"]
+        answer = served["output_tokens"] - served["thinking_tokens"]
+        assert (usage.whole_prompt_tokens, usage.answer_tokens) == (prompt, answer), path.stem
+        split = (usage.input_tokens, usage.cache_read_tokens, usage.output_tokens)
+        assert split == (None, None, None) and usage.thinking_tokens is None, usage
+        assert (usage.cost_usd, usage.cost_source) == (None, "unavailable"), usage
+
+
+def test_a_gemini_recording_holds_the_model_servers_ledger() -> None:
+    assert LEDGERED, "re-record a Gemini CLI session with agentrun.offline.record"
