@@ -25,6 +25,7 @@ pydantic-core first (the view cost more than the checks it replaced).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, cast
 
@@ -117,9 +118,9 @@ def _count(value: object) -> int | None:
 
 
 def _cost(value: object) -> float | None:
-    """A cost as ``Usage`` takes it (a negative one is not reported)."""
+    """A cost as ``Usage`` takes it (a negative, NaN or infinite one is not reported)."""
     cost = _float(value)
-    return None if cost is not None and cost < 0 else cost
+    return cost if cost is not None and 0 <= cost < math.inf else None
 
 
 def _text(value: object) -> str:

@@ -15,6 +15,7 @@ The translator is pure and serves both the live engine and ``agentrun replay --e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -109,10 +110,10 @@ def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
         or (read is not None and read < 0)
         or (write is not None and write < 0)
         or (reasoning is not None and reasoning < 0)
-        or (price is not None and price < 0)
+        or (price is not None and not 0 <= price < math.inf)
     ):
-        return Usage.model_validate(fields)  # which drops what is below zero
-    # Every figure is already what validation returns: an int or a float, none below zero.
+        return Usage.model_validate(fields)  # which drops what is below zero, NaN or infinite
+    # Every figure is already what validation returns: an int or a finite float, none below zero.
     return assemble(Usage, fields)
 
 

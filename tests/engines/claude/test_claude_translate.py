@@ -11,7 +11,7 @@ from repo_paths import FIXTURES as FIXTURE_ROOT
 from syrupy.assertion import SnapshotAssertion
 
 from agentrun._vocabulary.errors import ConfigurationError
-from agentrun._vocabulary.messages import Message, MessageType
+from agentrun._vocabulary.messages import Message, MessageType, Usage
 from agentrun._vocabulary.options import SessionOptions
 from agentrun._vocabulary.summary import TurnSummary
 from agentrun.engines._registry import get_engine, get_translator
@@ -155,6 +155,16 @@ def _result(**extra: Any) -> dict[str, Any]:
     }
     base.update(extra)
     return base
+
+
+@pytest.mark.parametrize("cost", [float("nan"), float("inf"), -float("inf"), -0.5])
+def test_a_cost_that_is_no_amount_is_not_reported(cost: float) -> None:
+    """A NaN, infinite or negative ``total_cost_usd`` (JSON text may hold ``NaN`` and
+    ``Infinity``) is not reported, as :class:`Usage` validation would have it: the usage is
+    assembled without validation, so the translator applies the rule itself."""
+    result = _feed(_result(total_cost_usd=cost), translator=ClaudeTranslator())[-1]
+    assert result.usage is not None and result.usage.cost_usd is None
+    assert result.usage == Usage.model_validate(result.usage.model_dump())
 
 
 def test_cost_is_per_result_never_the_session_total() -> None:
