@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -82,7 +83,9 @@ def measure(tasks: int, runs: int = 3, limit: int = 8) -> list[Row]:
     walls: dict[str, list[float]] = {"local": [], "ray": []}
     try:
         cluster.start_head({"head": 1})
-        cluster.add_node({"agents": tasks})
+        # The node's CPUs as `ray start` counts them by default: its raylet starts that many
+        # worker processes (one per session) at a time.
+        cluster.add_node({"agents": tasks}, num_cpus=os.cpu_count() or 1)
         specs = {
             backend: {
                 "backend": backend,

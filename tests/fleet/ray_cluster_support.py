@@ -130,24 +130,26 @@ class RayCluster:
         # Ray's session directory holds Unix sockets (at most 107 bytes a path): a short one.
         self.temp_dir = Path(tempfile.mkdtemp(prefix="ar-ray-", dir="/tmp"))
 
-    def _common(self, resources: Mapping[str, float]) -> list[str]:
+    def _common(self, resources: Mapping[str, float], num_cpus: int) -> list[str]:
         return [
             "--block",
             "--node-ip-address=127.0.0.1",
-            "--num-cpus=1",
+            f"--num-cpus={num_cpus}",
             f"--resources={json.dumps(dict(resources))}",
             "--object-store-memory=100000000",
             "--disable-usage-stats",
         ]
 
-    def start_head(self, resources: Mapping[str, float]) -> RayNode:
+    def start_head(self, resources: Mapping[str, float], num_cpus: int = 1) -> RayNode:
         argv = [str(RAY), "start", "--head", f"--port={self.port}"]
         argv += ["--include-dashboard=false", f"--temp-dir={self.temp_dir}"]
-        return self._start(argv + self._common(resources))
+        return self._start(argv + self._common(resources, num_cpus))
 
-    def add_node(self, resources: Mapping[str, float]) -> RayNode:
+    def add_node(self, resources: Mapping[str, float], num_cpus: int = 1) -> RayNode:
+        """A node that joins the head. Its ``num_cpus`` is also how many worker processes
+        (one per session) its raylet starts at once."""
         argv = [str(RAY), "start", f"--address={self.address}"]
-        return self._start(argv + self._common(resources))
+        return self._start(argv + self._common(resources, num_cpus))
 
     def _start(self, argv: list[str]) -> RayNode:
         node = RayNode(argv, self.env, self.directory / f"node-{len(self.nodes)}.log")
