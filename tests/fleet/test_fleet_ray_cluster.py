@@ -32,6 +32,9 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.agent,
     pytest.mark.parametrize("anyio_backend", ["asyncio"]),
+    # Three `ray start`s and two fleets of real agents: about 80 s on a loaded 2-CPU machine,
+    # beyond the suite's 120 s default when it shares the CPUs; the guards inside bound it.
+    pytest.mark.timeout(600),
 ]
 
 #: Explicit usage, so that the records do not depend on the size of a request (which names the
