@@ -13,6 +13,7 @@ import platform
 import latency
 import normalize
 import proxy
+import ray_fleet
 import reducers
 import sessions
 import startup
@@ -40,6 +41,10 @@ def main() -> None:
         rows.extend(turn_overhead.measure(6 if args.quick else 15))
     except EngineUnavailableError as exc:  # the pinned claude is not installed
         print(f"# turn overhead skipped: {exc}")
+    try:
+        rows.extend(ray_fleet.measure(10 if args.quick else 50, runs=1 if args.quick else 3))
+    except EngineUnavailableError as exc:  # Ray or the pinned claude is not installed
+        print(f"# ray fleet skipped: {exc}")
     print(f"# {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     print_table(rows)
 

@@ -17,6 +17,9 @@ HERE = Path(__file__).resolve().parent
 def ray_cluster() -> Iterator[Any]:
     ray: Any = pytest.importorskip("ray")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Unset, a new local instance turns token auth on and reads (or writes) ~/.ray/auth_token
+    # in the user's home; a token left there makes a later `ray start` cluster reject its driver.
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     # Workers import what the tests' engine factories refer to (this folder, tests/, the repo).
     path = os.pathsep.join(str(p) for p in (HERE, HERE.parent, HERE.parent.parent))
     ray.init(

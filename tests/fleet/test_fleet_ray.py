@@ -42,6 +42,16 @@ def ray_instance(ray_cluster: Any) -> None:
     """The session's local Ray instance (tests/fleet/conftest.py)."""
 
 
+def test_the_tests_ray_instance_does_not_use_the_users_ray_home(ray_instance: None) -> None:
+    """A new local ``ray.init()`` turns token auth on by default: it uses a
+    ``~/.ray/auth_token`` it finds in the user's home, or writes one there. That token then makes
+    a fresh ``ray start`` cluster reject its own driver (``InvalidAuthToken``); the tests' Ray
+    leaves the user's ``~/.ray`` alone (``RAY_AUTH_MODE=disabled``)."""
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    assert not is_token_auth_enabled()
+
+
 async def test_a_scripted_session_runs_in_an_actor(ray_instance: None) -> None:
     engine = RayEngine(
         lambda: ScriptedEngine([[text("one"), result("one")], [text("two"), result("two")]])
