@@ -382,7 +382,7 @@ def test_the_page_over_a_real_fleet_live(tmp_path: Path) -> None:
         assert browser.evaluate("document.querySelectorAll('#chart-tokens svg rect').length") >= 2
         assert browser.wait_for("document.querySelector('.live.on') !== null")
         # Sorted by a column (twice: descending), filtered by the box.
-        walls = "[...document.querySelectorAll('tr.run')].map(tr => tr.children[10].textContent)"
+        walls = "[...document.querySelectorAll('tr.run')].map(tr => tr.children[11].textContent)"
         for _ in range(2):
             browser.evaluate("document.querySelector('th[data-key=duration_s]').click()")
         shown = [float(w.rstrip("s")) for w in browser.evaluate(walls)]
