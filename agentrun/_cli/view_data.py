@@ -500,7 +500,7 @@ def _add_session_row(
             ok=bool(summaries) and all(s.get("ok") for s in summaries),
             turns=len(summaries),
             cost_usd=sum(costs) if costs else None,
-            duration_s=sum(_float(s.get("duration_s")) for s in summaries),
+            duration_s=sum(_float(s.get("duration_s")) for s in summaries) if summaries else None,
             context_peak=max(fills) if fills else None,
             tool_calls=sum(len(_list(s.get("tool_calls"))) for s in summaries),
             session=builder.session_id,
