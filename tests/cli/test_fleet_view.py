@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -245,3 +246,25 @@ def test_watch_interrupt_resume_and_export_a_fleet(tmp_path: Path) -> None:
     assert requested and all(u.startswith(("file:", "data:", "about:")) for u in requested)
     for name in ("live-fleet.png", "resumed.png", "report.png"):
         assert (tmp_path / name).stat().st_size > 10_000
+
+
+def test_a_view_port_in_use_is_one_line_and_nothing_runs(tmp_path: Path) -> None:
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(TASKS[1]) + "\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        command = ["fleet", "tasks.jsonl", "--view", "--view-port", port, "--out", "out"]
+        done = subprocess.run(
+            [sys.executable, "-m", "agentrun", *command],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"agentrun: --view-port {port}: cannot listen"), line
+    assert list((tmp_path / "out").iterdir()) == []  # no results file, no journal
