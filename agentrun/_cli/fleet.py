@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TextIO
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -652,9 +653,11 @@ def _resume_command(args: argparse.Namespace, results: Path) -> str:
         words += ["--per-engine", pair]
     if args.max_cost is not None:
         words += ["--max-cost", f"{args.max_cost:g}"]
-    for flag in ("live", "keep", "json"):
-        if getattr(args, flag):
+    for flag in ("live", "keep", "json", "view"):
+        if getattr(args, flag, False):
             words.append(f"--{flag}")
+    if getattr(args, "view", False) and getattr(args, "view_port", 0):
+        words += ["--view-port", str(args.view_port)]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -703,6 +706,62 @@ async def fleet(args: argparse.Namespace) -> int:
     else:
         subscribers.append(PlainLines(sys.stderr))
     run = _Run(tasks_path, results, out, subscribers, _Counter(todo, skipped))
+    if not getattr(args, "view", False):
+        return await _drive(run, args, tasks, todo, per_engine)
+    status = EXIT_INTERRUPTED
+    refused: ConfigurationError | None = None
+    async with anyio.create_task_group() as viewing:
+        try:
+            url = await viewing.start(_serve_view, out, args.view_port)
+        except ConfigurationError as exc:  # the port: nothing has started
+            refused = exc
+        else:
+            print(f"agentrun view: {url}", file=sys.stderr, flush=True)
+            status = await _drive(run, args, tasks, todo, per_engine)
+            if status != EXIT_INTERRUPTED and not args.json:
+                print(
+                    f"agentrun: the fleet is done; the view stays at {url} until Ctrl-C",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                await _next_interrupt()
+        viewing.cancel_scope.cancel()
+    if refused is not None:
+        raise refused
+    return status
+
+
+async def _serve_view(
+    out: Path, port: int, *, task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """``agentrun view`` over the fleet's output directory (its results, and the journals
+    growing turn by turn), until cancelled."""
+    from .view import serve_view
+
+    try:
+        await serve_view([out], port=port, on_ready=task_status.started)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--view-port {port}: cannot listen: {exc.strerror or exc}", option="view_port"
+        ) from None
+
+
+async def _next_interrupt() -> None:
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            return
+
+
+async def _drive(
+    run: _Run,
+    args: argparse.Namespace,
+    tasks: list[PlannedTask],
+    todo: list[PlannedTask],
+    per_engine: dict[str, int],
+) -> int:
+    """Run the tasks to their end or to Ctrl-C; the exit status."""
+    results = run.results
+    skipped = run.counter.progress.skipped
     results.touch()  # a complete (empty) results file from the start
 
     everything = anyio.CancelScope()

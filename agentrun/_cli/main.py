@@ -7,7 +7,7 @@
     keeps the key out of the agent, which reaches URL only through the metering proxy.
 ``agentrun compare --engines E1,E2[,...] [--models M1,M2] [--cwd DIR] [--json] [PROMPT]``
     The same prompt on several engines (or models), each in its own copy of the workspace.
-``agentrun fleet TASKS.jsonl [-j N] [--per-engine E=N] [--out DIR | --resume RESULTS] [--json]``
+``agentrun fleet TASKS.jsonl [-j N] [--per-engine E=N] [--out DIR | --resume RESULTS] [--view]``
     Many tasks (one JSON object a line), each in its own copy of its workspace, checked by a
     command afterwards; results as JSON lines, resumable after Ctrl-C.
 ``agentrun replay --engine E FILE [--json | --summary | --atif]``
@@ -231,6 +231,11 @@ def parser() -> argparse.ArgumentParser:
     fleet_.add_argument("--live", action="store_true", help="use your real agent configuration")
     fleet_.add_argument("--keep", action="store_true",
                         help="keep each task's workspace copy (under DIR)")  # fmt: skip
+    fleet_.add_argument("--view", action="store_true",
+                        help="serve 'agentrun view' over the fleet's output while it runs "
+                             "(the URL goes to standard error)")  # fmt: skip
+    fleet_.add_argument("--view-port", type=_port, default=0, metavar="N",
+                        help="the view's port (default: any free one)")  # fmt: skip
 
     replay_ = sub.add_parser("replay", help="translate a recorded transcript")
     replay_.add_argument("--engine", required=True, help=f"one of {', '.join(translator_names())}")

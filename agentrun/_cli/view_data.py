@@ -87,15 +87,41 @@ class ViewData:
         return {"runs": self.runs, "sessions": listed, "problems": self.problems}
 
 
+#: The most task directories of a fleet's ``journals/`` read.
+MAX_FLEET_TASKS = 100_000
+
+
+def _sources(path: Path) -> list[tuple[Path, str | None]]:
+    """The files one path stands for, each with the fleet task its journal belongs to (if
+    any). A directory is an ``agentrun fleet`` output directory when it holds ``journals/``
+    (then its ``results.jsonl`` and every ``journals/TASK/*.jsonl``; the trajectories there
+    are the journals again), else a directory of journals (and results kept beside them)."""
+    if not path.is_dir():
+        return [(path, None)]
+    journals = path / "journals"
+    if not journals.is_dir():
+        store = JsonlSessionStore(path)
+        return [(store.path(journal_id), None) for journal_id in store.ids()]
+    files: list[tuple[Path, str | None]] = []
+    results = path / "results.jsonl"
+    if results.is_file():
+        files.append((results, None))
+    try:
+        task_dirs = sorted(d for d in journals.iterdir() if d.is_dir())[:MAX_FLEET_TASKS]
+    except OSError:
+        task_dirs = []
+    for task_dir in task_dirs:
+        store = JsonlSessionStore(task_dir)
+        files.extend((store.path(journal_id), task_dir.name) for journal_id in store.ids())
+    return files
+
+
 def watched_files(paths: Iterable[Path]) -> dict[str, tuple[int, int]]:
     """Each file the view reads (a directory's journals included) with its size and change
     time: what changed between two calls is what grew."""
     seen: dict[str, tuple[int, int]] = {}
     for path in paths:
-        candidates = [path]
-        if path.is_dir():
-            candidates = sorted(path.glob("*.jsonl"))
-        for candidate in candidates:
+        for candidate, _task in _sources(path):
             try:
                 info = candidate.stat()
             except OSError:
@@ -118,13 +144,9 @@ def load_view(paths: Iterable[Path], cache: ViewCache | None = None) -> ViewData
     data = ViewData()
     seen: set[str] = set()
     for path in paths:
-        files = [path]
-        if path.is_dir():
-            # Journals, and fleet results kept beside them: each file says what it is.
-            store = JsonlSessionStore(path)
-            files = [store.path(journal_id) for journal_id in store.ids()]
-        for file in files:
-            part = _cached(file, cache)
+        # Each file says what it is: a journal, fleet results, a compare report, a trajectory.
+        for file, task in _sources(path):
+            part = _cached(file, cache, task)
             seen.add(str(file))
             data.runs.extend(dict(row) for row in part.runs)
             data.sessions.update(part.sessions)
@@ -135,7 +157,7 @@ def load_view(paths: Iterable[Path], cache: ViewCache | None = None) -> ViewData
     return data
 
 
-def _cached(file: Path, cache: ViewCache) -> ViewData:
+def _cached(file: Path, cache: ViewCache, task: str | None = None) -> ViewData:
     try:
         info = file.stat()
         key = (info.st_size, info.st_mtime_ns)
@@ -146,7 +168,7 @@ def _cached(file: Path, cache: ViewCache) -> ViewData:
         return hit[1]
     part = ViewData()
     try:
-        _load_file(file, part)
+        _load_file(file, part, task)
     except ConfigurationError as exc:
         part.problems.append(f"{file}: {exc}")
     except (OSError, ValidationError, ValueError, RecursionError) as exc:
@@ -159,15 +181,18 @@ def session_view(data: ViewData, session_id: str) -> dict[str, Any] | None:
     return data.sessions.get(session_id)
 
 
-def _load_file(path: Path, data: ViewData) -> None:
-    """One file: a journal or fleet results (``.jsonl``, told apart by the first record), a
-    compare report or an ATIF trajectory (``.json``)."""
+def _load_file(path: Path, data: ViewData, task: str | None = None) -> None:
+    """One file: a journal, fleet results or ``agentrun fleet`` results (``.jsonl``, told
+    apart by the first record), a compare report or an ATIF trajectory (``.json``). ``task``:
+    the fleet task a journal belongs to (its title)."""
     raw = _read_bounded(path)
     text = raw.decode("utf-8", errors="replace")
     if path.suffix == ".jsonl":
         records = read_records(text.split("\n"), source=str(path))
         if records and records[0].get("kind") == "session":
-            _add_journal(path.stem, records, data, source=str(path))
+            _add_journal(path.stem, records, data, source=str(path), title=task)
+        elif records and _is_task_result(records[0]):
+            _add_task_results(records, data, source=str(path))
         else:
             _add_fleet(records, data, source=str(path))
         return
@@ -230,6 +255,7 @@ def _row(**fields: Any) -> dict[str, Any]:
         "context_peak": None,
         "tool_calls": 0,
         "session": None,
+        "check": None,
         "error": None,
         "per_turn": [],
     }
@@ -272,6 +298,74 @@ def _add_fleet(records: list[dict[str, Any]], data: ViewData, *, source: str) ->
                 context_peak=max(peaks) if peaks else None,
                 tool_calls=sum(t.tool_calls for t in turns),
                 error=clip(errors[-1], 500) if errors else None,
+                per_turn=[
+                    {
+                        "turn": t.turn,
+                        "cost_usd": t.cost_usd,
+                        "duration_s": t.duration_s,
+                        "text": clip(t.text, 300),
+                    }
+                    for t in turns
+                ],
+                **usage,
+            )
+        )
+
+
+def _is_task_result(record: dict[str, Any]) -> bool:
+    """A line of ``agentrun fleet``'s results file (a task, its session and its check)."""
+    return {"task", "line", "session"} <= record.keys()
+
+
+def _add_task_results(records: list[dict[str, Any]], data: ViewData, *, source: str) -> None:
+    from .fleet import TaskResult
+
+    for index, raw in enumerate(records):
+        try:
+            result = TaskResult.model_validate(raw)
+        except ValidationError:
+            data.problems.append(f"{source}: line {index + 1} is not a result of agentrun fleet")
+            continue
+        turns = result.turns
+        session = result.session
+        usage: dict[str, Any] = {}
+        for turn in turns:
+            if turn.usage is None:
+                continue
+            for key, value in _usage_fields(turn.usage.model_dump()).items():
+                if value is not None:
+                    usage[key] = (usage.get(key) or 0) + value
+        costs = [t.cost_usd for t in turns if t.cost_usd is not None]
+        peaks = [t.context_peak for t in turns if t.context_peak is not None]
+        check = result.check
+        error: str | None = None
+        if session.error is not None:
+            error = f"{session.error.code}: {session.error.message}"
+        elif not session.ok:
+            errors = [e.message for t in turns for e in t.errors]
+            error = errors[-1] if errors else "the session did not end ok"
+        elif check is not None and not check.ok:
+            ended = "timed out" if check.timed_out else f"exited {check.exit_code}"
+            error = f"check {ended}: {check.output[-400:]}"
+        model = session.model or (turns[-1].model if turns else None)
+        data.runs.append(
+            _row(
+                kind="fleet",
+                source=source,
+                task=clip(result.task, 200),
+                engine=clip(result.engine, 100),
+                model=clip(model, 200) if model else None,
+                ok=result.ok,
+                check=None if check is None else ("passed" if check.ok else "failed"),
+                turns=len(turns) or session.turns,
+                cost_usd=session.cost_usd
+                if session.cost_usd is not None
+                else (sum(costs) if costs else None),
+                duration_s=session.duration_s,
+                context_peak=max(peaks) if peaks else None,
+                tool_calls=sum(t.tool_calls for t in turns),
+                error=clip(error, 500) if error else None,
+                journal=result.journal_id,
                 per_turn=[
                     {
                         "turn": t.turn,
@@ -348,11 +442,16 @@ def _add_atif(path: Path, raw: bytes, data: ViewData) -> None:
 
 
 def _add_journal(
-    journal_id: str, records: list[dict[str, Any]], data: ViewData, *, source: str
+    journal_id: str,
+    records: list[dict[str, Any]],
+    data: ViewData,
+    *,
+    source: str,
+    title: str | None = None,
 ) -> None:
     head = records[0] if records else {}
     engine = str(head.get("engine") or "?")
-    builder = _SessionBuilder(journal_id, journal_id, engine, None)
+    builder = _SessionBuilder(journal_id, title or journal_id, engine, None)
     builder.started = str(head.get("at") or "")
     for record in records:
         kind = record.get("kind")
@@ -371,10 +470,17 @@ def _add_journal(
         elif kind == "closed":
             builder.closed = True
     data.sessions[journal_id] = builder.done()
-    _add_session_row(data, builder, kind="journal", source=source)
+    _add_session_row(data, builder, kind="journal", source=source, fleet_task=title)
 
 
-def _add_session_row(data: ViewData, builder: _SessionBuilder, *, kind: str, source: str) -> None:
+def _add_session_row(
+    data: ViewData,
+    builder: _SessionBuilder,
+    *,
+    kind: str,
+    source: str,
+    fleet_task: str | None = None,
+) -> None:
     summaries = builder.summaries
     usage: dict[str, Any] = {}
     for s in summaries:
@@ -394,7 +500,7 @@ def _add_session_row(data: ViewData, builder: _SessionBuilder, *, kind: str, sou
             ok=bool(summaries) and all(s.get("ok") for s in summaries),
             turns=len(summaries),
             cost_usd=sum(costs) if costs else None,
-            duration_s=sum(_float(s.get("duration_s")) for s in summaries),
+            duration_s=sum(_float(s.get("duration_s")) for s in summaries) if summaries else None,
             context_peak=max(fills) if fills else None,
             tool_calls=sum(len(_list(s.get("tool_calls"))) for s in summaries),
             session=builder.session_id,
@@ -410,28 +516,48 @@ def _add_session_row(data: ViewData, builder: _SessionBuilder, *, kind: str, sou
             ],
             running=not builder.closed and kind == "journal",
             started=builder.started,
+            fleet_task=fleet_task,
             **usage,
         )
     )
 
 
 def _link_fleet_rows(data: ViewData) -> None:
-    """A fleet results file holds no journal id: a fleet row opens the journaled session whose
-    turns took the same time and said the same (the journal's summaries carry both)."""
+    """A fleet row opens its journaled session and stands for it. ``agentrun fleet``'s result
+    names its journal; a ``FleetResult.to_jsonl()`` file holds no journal id, so its row opens
+    the journaled session whose turns took the same time and said the same (the journal's
+    summaries carry both)."""
     by_key: dict[tuple[str, str], str] = {}
     for row in data.runs:
         if row["kind"] == "journal":
             by_key[(row["engine"], _turns_key(row["per_turn"]))] = row["session"]
     linked: set[str] = set()
     for row in data.runs:
-        if row["kind"] == "fleet" and row["session"] is None:
+        named = row.get("journal")
+        if row["kind"] == "fleet" and named is not None:
+            if named in data.sessions and named not in linked:
+                row["session"] = named
+                linked.add(named)
+        elif row["kind"] == "fleet" and row["session"] is None:
             session = by_key.get((row["engine"], _turns_key(row["per_turn"])))
             if session is not None and session not in linked:
                 row["session"] = session
                 row["running"] = data.sessions[session].get("closed") is False
                 linked.add(session)
-    # The fleet's row stands for its journal (it has the task's name).
-    data.runs = [r for r in data.runs if r["kind"] != "journal" or r["session"] not in linked]
+    # The fleet's row stands for its journal (it has the task's name); a task's journal of an
+    # attempt an interrupt cut short (the resume ran it again) is no result either.
+    finished = {r["task"] for r in data.runs if r["kind"] == "fleet"}
+    data.runs = [
+        r
+        for r in data.runs
+        if r["kind"] != "journal"
+        or (r["session"] not in linked and r.get("fleet_task") not in finished)
+    ]
+    for row in data.runs:
+        if row.get("fleet_task") is not None and not row["running"]:
+            # Its session ended, its result is not written: its check runs, or the fleet was
+            # interrupted before the result (a resume runs the task again).
+            row["pending"] = True
 
 
 def _turns_key(turns: list[dict[str, Any]]) -> str:

@@ -100,7 +100,8 @@
     ["task", "task", (r) => r.task],
     ["engine", "engine", (r) => r.engine],
     ["model", "model", (r) => r.model || "-"],
-    ["ok", "ok", (r) => (r.running ? "running" : r.ok ? "yes" : "no")],
+    ["ok", "ok", (r) => (r.running ? "running" : r.pending ? "no result yet" : r.ok ? "yes" : "no")],
+    ["check", "check", (r) => r.check || "-"],
     ["turns", "turns", (r) => String(r.turns), true],
     ["tool_calls", "tools", (r) => String(r.tool_calls), true],
     ["input_tokens", "input", (r) => tokens(r.input_tokens), true],
@@ -142,10 +143,13 @@
   }
 
   function engineTable(engine, rows) {
-    const passed = rows.filter((r) => r.ok).length;
+    const ended = rows.filter((r) => !r.running && !r.pending);
+    const running = rows.length - ended.length;
+    const passed = ended.filter((r) => r.ok).length;
     const peaks = rows.map((r) => r.context_peak).filter(num);
     const stats = el("div", { class: "stats" },
-      el("span", {}, "pass rate ", el("b", {}, `${passed}/${rows.length} (${pct(passed / rows.length)})`)),
+      el("span", { class: "pass-rate" }, "pass rate ", el("b", {}, ended.length ? `${passed}/${ended.length} (${pct(passed / ended.length)})` : "-")),
+      running ? el("span", { class: "running" }, "running ", el("b", {}, String(running))) : null,
       el("span", {}, "cost ", el("b", {}, money(sum(rows, "cost_usd")))),
       el("span", {}, "tokens in ", el("b", {}, tokens(sum(rows, "input_tokens") + sum(rows, "cache_read_tokens") + sum(rows, "cache_write_tokens")))),
       el("span", {}, "out ", el("b", {}, tokens(sum(rows, "output_tokens")))),
@@ -175,7 +179,7 @@
         if (key === "task" && r.session) {
           cell.append(el("a", { href: "#session=" + encodeURIComponent(r.session) }, show(r)));
         } else if (key === "ok") {
-          cell.append(el("span", { class: r.running ? "muted" : r.ok ? "ok" : "bad", title: r.error || "" }, show(r)));
+          cell.append(el("span", { class: r.running || r.pending ? "muted" : r.ok ? "ok" : "bad", title: r.error || "" }, show(r)));
         } else {
           cell.textContent = show(r);
         }

@@ -26,10 +26,24 @@ import pytest
 from browser_support import Browser
 from repo_paths import REPO
 
-from agentrun import ConfigurationError, ErrorInfo, Fleet, FleetTask, FleetTurnRecord
+from agentrun import (
+    ConfigurationError,
+    ErrorInfo,
+    Fleet,
+    FleetSessionRecord,
+    FleetTask,
+    FleetTurnRecord,
+)
+from agentrun._cli.fleet import CheckResult, TaskResult
 from agentrun._cli.main import main
 from agentrun._cli.view import export_view, render_page, serve_view
-from agentrun._cli.view_data import MAX_SESSION_CHARS, MAX_TEXT_CHARS, ViewCache, load_view
+from agentrun._cli.view_data import (
+    MAX_SESSION_CHARS,
+    MAX_TEXT_CHARS,
+    ViewCache,
+    load_view,
+    watched_files,
+)
 from agentrun._fleets.compare import CompareRun, FilesChanged
 from agentrun._vocabulary.journal import JsonlSessionStore
 from agentrun.trajectory import ATIF_VERSION
@@ -200,6 +214,41 @@ def test_fleet_results_beside_the_journals_are_told_apart(tmp_path: Path) -> Non
         ("fleet", "claude"),
         ("journal", "claude"),
     ]
+
+
+def test_a_fleet_directory_links_each_result_to_the_journal_it_names(tmp_path: Path) -> None:
+    """``agentrun fleet``'s output: a result opens the journal it names (not one whose turns
+    look the same), an attempt Ctrl-C cut short is no row, a task still running is one."""
+    out = tmp_path / "fleet-results"
+    _journal(out / "journals" / "a", "20260101T000000-aaaaaa", output="ok", text="same")
+    _journal(out / "journals" / "a", "20260101T000001-bbbbbb", output="ok", text="same")
+    running = out / "journals" / "b" / "20260101T000002-cccccc.jsonl"
+    running.parent.mkdir()
+    running.write_text(
+        json.dumps({"kind": "session", "at": "2026-01-01T00:00:02Z", "engine": "codex"})
+        + "\n"
+        + json.dumps({"kind": "turn", "turn": 1, "prompt": "count to ten"})
+        + "\n"
+    )
+    result = TaskResult(
+        task="a",
+        engine="claude",
+        line=1,
+        ok=False,
+        session=FleetSessionRecord(task="a", engine="claude", ok=True, turns=1),
+        check=CheckResult(command=["false"], ok=False, exit_code=1, output="not there"),
+        journal_id="20260101T000001-bbbbbb",
+    )
+    (out / "results.jsonl").write_text(result.model_dump_json() + "\n")
+    data = load_view([out])
+    assert data.problems == []
+    rows = {r["task"]: r for r in data.runs}
+    assert sorted(rows) == ["a", "b"]
+    assert rows["a"]["kind"] == "fleet" and rows["a"]["session"] == "20260101T000001-bbbbbb"
+    assert (rows["a"]["ok"], rows["a"]["check"]) == (False, "failed")
+    assert rows["a"]["error"].startswith("check exited 1: not there")
+    assert rows["b"]["kind"] == "journal" and rows["b"]["running"] is True
+    assert str(running) in watched_files([out])
 
 
 def test_a_compare_report_opens_as_runs_with_their_workspace_changes(tmp_path: Path) -> None:
@@ -382,7 +431,7 @@ def test_the_page_over_a_real_fleet_live(tmp_path: Path) -> None:
         assert browser.evaluate("document.querySelectorAll('#chart-tokens svg rect').length") >= 2
         assert browser.wait_for("document.querySelector('.live.on') !== null")
         # Sorted by a column (twice: descending), filtered by the box.
-        walls = "[...document.querySelectorAll('tr.run')].map(tr => tr.children[10].textContent)"
+        walls = "[...document.querySelectorAll('tr.run')].map(tr => tr.children[11].textContent)"
         for _ in range(2):
             browser.evaluate("document.querySelector('th[data-key=duration_s]').click()")
         shown = [float(w.rstrip("s")) for w in browser.evaluate(walls)]
