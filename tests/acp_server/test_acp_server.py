@@ -245,9 +245,9 @@ async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_
         assert client.invalid == []
         assert client.stray == []
         await _closed(client, before)
+        # Every message both ways, checked by the published SDK's own validators.
+        assert_conforms(client.wire)
         tg.cancel_scope.cancel()
-    # Every message both ways, checked by the published SDK's own validators.
-    assert_conforms(client.wire)
 
 
 async def _allow_once(params: dict[str, Any]) -> dict[str, Any]:

@@ -121,8 +121,8 @@ async def test_every_message_of_a_full_session_validates(
         with anyio.fail_after(10):
             while descendants() - before:
                 await anyio.sleep(0.1)
+        report = assert_conforms(client.wire)
         tg.cancel_scope.cancel()
-    report = assert_conforms(client.wire)
     seen = {key.rsplit(" ", 1)[0] for key in report["methods"]}
     assert seen >= STABLE_METHODS, sorted(STABLE_METHODS - seen)
     assert "session/request_permission request" in report["methods"], json.dumps(report)
