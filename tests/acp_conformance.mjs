@@ -6,7 +6,8 @@
 // Responses are matched to their request by id and direction, so each is checked against
 // the response type of its method. Output (stdout): one JSON object, {checked, failures,
 // unknown, methods}: every message that did not validate (with the first issues), the
-// methods neither schema defines, and the count of each method seen.
+// messages of methods neither schema defines ("<method> <kind> to <side>"), and the count
+// of each method and kind seen.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -63,7 +64,7 @@ function check(entry, method, kind, value) {
   const schema = schemaFor(method, kind);
   methods[`${method} ${kind}`] = (methods[`${method} ${kind}`] ?? 0) + 1;
   if (!schema || !schema.zod) {
-    unknown.add(method);
+    unknown.add(`${method} ${kind} to ${entry.to}`);
     return;
   }
   checked += 1;

@@ -246,7 +246,7 @@ async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_
         assert client.stray == []
         await _closed(client, before)
         # Every message both ways, checked by the published SDK's own validators.
-        assert_conforms(client.wire)
+        assert_conforms(client.wire, library="agent")
         tg.cancel_scope.cancel()
 
 

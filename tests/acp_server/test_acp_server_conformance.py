@@ -85,6 +85,7 @@ async def test_every_message_of_a_full_session_validates(
     before = descendants()
     argv = server_argv(engine, "--embedded", "--script", str(script_file),
                        backend=anyio_backend_name)  # fmt: skip
+    report: dict[str, Any] = {}
     async with anyio.create_task_group() as tg:
         client = await open_server(tg, argv, stderr_path=tmp_path / "server.err")
         client.on_permission = _allow_once
@@ -121,7 +122,7 @@ async def test_every_message_of_a_full_session_validates(
         with anyio.fail_after(10):
             while descendants() - before:
                 await anyio.sleep(0.1)
-        report = assert_conforms(client.wire)
+        report = assert_conforms(client.wire, library="agent")
         tg.cancel_scope.cancel()
     seen = {key.rsplit(" ", 1)[0] for key in report["methods"]}
     assert seen >= STABLE_METHODS, sorted(STABLE_METHODS - seen)
