@@ -1,5 +1,8 @@
 // Validates recorded ACP traffic against the zod schemas that ship with the published
-// @agentclientprotocol/sdk (stable v1, and its unstable part for methods only it has).
+// @agentclientprotocol/sdk (stable v1, and its unstable part for methods only it has): what the
+// SDK itself accepts. Each message is also checked against the JSON Schema files of the same
+// package (ajv, formats not checked), which are stricter: the zod schemas fall back to a
+// default for some malformed optional fields where the JSON Schema refuses them.
 //
 // Input (stdin): one JSON object per line, {"to": "agent" | "client", "message": <JSON-RPC>},
 // in the order the messages crossed the wire. "to" is the side that received the message.
@@ -45,6 +48,14 @@ function methodTypes(file) {
 const stableTypes = methodTypes("schema.json");
 const unstableTypes = methodTypes("schema.unstable.json");
 
+const Ajv2020 = (await import(pathToFileURL(path.join(nodeModules, "ajv", "dist", "2020.js")).href)).default;
+function jsonSchema(file) {
+  const ajv = new Ajv2020({ strict: false, validateFormats: false, logger: false });
+  ajv.addSchema(JSON.parse(readFileSync(path.join(sdk, "schema", "v1", file), "utf8")), "acp");
+  return (name) => ajv.getSchema(`acp#/$defs/${name}`);
+}
+const jsonSchemas = { stable: jsonSchema("schema.json"), unstable: jsonSchema("schema.unstable.json") };
+
 function schemaFor(method, kind) {
   const inStable = stableTypes.get(method)?.[kind];
   if (inStable) return { name: inStable, zod: stable["z" + inStable], part: "stable" };
@@ -62,6 +73,7 @@ let checked = 0;
 
 function check(entry, method, kind, value) {
   const schema = schemaFor(method, kind);
+  if (schema) schema.json = jsonSchemas[schema.part](schema.name);
   methods[`${method} ${kind}`] = (methods[`${method} ${kind}`] ?? 0) + 1;
   if (!schema || !schema.zod) {
     unknown.add(`${method} ${kind} to ${entry.to}`);
@@ -72,8 +84,14 @@ function check(entry, method, kind, value) {
   const result = schema.zod.safeParse(value ?? {});
   if (!result.success) {
     failures.push({
-      to: entry.to, method, kind, type: schema.name, part: schema.part,
+      to: entry.to, method, kind, type: schema.name, part: schema.part, validator: "zod",
       issues: result.error.issues.slice(0, 5), message: entry.message,
+    });
+  }
+  if (schema.json && !schema.json(value ?? {})) {
+    failures.push({
+      to: entry.to, method, kind, type: schema.name, part: schema.part,
+      validator: "json-schema", issues: schema.json.errors.slice(0, 5), message: entry.message,
     });
   }
 }
@@ -104,7 +122,12 @@ for (const line of lines) {
     const result = stable.zError.safeParse(message.error);
     if (!result.success) {
       failures.push({ to: entry.to, method, kind: "error", type: "Error", part: "stable",
-        issues: result.error.issues.slice(0, 5), message });
+        validator: "zod", issues: result.error.issues.slice(0, 5), message });
+    }
+    const errorSchema = jsonSchemas.stable("Error");
+    if (!errorSchema(message.error)) {
+      failures.push({ to: entry.to, method, kind: "error", type: "Error", part: "stable",
+        validator: "json-schema", issues: errorSchema.errors.slice(0, 5), message });
     }
     methods[`${method} error`] = (methods[`${method} error`] ?? 0) + 1;
     continue;

@@ -46,7 +46,9 @@ async def _allow_once(params: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_validators_refuse_what_the_schema_does_not_allow() -> None:
     """The check can fail: a request without a required field, an update of a wrong type and
-    an answer to no request are each reported; a method of neither schema is listed apart."""
+    an answer to no request are each reported, and so is a malformed optional field the SDK's
+    zod schema lets through (a default) but its JSON Schema refuses; a method of neither schema
+    is listed apart, with the side it went to."""
     records = [
         {"to": "agent", "message": {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                                     "params": {}}},
@@ -54,12 +56,20 @@ def test_the_validators_refuse_what_the_schema_does_not_allow() -> None:
             "sessionId": "s", "update": {"sessionUpdate": "usage_update", "used": "many"}}}},
         {"to": "client", "message": {"jsonrpc": "2.0", "id": 9, "result": {}}},
         {"to": "agent", "message": {"jsonrpc": "2.0", "id": 2, "method": "session/teleport"}},
+        {"to": "agent", "message": {"jsonrpc": "2.0", "id": 3, "method": "initialize",
+                                    "params": {"protocolVersion": 1}}},
+        {"to": "client", "message": {"jsonrpc": "2.0", "id": 3, "result": {
+            "protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"delete": 3}}}}},
     ]  # fmt: skip
     report = check_wire(records)
-    assert [(f.get("method"), f["kind"]) for f in report["failures"]] == [
-        ("initialize", "request"), ("session/update", "notification"), (None, "response"),
+    found = [(f.get("method"), f["kind"], f.get("validator")) for f in report["failures"]]
+    assert found == [
+        ("initialize", "request", "zod"), ("initialize", "request", "json-schema"),
+        ("session/update", "notification", "zod"),
+        ("session/update", "notification", "json-schema"),
+        (None, "response", None), ("initialize", "response", "json-schema"),
     ]  # fmt: skip
-    assert report["unknown"] == ["session/teleport"]
+    assert report["unknown"] == ["session/teleport request to agent"]
 
 
 @pytest.mark.agent
