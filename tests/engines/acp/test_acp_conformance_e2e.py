@@ -125,4 +125,4 @@ async def test_every_message_with_a_real_agent_validates(name: str, tmp_path: Pa
         assert f"{method} request" in methods and f"{method} response" in methods, methods
     assert methods.get("session/update notification", 0) > 0, methods
     assert "session/request_permission request" in methods, methods
-    print(name, opened, sorted(methods))
+    assert opened[0] == "new" and opened[-1] == "not found", opened
