@@ -60,7 +60,10 @@ def _user_texts(updates: list[dict[str, Any]], sid: str) -> list[str]:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.parametrize("engine", ["claude", "codex-app-server", "claude-acp"])
+@pytest.mark.parametrize(
+    "engine",
+    ["claude", "codex", "codex-app-server", "opencode", "opencode-acp", "claude-acp", "codex-acp"],
+)
 async def test_fork_goes_on_from_a_copy_of_the_conversation(engine: str, tmp_path: Path) -> None:
     """``session/fork`` answered "method not found". Now the fork is the engine's own: its first
     prompt runs on the source's conversation (a context as large as the source's grown by one

@@ -126,3 +126,6 @@ async def test_every_message_with_a_real_agent_validates(name: str, tmp_path: Pa
     assert methods.get("session/update notification", 0) > 0, methods
     assert "session/request_permission request" in methods, methods
     assert opened[0] == "new" and opened[-1] == "not found", opened
+    # The model is chosen through the agent's config option: none still needs the dropped
+    # session/set_model.
+    assert "session/set_model request" not in methods, methods
