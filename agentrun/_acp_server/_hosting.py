@@ -47,11 +47,12 @@ class HostingServer(AskingServer):
 
             assert self._server_url is not None
             assert self._scratch is not None
-            home = self._scratch / hashlib.sha256(session.sid.encode()).hexdigest()[:16]
+            key = session.home_key or session.sid
+            home = self._scratch / hashlib.sha256(key.encode()).hexdigest()[:16]
             engine, options = embedded_engine(
                 engine_name, self._server_url, home / "agent", cwd=session.cwd,
                 model=session.model, binary=self.config.binary, resume_id=session.resume_id,
-                options=engine_options, **extra,
+                fork=session.fork, options=engine_options, **extra,
             )  # fmt: skip
             return engine, options
         engine = get_engine(
@@ -60,7 +61,7 @@ class HostingServer(AskingServer):
         engine.check()
         options = SessionOptions(
             cwd=session.cwd, model=session.model, resume_id=session.resume_id,
-            options=engine_options, **extra,
+            fork=session.fork, options=engine_options, **extra,
         )  # fmt: skip
         return engine, options
 

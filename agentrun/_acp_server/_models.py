@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .._wire.jsonrpc import JsonRpcError
 
 __all__ = [
+    "ForkParams",
     "InitializeParams",
     "ListParams",
     "LoadParams",
@@ -61,6 +62,13 @@ class SessionParams(_Params):
 
 
 class LoadParams(SessionParams):
+    cwd: str
+    mcp_servers: list[Any] = Field(default_factory=list, alias="mcpServers")
+
+    _check_cwd = field_validator("cwd")(_absolute_dir)
+
+
+class ForkParams(SessionParams):
     cwd: str
     mcp_servers: list[Any] = Field(default_factory=list, alias="mcpServers")
 

@@ -109,6 +109,7 @@ class PromptingServer(HostingServer):
         for update in mapper.end_turn(summary):
             await self._send_update(session, update)
         session.resume_id = hosted.resume_id or session.resume_id
+        session.fork = False  # forked by now: later openings go on with the fork's own id
         session.updated_at = now()
         info = {"sessionUpdate": "session_info_update", "title": session.title,
                 "updatedAt": session.updated_at}  # fmt: skip

@@ -28,7 +28,12 @@ import anyio
 import anyio.abc
 
 from .._version import VERSION
-from .._vocabulary.errors import AgentrunError, ConfigurationError, SessionNotFoundError
+from .._vocabulary.errors import (
+    AgentrunError,
+    ConfigurationError,
+    ForkNotSupportedError,
+    SessionNotFoundError,
+)
 from .._vocabulary.jsonvalues import as_dict, as_str
 from .._vocabulary.options import SessionOptions
 from .._wire.framing import iter_lines
@@ -36,6 +41,7 @@ from .._wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     PARSE_ERROR,
     JsonRpcConnection,
     JsonRpcError,
@@ -43,6 +49,7 @@ from .._wire.jsonrpc import (
 )
 from ._known import ISSUED_ID, agent_knows, new_session_id
 from ._models import (
+    ForkParams,
     InitializeParams,
     ListParams,
     LoadParams,
@@ -88,6 +95,8 @@ class AcpServer(PromptingServer):
             "session/resume": self._resume,
             "session/list": self._list,
             "session/close": self._close,
+            "session/delete": self._delete,
+            "session/fork": self._fork,
             "session/set_mode": self._set_mode,
             "session/set_config_option": self._set_config_option,
             "session/set_model": self._set_model,
@@ -167,6 +176,9 @@ class AcpServer(PromptingServer):
             raise JsonRpcError(RESOURCE_NOT_FOUND, exc.message, error_data(exc)) from None
         except ConfigurationError as exc:
             raise JsonRpcError(INVALID_PARAMS, exc.message, error_data(exc)) from None
+        except ForkNotSupportedError as exc:
+            # ACP's "method not found": the method "does not exist or is not available".
+            raise JsonRpcError(METHOD_NOT_FOUND, exc.message, error_data(exc)) from None
         except AgentrunError as exc:
             raise JsonRpcError(INTERNAL_ERROR, exc.message, error_data(exc)) from None
 
@@ -225,7 +237,13 @@ class AcpServer(PromptingServer):
                 "loadSession": True,
                 "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": False, "sse": False},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {
+                    "list": {},
+                    "resume": {},
+                    "close": {},
+                    "delete": {},
+                    "fork": {},
+                },
             },
             "authMethods": [],
             "agentInfo": {
@@ -338,6 +356,39 @@ class AcpServer(PromptingServer):
             session.turn.cancel()
         await self._shut(session)
         return {}
+
+    async def _delete(self, params: Any) -> dict[str, Any]:
+        """``session/delete``: the session is closed (a running prompt cancelled) and forgotten
+        with its history; it leaves ``session/list`` and its id is "resource not found" from
+        then on. The agent's own transcript of it stays: the server did not create it."""
+        request = parse(SessionParams, params)
+        session = self._session(request.session_id)
+        await self._close(params)
+        if self.sessions.get(session.sid) is session:
+            del self.sessions[session.sid]
+        return {}
+
+    async def _fork(self, params: Any) -> dict[str, Any]:
+        """``session/fork`` (unstable ACP): a new session that goes on from a copy of the
+        conversation, through the engine's own fork (``SessionOptions(fork=True)``); an engine
+        whose agent cannot fork answers "method not found" (``fork_not_supported``). The fork
+        takes the source's mode, model, effort and history; before the source ran a prompt
+        there is nothing to copy and the fork starts fresh."""
+        request = parse(ForkParams, params)
+        self._note_mcp(request.mcp_servers)
+        source = self._session(request.session_id)
+        sid = new_session_id()
+        fork = AcpSession(
+            sid=sid, cwd=request.cwd, engine=self.config.engine, mode=source.mode,
+            model=source.model, effort=source.effort, resume_id=source.resume_id,
+            fork=source.resume_id is not None, home_key=source.home_key or source.sid,
+            title=source.title, mapper=self._mapper(request.cwd),
+            history=source.history.copy(),
+        )  # fmt: skip
+        fork.shown_model = source.shown_model
+        await self._open(fork)
+        self.sessions[sid] = fork
+        return {"sessionId": sid, **self._state(fork)}
 
     async def _set_mode(self, params: Any) -> dict[str, Any]:
         request = parse(SetModeParams, params)

@@ -128,6 +128,13 @@ class History:
         self.size -= len(data)
         self.dropped += 1
 
+    def copy(self) -> History:
+        """A history of its own holding the same updates (a forked session's start)."""
+        twin = History(self.limit)
+        twin._entries = collections.deque(self._entries)
+        twin._turn, twin.size, twin.dropped = self._turn, self.size, self.dropped
+        return twin
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -168,6 +175,11 @@ class AcpSession:
     model: str | None = None
     effort: str | None = None
     resume_id: str | None = None
+    #: Open the agent session as a fork of ``resume_id`` (``session/fork``), until it has run
+    #: a prompt (then ``resume_id`` is the fork's own).
+    fork: bool = False
+    #: Whose agent home it runs in, embedded (a fork shares its source's): its own id by default.
+    home_key: str | None = None
     title: str | None = None
     updated_at: str = field(default_factory=now)
     #: The updates sent for it, for ``session/load`` (the prompts as user chunks), bounded.

@@ -53,6 +53,9 @@ class AcpClient:
         self.server_requests: list[dict[str, Any]] = []
         self.stray: list[dict[str, Any]] = []
         self.invalid: list[str] = []
+        #: Every JSON message sent or read, in order, as ``{"to": side, "message": ...}`` (for
+        #: :mod:`acp_conformance`).
+        self.wire: list[dict[str, Any]] = []
         self.on_permission: Answer | None = None
         self.on_elicitation: Answer | None = None
         self._next = 1
@@ -65,6 +68,7 @@ class AcpClient:
         await self.process.stdin.send(data)
 
     async def send(self, message: dict[str, Any]) -> None:
+        self.wire.append({"to": "agent", "message": message})
         await self.send_raw((json.dumps(message) + "\n").encode())
 
     async def request(self, method: str, params: Any = None, *, timeout: float = 120) -> Any:
@@ -129,7 +133,9 @@ class AcpClient:
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
                 if line.strip():
-                    await self._dispatch(json.loads(line))
+                    message = json.loads(line)
+                    self.wire.append({"to": "client", "message": message})
+                    await self._dispatch(message)
         for event in self._waiters.values():  # the server is gone: nobody waits forever
             event.set()
 

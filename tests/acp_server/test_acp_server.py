@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from acp_client import CLIENT_INIT, AcpClient, AcpError, open_server, schema_validator, server_argv
+from acp_conformance import assert_conforms
 from agents_support import descendants
 
 from agentrun._vocabulary.errors import EngineUnavailableError
@@ -244,6 +245,8 @@ async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_
         assert client.invalid == []
         assert client.stray == []
         await _closed(client, before)
+        # Every message both ways, checked by the published SDK's own validators.
+        assert_conforms(client.wire, library="agent")
         tg.cancel_scope.cancel()
 
 
