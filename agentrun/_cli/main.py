@@ -185,11 +185,11 @@ def parser() -> argparse.ArgumentParser:
                       help="keep a journal of the session ('agentrun sessions')")  # fmt: skip
     run_.add_argument("--sandbox", action="store_true",
                       help="run the agent in a sandbox: only the workspace and its own home, "
-                           "no network but the model server, a clean environment "
-                           "(bubblewrap; docs/sandbox.md)")  # fmt: skip
+                           "no network but the model server (with --live: the metering "
+                           "proxy), a clean environment (bubblewrap; docs/sandbox.md)")  # fmt: skip
     run_.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                      help="with --sandbox: a host the agent may reach through the metering "
-                           "proxy (repeatable)")  # fmt: skip
+                      help="with --sandbox: a host the agent may reach (any port), through "
+                           "the sandbox's CONNECT proxy (repeatable)")  # fmt: skip
     run_.add_argument("--approve-all", action="store_true",
                       help="approve every tool call without asking (every engine); "
                            "best with --sandbox")  # fmt: skip
