@@ -210,6 +210,11 @@ def parser() -> argparse.ArgumentParser:
                           help="keep each agent's own permission policy (default: approve tool "
                                "uses, since each run works in a private copy)")  # fmt: skip
     compare_.add_argument("--script", metavar="FILE", help="model server script (JSON)")
+    compare_.add_argument("--sandbox", action="store_true",
+                          help="run each agent in a sandbox (docs/sandbox.md)")  # fmt: skip
+    compare_.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                          help="with --sandbox: a host the agents may reach "
+                               "(repeatable)")  # fmt: skip
 
     fleet_ = sub.add_parser("fleet", help="run many tasks from a JSON lines file, resumably")
     fleet_.add_argument("tasks", metavar="TASKS.jsonl",
@@ -231,6 +236,9 @@ def parser() -> argparse.ArgumentParser:
     fleet_.add_argument("--live", action="store_true", help="use your real agent configuration")
     fleet_.add_argument("--keep", action="store_true",
                         help="keep each task's workspace copy (under DIR)")  # fmt: skip
+    fleet_.add_argument("--sandbox", action="store_true",
+                        help="run each task's agent in a sandbox (embedded model server; "
+                             "docs/sandbox.md)")  # fmt: skip
 
     replay_ = sub.add_parser("replay", help="translate a recorded transcript")
     replay_.add_argument("--engine", required=True, help=f"one of {', '.join(translator_names())}")

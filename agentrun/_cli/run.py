@@ -37,7 +37,15 @@ from .render import Renderer, clean
 if TYPE_CHECKING:
     from ..offline import ModelServer, Script
 
-__all__ = ["DEFAULT_PROMPT", "EXIT_INTERRUPTED", "json_line", "load_script", "read_prompt", "run"]
+__all__ = [
+    "DEFAULT_PROMPT",
+    "EXIT_INTERRUPTED",
+    "json_line",
+    "load_script",
+    "read_prompt",
+    "run",
+    "sandbox_option",
+]
 
 DEFAULT_PROMPT = "Check that the shell works, then tell me what you found."
 
@@ -341,14 +349,16 @@ async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interr
         with tempfile.TemporaryDirectory(prefix="agentrun-proxy-") as sockets:
             # Sandboxed, the proxy listens on a Unix socket bound into the sandbox, where a
             # relay makes it 127.0.0.1:<port>: the agent has no other way out.
-            socket_path = Path(sockets) / "proxy.sock" if _sandbox(args) else None
+            socket_path = Path(sockets) / "proxy.sock" if sandbox_option(args) else None
             async with open_proxy(args, socket_path=socket_path) as proxy:
                 meter = Meter(proxy, as_json=args.json)
                 if socket_path is None:
                     url, sandbox = proxy.url, None
                 else:
                     url = f"http://127.0.0.1:{PROXY_PORT_INSIDE}"
-                    sandbox = _sandbox(args, socket_ports={PROXY_PORT_INSIDE: str(socket_path)})
+                    sandbox = sandbox_option(
+                        args, socket_ports={PROXY_PORT_INSIDE: str(socket_path)}
+                    )
                 engine, session = _embedded(
                     args, url, str(home), cwd, plan.options, sandbox=sandbox
                 )
@@ -425,7 +435,7 @@ def _embedded(
         binary=args.binary,
         resume_id=args.resume,
         fork=_fork(args),
-        sandbox=sandbox or _sandbox(args),
+        sandbox=sandbox or sandbox_option(args),
         **({"options": options} if options else {}),
         **_approval(args),
         **_journal_options(args),
@@ -436,7 +446,7 @@ def _embedded(
 PROXY_PORT_INSIDE = 8089
 
 
-def _sandbox(args: argparse.Namespace, **fields: Any) -> Sandbox | None:
+def sandbox_option(args: argparse.Namespace, **fields: Any) -> Sandbox | None:
     """``--sandbox`` (and its ``--allow-host``s) as the session's sandbox."""
     if not getattr(args, "sandbox", False):
         return None
