@@ -281,6 +281,9 @@ def parser() -> argparse.ArgumentParser:
     mcp_.add_argument("--embedded", action="store_true",
                       help="run the agents on the embedded model server, offline")  # fmt: skip
     mcp_.add_argument("--script", metavar="FILE", help="model server script (with --embedded)")
+    mcp_.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=None,
+                      help="with --embedded: sessions' agents in a sandbox (default: wherever "
+                           "one can be had; docs/sandbox.md)")  # fmt: skip
 
     catalog_ = sub.add_parser("catalog", help="look models up in the catalog")
     catalog_.add_argument("models", nargs="+", metavar="MODEL", help="model names or aliases")
