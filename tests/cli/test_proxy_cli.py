@@ -145,10 +145,14 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
         assert result["usage"][name] == served[name], name
 
 
-async def test_a_budget_spent_at_the_proxy_ends_the_turn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["host", "sandbox"])
+async def test_a_budget_spent_at_the_proxy_ends_the_turn(sandboxed: bool, tmp_path: Path) -> None:
     """The agent is never cancelled: it keeps calling the model (tool call after tool call)
-    until the proxy refuses, and the turn ends there."""
+    until the proxy refuses, and the turn ends there; sandboxed too (the proxy on its socket)."""
     require_engine("claude")
+    if sandboxed and (why := sandbox_unavailable()) is not None:
+        pytest.skip(why)
+    sandbox = ("--sandbox", "--approve-all") if sandboxed else ()
     loop = ModelTurn(
         blocks=[ToolCallBlock(arguments={"command": "echo again"})],
         usage=_usage(400, 0, 0, 100),
@@ -157,7 +161,7 @@ async def test_a_budget_spent_at_the_proxy_ends_the_turn(tmp_path: Path) -> None
     async with ModelServer(Script(turns=[loop])) as server:
         status, out, err = await _agentrun(
             "run", "--live", "--upstream", server.url, "--engine", "claude", "--json",
-            "--proxy-max-tokens", "1000", "keep going",
+            "--proxy-max-tokens", "1000", *sandbox, "keep going",
             env=_environment(tmp_path),
         )  # fmt: skip
     assert status != 0
