@@ -7,6 +7,9 @@ turn the proxy's ledger for that turn is set beside the summary's usage: with ``
 line ``{"type": "metered", ...}``, else one line of text; a disagreement is added to the
 summary's errors (code ``usage_mismatch``), and a turn during which the budget refused a call
 ends with stop reason ``budget``.
+
+With ``--sandbox`` the proxy listens on a Unix socket bound into the agent's sandbox instead of
+a loopback port: the agent's only way out.
 """
 
 from __future__ import annotations

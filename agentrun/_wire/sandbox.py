@@ -10,7 +10,9 @@ Unix socket in the run's private directory, bound read-only into the sandbox; a 
 (:mod:`agentrun._wire._sandbox_relay`, run by this interpreter) listens on ``127.0.0.1:<port>``
 there and forwards each connection to the socket. For a host loopback port (``Sandbox.ports``)
 the host side of the socket is served here and connects to ``127.0.0.1:<port>``; a
-``Sandbox.socket_ports`` entry binds someone else's socket (a proxy's) instead.
+``Sandbox.socket_ports`` entry binds someone else's socket (a proxy's) instead. With
+``Sandbox.allow_hosts`` one more socket is served here by :class:`HostGate`, an HTTP ``CONNECT``
+proxy to the listed hosts only, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` inside point at its port.
 
 The environment: bubblewrap's own PID 1 inside the sandbox keeps the environment bwrap was
 started with, readable in ``/proc/1/environ``; so bwrap is started with exactly the agent's
@@ -434,8 +436,6 @@ class HostGate:
 
     def __init__(self, allow_hosts: Sequence[str]) -> None:
         self.allow_hosts = frozenset(allow_hosts)
-        #: Every request seen, as ``(target, status)``.
-        self.seen: list[tuple[str, int]] = []
 
     async def serve(self, listener: anyio.abc.SocketListener) -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -469,7 +469,6 @@ class HostGate:
             except (OSError, TimeoutError) as exc:
                 await self._answer(inside, target, 502, f"cannot reach {target}: {exc}")
                 return
-            self.seen.append((target, 200))
             async with outside:
                 try:
                     await inside.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -484,7 +483,6 @@ class HostGate:
     async def _answer(
         self, inside: anyio.abc.SocketStream, target: str, status: int, why: str
     ) -> None:
-        self.seen.append((target, status))
         reason = {403: "Forbidden", 405: "Method Not Allowed", 502: "Bad Gateway"}[status]
         body = f"agentrun sandbox: {why}\n".encode()
         head = (
