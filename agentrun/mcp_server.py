@@ -88,8 +88,10 @@ class _Sessions:
         max_sessions: int,
         engines: dict[str, EngineFactory] | None,
         embedded: bool = False,
+        sandbox: bool = False,
     ) -> None:
         self.roots = roots
+        self.sandbox = sandbox
         self.max_sessions = max_sessions
         self.engines = engines
         self.embedded = embedded
@@ -146,7 +148,13 @@ class _Sessions:
         home = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.scratch))
         try:
             return embedded_engine(
-                name, self.server_url, home / "agent", cwd=cwd, model=model, mode=mode
+                name,
+                self.server_url,
+                home / "agent",
+                cwd=cwd,
+                model=model,
+                mode=mode,
+                sandbox=self.sandbox,
             )
         except AgentrunError as exc:
             raise ToolError(f"engine {name!r} cannot be used: {exc.message}") from None
@@ -267,17 +275,37 @@ def build_server(
     engines: dict[str, EngineFactory] | None = None,
     embedded: bool = False,
     script: Script | None = None,
+    sandbox: bool | None = None,
 ) -> MCPServer[Any]:
     """The MCP server. ``roots``: the directories sessions may work in (default: the current
     directory); ``engines``: engine factories by name (default: every registered engine that is
     an agent). ``embedded``: run the engines' pinned agents against the embedded scripted model
-    server (``script``; default: its default script), offline."""
+    server (``script``; default: its default script), offline.
+
+    ``sandbox``: run each embedded session's agent in a sandbox (``docs/sandbox.md``). The
+    default (``None``) is *sandboxed wherever a sandbox can be had*: an MCP client is usually a
+    model acting unattended, and an embedded agent needs nothing of the caller's. ``True``
+    insists (a session that cannot be sandboxed fails to start); ``False`` never sandboxes.
+    Sessions of the caller's own agents (not ``embedded``) are not sandboxed: they use the
+    caller's own login and configuration, which a sandbox hides; asking for it is a
+    :class:`ConfigurationError` (``agentrun run --sandbox --live`` runs a live agent sandboxed,
+    through the metering proxy)."""
     if max_sessions < 1:
         raise ConfigurationError("max_sessions must be at least 1", option="max_sessions")
     if script is not None and not embedded:
         raise ConfigurationError("a script needs embedded=True", option="script")
+    if sandbox and not (embedded and engines is None):
+        raise ConfigurationError(
+            "sandboxed MCP sessions run on the embedded model server (embedded=True): the "
+            "caller's own agents use the caller's login and configuration, which a sandbox hides",
+            option="sandbox",
+        )
+    if sandbox is None:
+        from ._wire.sandbox import sandbox_unavailable
+
+        sandbox = embedded and engines is None and sandbox_unavailable() is None
     root_paths = [Path(r).expanduser().resolve() for r in (roots or [os.getcwd()])]
-    sessions = _Sessions(root_paths, max_sessions, engines, embedded)
+    sessions = _Sessions(root_paths, max_sessions, engines, embedded, sandbox)
 
     @asynccontextmanager
     async def lifespan(server: MCPServer[Any]) -> AsyncGenerator[None, None]:
@@ -324,7 +352,7 @@ def build_server(
             if problem is not None:
                 entry["problem"] = problem
             out.append(entry)
-        return {"engines": out}
+        return {"engines": out, "sandboxed": sessions.sandbox}
 
     @server.tool()
     async def start_session(
@@ -336,7 +364,12 @@ def build_server(
         """Start a session of an agent in a working directory (under the server's roots).
         Returns the session id the other tools take."""
         session_id, options = await sessions.start(engine, sessions.cwd(cwd), model, mode)
-        return {"session_id": session_id, "engine": engine, "cwd": options.cwd}
+        return {
+            "session_id": session_id,
+            "engine": engine,
+            "cwd": options.cwd,
+            "sandboxed": options.sandbox is not None,
+        }
 
     @server.tool()
     async def run_turn(
@@ -459,6 +492,7 @@ def serve(
     max_sessions: int = 8,
     embedded: bool = False,
     script: Script | None = None,
+    sandbox: bool | None = None,
 ) -> None:
     """Run the server until its client disconnects (stdio) or it is stopped (HTTP)."""
     # Refused whatever the transport: a --host meant for HTTP must never be taken quietly.
@@ -470,7 +504,9 @@ def serve(
         raise ConfigurationError(
             f"transport must be 'stdio' or 'http', got {transport!r}", option="transport"
         )
-    server = build_server(roots=roots, max_sessions=max_sessions, embedded=embedded, script=script)
+    server = build_server(
+        roots=roots, max_sessions=max_sessions, embedded=embedded, script=script, sandbox=sandbox
+    )
     if transport == "stdio":
         server.run("stdio")
     else:

@@ -9,7 +9,7 @@ import tempfile
 
 from .._vocabulary.errors import ConfigurationError
 from ..engines._registry import engine_names
-from .run import load_script, read_prompt
+from .run import load_script, read_prompt, sandbox_option
 
 __all__ = ["compare"]
 
@@ -30,6 +30,8 @@ async def compare(args: argparse.Namespace) -> int:
     models: list[str | None] = (
         [m.strip() for m in args.models.split(",") if m.strip()] if args.models else [None]
     )
+    if getattr(args, "allow_host", None) and not getattr(args, "sandbox", False):
+        raise ConfigurationError("--allow-host needs --sandbox", option="allow_host")
     prompt = read_prompt(args)
     script = load_script(args.script)
 
@@ -60,6 +62,7 @@ async def compare(args: argparse.Namespace) -> int:
             hitl=None if args.agent_permissions else False,
             script=script,
             on_event=None if args.json else progress,
+            sandbox=sandbox_option(args),
         )
     if args.json:
         print(json.dumps([run.model_dump(mode="json") for run in runs], indent=2))

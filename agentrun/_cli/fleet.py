@@ -653,7 +653,7 @@ def _resume_command(args: argparse.Namespace, results: Path) -> str:
         words += ["--per-engine", pair]
     if args.max_cost is not None:
         words += ["--max-cost", f"{args.max_cost:g}"]
-    for flag in ("live", "keep", "json", "view"):
+    for flag in ("live", "keep", "json", "view", "sandbox"):
         if getattr(args, flag, False):
             words.append(f"--{flag}")
     if getattr(args, "view", False) and getattr(args, "view_port", 0):
@@ -667,6 +667,12 @@ async def fleet(args: argparse.Namespace) -> int:
     if args.resume is not None and args.out is not None:
         raise ConfigurationError(
             "--resume continues in its own directory; drop --out", option="out"
+        )
+    if getattr(args, "sandbox", False) and args.live:
+        raise ConfigurationError(
+            "fleet --sandbox runs on the embedded model server only "
+            "(a live sandboxed agent: agentrun run --sandbox --live)",
+            option="sandbox",
         )
     tasks = read_tasks(tasks_path, live=args.live)
     if args.resume is not None:
@@ -923,6 +929,7 @@ async def _engine(
         model=task.model,
         hitl=False,
         journal=store,
+        sandbox=bool(getattr(args, "sandbox", False)),
         **engine_options,
     )
 

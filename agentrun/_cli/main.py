@@ -185,11 +185,11 @@ def parser() -> argparse.ArgumentParser:
                       help="keep a journal of the session ('agentrun sessions')")  # fmt: skip
     run_.add_argument("--sandbox", action="store_true",
                       help="run the agent in a sandbox: only the workspace and its own home, "
-                           "no network but the model server, a clean environment "
-                           "(bubblewrap; docs/sandbox.md)")  # fmt: skip
+                           "no network but the model server (with --live: the metering "
+                           "proxy), a clean environment (bubblewrap; docs/sandbox.md)")  # fmt: skip
     run_.add_argument("--allow-host", action="append", default=[], metavar="HOST",
-                      help="with --sandbox: a host the agent may reach through the metering "
-                           "proxy (repeatable)")  # fmt: skip
+                      help="with --sandbox: a host the agent may reach (any port), through "
+                           "the sandbox's CONNECT proxy (repeatable)")  # fmt: skip
     run_.add_argument("--approve-all", action="store_true",
                       help="approve every tool call without asking (every engine); "
                            "best with --sandbox")  # fmt: skip
@@ -210,6 +210,11 @@ def parser() -> argparse.ArgumentParser:
                           help="keep each agent's own permission policy (default: approve tool "
                                "uses, since each run works in a private copy)")  # fmt: skip
     compare_.add_argument("--script", metavar="FILE", help="model server script (JSON)")
+    compare_.add_argument("--sandbox", action="store_true",
+                          help="run each agent in a sandbox (docs/sandbox.md)")  # fmt: skip
+    compare_.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                          help="with --sandbox: a host the agents may reach "
+                               "(repeatable)")  # fmt: skip
 
     fleet_ = sub.add_parser("fleet", help="run many tasks from a JSON lines file, resumably")
     fleet_.add_argument("tasks", metavar="TASKS.jsonl",
@@ -236,6 +241,9 @@ def parser() -> argparse.ArgumentParser:
                              "(the URL goes to standard error)")  # fmt: skip
     fleet_.add_argument("--view-port", type=_port, default=0, metavar="N",
                         help="the view's port (default: any free one)")  # fmt: skip
+    fleet_.add_argument("--sandbox", action="store_true",
+                        help="run each task's agent in a sandbox (embedded model server; "
+                             "docs/sandbox.md)")  # fmt: skip
 
     replay_ = sub.add_parser("replay", help="translate a recorded transcript")
     replay_.add_argument("--engine", required=True, help=f"one of {', '.join(translator_names())}")
@@ -278,6 +286,9 @@ def parser() -> argparse.ArgumentParser:
     mcp_.add_argument("--embedded", action="store_true",
                       help="run the agents on the embedded model server, offline")  # fmt: skip
     mcp_.add_argument("--script", metavar="FILE", help="model server script (with --embedded)")
+    mcp_.add_argument("--sandbox", action=argparse.BooleanOptionalAction, default=None,
+                      help="with --embedded: sessions' agents in a sandbox (default: wherever "
+                           "one can be had; docs/sandbox.md)")  # fmt: skip
 
     catalog_ = sub.add_parser("catalog", help="look models up in the catalog")
     catalog_.add_argument("models", nargs="+", metavar="MODEL", help="model names or aliases")

@@ -7,6 +7,9 @@ turn the proxy's ledger for that turn is set beside the summary's usage: with ``
 line ``{"type": "metered", ...}``, else one line of text; a disagreement is added to the
 summary's errors (code ``usage_mismatch``), and a turn during which the budget refused a call
 ends with stop reason ``budget``.
+
+With ``--sandbox`` the proxy listens on a Unix socket bound into the agent's sandbox instead of
+a loopback port: the agent's only way out.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import sys
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from .._vocabulary.errors import ConfigurationError
@@ -40,8 +44,11 @@ ENGINE_PROVIDERS: dict[str, Provider] = {
 
 
 def wants_proxy(args: argparse.Namespace) -> bool:
-    """``--upstream URL`` or ``--proxy`` was given."""
-    return getattr(args, "upstream", None) is not None or bool(getattr(args, "proxy", False))
+    """``--upstream URL`` or ``--proxy`` was given, or ``--live --sandbox``: a sandboxed live
+    agent reaches its model API only through the proxy (to the provider's real API)."""
+    if getattr(args, "upstream", None) is not None or bool(getattr(args, "proxy", False)):
+        return True
+    return bool(getattr(args, "live", False)) and bool(getattr(args, "sandbox", False))
 
 
 def check_proxy_arguments(args: argparse.Namespace) -> None:
@@ -68,12 +75,16 @@ def check_proxy_arguments(args: argparse.Namespace) -> None:
 
 
 @asynccontextmanager
-async def open_proxy(args: argparse.Namespace) -> AsyncGenerator[CredentialProxy]:
+async def open_proxy(
+    args: argparse.Namespace, *, socket_path: Path | None = None
+) -> AsyncGenerator[CredentialProxy]:
     """The proxy for this run, its upstream reached once: the engine's provider must have a key
-    in the environment and its upstream must answer, else a :class:`ConfigurationError`."""
+    in the environment and its upstream must answer, else a :class:`ConfigurationError`.
+    ``socket_path``: listen on this Unix socket (for a sandbox) instead of a loopback port."""
     provider = ENGINE_PROVIDERS[args.engine]
     proxy = CredentialProxy(
         getattr(args, "upstream", None),
+        socket_path=socket_path,
         max_tokens=getattr(args, "proxy_max_tokens", None),
         max_cost_usd=getattr(args, "proxy_max_cost", None),
     )

@@ -37,7 +37,15 @@ from .render import Renderer, clean
 if TYPE_CHECKING:
     from ..offline import ModelServer, Script
 
-__all__ = ["DEFAULT_PROMPT", "EXIT_INTERRUPTED", "json_line", "load_script", "read_prompt", "run"]
+__all__ = [
+    "DEFAULT_PROMPT",
+    "EXIT_INTERRUPTED",
+    "json_line",
+    "load_script",
+    "read_prompt",
+    "run",
+    "sandbox_option",
+]
 
 DEFAULT_PROMPT = "Check that the shell works, then tell me what you found."
 
@@ -198,12 +206,6 @@ def _plan(args: argparse.Namespace) -> _Plan:
     check_proxy_arguments(args)
     if getattr(args, "allow_host", None) and not getattr(args, "sandbox", False):
         raise ConfigurationError("--allow-host needs --sandbox", option="allow_host")
-    if args.live and getattr(args, "sandbox", False):
-        raise ConfigurationError(
-            "--sandbox runs on the embedded model server for now: a live agent's account "
-            "would reach it only through the metering proxy, which is not available yet",
-            option="sandbox",
-        )
     if args.live and args.script is not None:
         raise ConfigurationError(
             "--script is for the embedded model server; --live uses your own", option="script"
@@ -344,12 +346,25 @@ async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interr
         def remember(resume_id: str | None) -> None:
             remember_home(args.engine, resume_id, home)
 
-        async with open_proxy(args) as proxy:
-            meter = Meter(proxy, as_json=args.json)
-            engine, session = _embedded(args, proxy.url, str(home), cwd, plan.options)
-            return await _turns(
-                engine, session, plan, args, interrupt, on_close=remember, metered=meter.turn
-            )
+        with tempfile.TemporaryDirectory(prefix="agentrun-proxy-") as sockets:
+            # Sandboxed, the proxy listens on a Unix socket bound into the sandbox, where a
+            # relay makes it 127.0.0.1:<port>: the agent has no other way out.
+            socket_path = Path(sockets) / "proxy.sock" if sandbox_option(args) else None
+            async with open_proxy(args, socket_path=socket_path) as proxy:
+                meter = Meter(proxy, as_json=args.json)
+                if socket_path is None:
+                    url, sandbox = proxy.url, None
+                else:
+                    url = f"http://127.0.0.1:{PROXY_PORT_INSIDE}"
+                    sandbox = sandbox_option(
+                        args, socket_ports={PROXY_PORT_INSIDE: str(socket_path)}
+                    )
+                engine, session = _embedded(
+                    args, url, str(home), cwd, plan.options, sandbox=sandbox
+                )
+                return await _turns(
+                    engine, session, plan, args, interrupt, on_close=remember, metered=meter.turn
+                )
 
 
 def _journal_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -401,7 +416,13 @@ def _engine(name: str, **options: Any) -> Engine:
 
 
 def _embedded(
-    args: argparse.Namespace, url: str, tmp: str, cwd: str, options: dict[str, str]
+    args: argparse.Namespace,
+    url: str,
+    tmp: str,
+    cwd: str,
+    options: dict[str, str],
+    *,
+    sandbox: Sandbox | None = None,
 ) -> tuple[Engine, SessionOptions]:
     from ..offline import embedded_engine
 
@@ -414,18 +435,22 @@ def _embedded(
         binary=args.binary,
         resume_id=args.resume,
         fork=_fork(args),
-        sandbox=_sandbox(args),
+        sandbox=sandbox or sandbox_option(args),
         **({"options": options} if options else {}),
         **_approval(args),
         **_journal_options(args),
     )
 
 
-def _sandbox(args: argparse.Namespace) -> Sandbox | None:
+#: The port the metering proxy has inside a sandbox (a network namespace of its own: any will do).
+PROXY_PORT_INSIDE = 8089
+
+
+def sandbox_option(args: argparse.Namespace, **fields: Any) -> Sandbox | None:
     """``--sandbox`` (and its ``--allow-host``s) as the session's sandbox."""
     if not getattr(args, "sandbox", False):
         return None
-    return Sandbox(allow_hosts=tuple(getattr(args, "allow_host", ())))
+    return Sandbox(allow_hosts=tuple(getattr(args, "allow_host", ())), **fields)
 
 
 def _approval(args: argparse.Namespace) -> dict[str, Any]:

@@ -36,5 +36,6 @@ def mcp(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         embedded=args.embedded,
         script=script,
+        sandbox=getattr(args, "sandbox", None),
     )
     return 0

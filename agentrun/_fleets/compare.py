@@ -36,6 +36,7 @@ from .._turns.engine import Engine
 from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.messages import ErrorInfo, Usage
 from .._vocabulary.options import SessionOptions
+from .._vocabulary.sandbox import Sandbox
 from .fleet import Fleet, FleetEvent, FleetTask
 
 __all__ = [
@@ -310,6 +311,7 @@ async def compare(
     keep_workspaces: bool = False,
     script: Any = None,
     on_event: Callable[[FleetEvent], Any] | None = None,
+    sandbox: Sandbox | bool | None = None,
 ) -> list[CompareRun]:
     """Run ``prompt`` once per engine and model, each in its own copy of ``workspace`` under the
     ``scratch`` directory, and report them side by side (in the order given).
@@ -320,6 +322,10 @@ async def compare(
     ``script`` is a :class:`~agentrun.offline.Script` for the offline model servers (default:
     the built-in one). Raises :class:`ConfigurationError` for an unknown engine or an engine
     with no embedded configuration before anything starts.
+    ``sandbox`` (``True`` or a :class:`~agentrun.Sandbox`) runs each agent sandboxed, its copy
+    of the workspace and its own home the only files it may write (on the embedded model
+    server; with ``live`` a :class:`ConfigurationError`: a live sandboxed agent needs the
+    metering proxy, which ``agentrun run --sandbox --live`` sets up).
     """
     if not prompt.strip():
         raise ConfigurationError("the prompt is empty", option="prompt")
@@ -331,6 +337,12 @@ async def compare(
     for name in engines:
         if name not in known:
             raise ConfigurationError(f"unknown engine {name!r}", option="engines")
+    if sandbox and live:
+        raise ConfigurationError(
+            "compare runs sandboxed on the embedded model server only "
+            "(a live sandboxed agent: agentrun run --sandbox --live)",
+            option="sandbox",
+        )
     scratch = Path(scratch)
     variants = [(engine, model) for engine in engines for model in (models or (None,))]
     labels = [engine if model is None else f"{engine}:{model}" for engine, model in variants]
@@ -368,6 +380,7 @@ async def compare(
                     cwd=str(copy),
                     model=model,
                     hitl=hitl,
+                    sandbox=sandbox,
                 )
             engines_by_task[label] = engine
             tasks.append(

@@ -11,14 +11,16 @@ when a sandbox was asked for.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import configuration_error
 
-__all__ = ["Sandbox", "SandboxBackend"]
+__all__ = ["Sandbox", "SandboxBackend", "host_name"]
 
 SandboxBackend = Literal["bubblewrap", "podman", "docker"]
 
@@ -33,6 +35,27 @@ def _absolute_path(what: str, value: str) -> str:
     if not os.path.isabs(value):
         raise ValueError(f"{what} {value!r} is not an absolute path")
     return os.path.normpath(value)
+
+
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def host_name(value: str) -> str:
+    """``value`` as an allowlist entry: a DNS host name (lower case, no final dot) or an IP
+    address; anything else (a URL, ``host:port``, a wildcard) is refused naming the entry."""
+    host = value.lower().removesuffix(".") if isinstance(value, str) else ""  # pyright: ignore[reportUnnecessaryIsInstance]
+    try:
+        return str(ipaddress.ip_address(host.removeprefix("[").removesuffix("]")))
+    except ValueError:
+        pass
+    labels = host.split(".")
+    numeric = labels[-1].isdigit()  # no top-level domain is a number: a bad IP address
+    if len(host) > 253 or numeric or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(
+            f"sandbox allow_hosts entry {value!r} is not a host name "
+            "(give a name such as 'pypi.org' or an IP address: no scheme, port, path or '*')"
+        )
+    return host
 
 
 def _port(what: str, value: int) -> int:
@@ -54,6 +77,7 @@ class Sandbox(BaseModel):
       port of ``ports`` is a host loopback port reachable at the same address inside (through a
       Unix socket and a relay inside: no other packet leaves); each of ``socket_ports`` leads
       ``127.0.0.1:<port>`` inside to a Unix socket of the host (how a proxy is reached).
+      ``allow_hosts`` opens named hosts through an allowlisting ``CONNECT`` proxy.
     * **processes** — a PID namespace of its own: no process outside can be seen or signalled,
       and everything inside dies with the session.
     * **environment** — the session's ``env`` and what the engine sets, never the caller's
@@ -75,8 +99,9 @@ class Sandbox(BaseModel):
     socket_ports: dict[int, str] = Field(
         default_factory=dict[int, str], max_length=MAX_SANDBOX_PORTS
     )
-    #: Hosts the agent may reach beyond those, enforced by a metering proxy (not available yet:
-    #: a non-empty list raises :class:`~agentrun.EngineUnavailableError` at start).
+    #: Hosts the agent may reach beyond those (any port of each), by name, through an HTTP
+    #: ``CONNECT`` proxy on the host side of the sandbox: ``HTTPS_PROXY`` / ``HTTP_PROXY`` inside
+    #: point at it, and it refuses every host not listed (``403``).
     allow_hosts: tuple[str, ...] = Field(default=(), max_length=MAX_SANDBOX_PATHS)
     #: What builds the sandbox; only ``"bubblewrap"`` exists today.
     backend: SandboxBackend = "bubblewrap"
@@ -107,10 +132,7 @@ class Sandbox(BaseModel):
     @field_validator("allow_hosts")
     @classmethod
     def _hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for host in value:
-            if not host or len(host) > 253 or any(c.isspace() or c in "/\0@" for c in host):
-                raise ValueError(f"sandbox allow_hosts entry {host!r} is not a host name")
-        return value
+        return tuple(dict.fromkeys(host_name(host) for host in value))
 
     def __init__(self, **fields: Any) -> None:
         try:

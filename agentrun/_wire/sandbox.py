@@ -10,7 +10,9 @@ Unix socket in the run's private directory, bound read-only into the sandbox; a 
 (:mod:`agentrun._wire._sandbox_relay`, run by this interpreter) listens on ``127.0.0.1:<port>``
 there and forwards each connection to the socket. For a host loopback port (``Sandbox.ports``)
 the host side of the socket is served here and connects to ``127.0.0.1:<port>``; a
-``Sandbox.socket_ports`` entry binds someone else's socket (a proxy's) instead.
+``Sandbox.socket_ports`` entry binds someone else's socket (a proxy's) instead. With
+``Sandbox.allow_hosts`` one more socket is served here by :class:`HostGate`, an HTTP ``CONNECT``
+proxy to the listed hosts only, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` inside point at its port.
 
 The environment: bubblewrap's own PID 1 inside the sandbox keeps the environment bwrap was
 started with, readable in ``/proc/1/environ``; so bwrap is started with exactly the agent's
@@ -37,8 +39,10 @@ from .._vocabulary.errors import ConfigurationError, EngineUnavailableError
 from .._vocabulary.sandbox import Sandbox
 
 __all__ = [
+    "GATE_PORT_INSIDE",
     "INSIDE_DIR",
     "SYSTEM_PATHS",
+    "HostGate",
     "SandboxLayout",
     "SandboxRun",
     "bwrap_argv",
@@ -224,6 +228,7 @@ class SandboxRun:
         self._env = dict(env)
         self._dir: str | None = None
         self._listeners: list[tuple[anyio.abc.SocketListener, int]] = []
+        self._gate: anyio.abc.SocketListener | None = None
 
     def _unavailable(self, why: str) -> EngineUnavailableError:
         return EngineUnavailableError(f"no sandbox: {why}", engine=self.engine)
@@ -233,10 +238,6 @@ class SandboxRun:
         if sandbox.backend != "bubblewrap":
             raise self._unavailable(
                 f"the {sandbox.backend} backend is designed (docs/sandbox.md) but not built yet"
-            )
-        if sandbox.allow_hosts:
-            raise self._unavailable(
-                "allow_hosts needs the metering proxy, which is not available yet"
             )
         why = sandbox_unavailable()
         if why is not None:
@@ -300,7 +301,8 @@ class SandboxRun:
             raise self._unavailable("bubblewrap ('bwrap') is not installed")
         routes: dict[int, str] = {}
         binds: list[str] = []
-        if self.sandbox.ports or self.sandbox.socket_ports:
+        extra_env: dict[str, str] = {}
+        if self.sandbox.ports or self.sandbox.socket_ports or self.sandbox.allow_hosts:
             self._dir = tempfile.mkdtemp(prefix="agentrun-sandbox-")
             shutil.copyfile(_RELAY, os.path.join(self._dir, "relay.py"))
             try:
@@ -309,6 +311,14 @@ class SandboxRun:
                     listener = await anyio.create_unix_listener(os.path.join(self._dir, name))
                     self._listeners.append((listener, port))
                     routes[port] = f"{INSIDE_DIR}/{name}"
+                if self.sandbox.allow_hosts:
+                    gate_port = _gate_port(self.sandbox)
+                    listener = await anyio.create_unix_listener(
+                        os.path.join(self._dir, "gate.sock")
+                    )
+                    self._gate = listener
+                    routes[gate_port] = f"{INSIDE_DIR}/gate.sock"
+                    extra_env = _proxy_environment(gate_port)
             except BaseException:
                 await self.aclose()
                 raise
@@ -326,7 +336,7 @@ class SandboxRun:
             python=layout.python,
             python_roots=layout.python_roots,
         )
-        env = {**self._env, "TMPDIR": "/tmp"}
+        env = {**self._env, "TMPDIR": "/tmp", **extra_env}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         return bwrap_argv(layout, bwrap), env
 
@@ -334,6 +344,9 @@ class SandboxRun:
         """Serve the host side of every host port (in ``task_group``, until closed)."""
         for listener, port in self._listeners:
             task_group.start_soon(self._serve_one, listener, port, name=f"sandbox port {port}")
+        if self._gate is not None:
+            gate = HostGate(self.sandbox.allow_hosts)
+            task_group.start_soon(gate.serve, self._gate, name="sandbox host gate")
 
     async def _serve_one(self, listener: anyio.abc.SocketListener, port: int) -> None:
         async def forward(inside: anyio.abc.SocketStream) -> None:
@@ -352,6 +365,9 @@ class SandboxRun:
     async def aclose(self) -> None:
         """Close the host-side sockets and remove the run's directory."""
         listeners, self._listeners = self._listeners, []
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            listeners.append((gate, 0))
         for listener, _ in listeners:
             with contextlib.suppress(OSError, anyio.ClosedResourceError):
                 await listener.aclose()
@@ -378,3 +394,100 @@ async def _pipe(source: anyio.abc.SocketStream, sink: anyio.abc.SocketStream) ->
         pass
     with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         await sink.send_eof()
+
+
+#: Where the host gate (``allow_hosts``) is inside the sandbox, unless the sandbox uses it.
+GATE_PORT_INSIDE = 3128
+#: Most bytes of a ``CONNECT`` request's head, and how long the gate waits for it / a host.
+_MAX_GATE_HEAD = 8192
+_GATE_TIMEOUT = 30.0
+
+
+def _gate_port(sandbox: Sandbox) -> int:
+    taken = {*sandbox.ports, *sandbox.socket_ports}
+    return next(p for p in range(GATE_PORT_INSIDE, 65536) if p not in taken)
+
+
+def _proxy_environment(port: int) -> dict[str, str]:
+    """The variables that send a program's HTTP(S) through the gate, except to the loopback
+    (the model server or metering proxy, reached directly)."""
+    url = f"http://127.0.0.1:{port}"
+    loopback = "127.0.0.1,localhost,::1"
+    env: dict[str, str] = {}
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+        env[name] = env[name.lower()] = url
+    env["NO_PROXY"] = env["no_proxy"] = loopback
+    return env
+
+
+def _authority(target: str) -> tuple[str, int] | None:
+    """``host:port`` of a ``CONNECT`` (``[v6]:port`` for IPv6), or ``None``."""
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    host = host.removeprefix("[").removesuffix("]").lower().removesuffix(".")
+    return (host, int(port)) if host else None
+
+
+class HostGate:
+    """The host side of ``Sandbox.allow_hosts``: an HTTP ``CONNECT`` proxy that opens a tunnel
+    to a listed host (any port) and answers every other request ``403`` (a host not listed)
+    or ``405`` (not a ``CONNECT``: a plain-HTTP proxy request is not forwarded)."""
+
+    def __init__(self, allow_hosts: Sequence[str]) -> None:
+        self.allow_hosts = frozenset(allow_hosts)
+
+    async def serve(self, listener: anyio.abc.SocketListener) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await listener.serve(self._tunnel)
+
+    async def _tunnel(self, inside: anyio.abc.SocketStream) -> None:
+        async with inside:
+            head = b""
+            with anyio.move_on_after(_GATE_TIMEOUT):
+                while b"\r\n\r\n" not in head and len(head) <= _MAX_GATE_HEAD:
+                    try:
+                        head += await inside.receive()
+                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                        return
+            if b"\r\n\r\n" not in head:
+                return
+            head, rest = head.split(b"\r\n\r\n", 1)
+            method, _, target = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
+            target = target.rpartition(" ")[0] or target
+            authority = _authority(target) if method == "CONNECT" else None
+            if authority is None:
+                await self._answer(inside, target, 405, "only CONNECT to an allowed host")
+                return
+            host, port = authority
+            if host not in self.allow_hosts:
+                await self._answer(inside, target, 403, f"{host} is not an allowed host")
+                return
+            try:
+                with anyio.fail_after(_GATE_TIMEOUT):
+                    outside = await anyio.connect_tcp(host, port)
+            except (OSError, TimeoutError) as exc:
+                await self._answer(inside, target, 502, f"cannot reach {target}: {exc}")
+                return
+            async with outside:
+                try:
+                    await inside.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    if rest:
+                        await outside.send(rest)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    return
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_pipe, inside, outside)
+                    tg.start_soon(_pipe, outside, inside)
+
+    async def _answer(
+        self, inside: anyio.abc.SocketStream, target: str, status: int, why: str
+    ) -> None:
+        reason = {403: "Forbidden", 405: "Method Not Allowed", 502: "Bad Gateway"}[status]
+        body = f"agentrun sandbox: {why}\n".encode()
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: text/plain\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await inside.send(head.encode() + body)

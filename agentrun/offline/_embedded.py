@@ -130,7 +130,7 @@ def embedded_engine(
         sandbox = Sandbox()
     if isinstance(sandbox, Sandbox):
         port = urlsplit(server_url).port
-        if port is not None:
+        if port is not None and port not in sandbox.socket_ports:
             sandbox = sandbox.with_ports(port)
         if sandbox.home is None:
             sandbox = sandbox.model_copy(update={"home": str(Path(directory).resolve())})

@@ -3,10 +3,13 @@ refuses, and what ``agentrun engines`` says about sandboxing here."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -50,17 +53,59 @@ def test_run_sandbox_approve_all_runs_the_tool_inside(
     assert (workspace / "edited.txt").read_text() == "agentrun-sandbox\n"
 
 
+def test_run_sandbox_allow_host_reaches_that_host_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--allow-host localhost``: the agent's ``curl`` reaches a listener on the host's loopback
+    through the sandbox's CONNECT proxy by that name; by a name not listed (``127.0.0.1``) the
+    proxy refuses it."""
+    why = sandbox_unavailable()
+    if why is not None:
+        pytest.skip(why)
+    require_engine("claude")
+    monkeypatch.setenv("AGENTRUN_OFFLINE_HOMES", str(tmp_path / "homes"))
+    body = b"served-on-the-host"
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+
+        def answer() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    conn, _ = server.accept()
+                    with conn:
+                        conn.recv(65536)
+                        conn.sendall(b"HTTP/1.0 200 OK\r\n\r\n" + body)
+
+        threading.Thread(target=answer, daemon=True).start()
+        curl = "curl -sS --noproxy '' -x \"$HTTPS_PROXY\" -p --max-time 20"
+        command = f"{curl} http://localhost:{port}/; echo; {curl} http://127.0.0.1:{port}/ 2>&1"
+        script = tmp_path / "script.json"
+        turns = [ModelTurn.shell(command), ModelTurn.text("done")]
+        script.write_text(Script(turns=turns).model_dump_json())
+        done = _cli(
+            "run", "--sandbox", "--approve-all", "--allow-host", "localhost", "--engine",
+            "claude", "--json", "--script", str(script), "fetch",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (result,) = [json.loads(line) for line in done.stdout.splitlines() if '"tool_result"' in line]
+    shown = json.dumps(result)
+    assert body.decode() in shown
+    assert "403" in shown
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
         (("--allow-host", "example.com"), "--allow-host needs --sandbox"),
-        (("--sandbox", "--live"), "metering proxy"),
-        (("--sandbox", "--allow-host", "example.com"), "needs the metering proxy"),
+        (("--sandbox", "--live"), "set ANTHROPIC_API_KEY"),
+        (("--sandbox", "--allow-host", "pypi.org:443"), "'pypi.org:443' is not a host name"),
         (("--sandbox", "--allow-host", "bad host"), "not a host name"),
     ],
 )
 def test_sandbox_command_lines_that_cannot_run(args: tuple[str, ...], words: str) -> None:
-    done = _cli("run", *args, "hello")
+    """``--sandbox --live`` goes through the metering proxy, which needs the caller's key."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    done = _cli("run", *args, "hello", env=env)
     assert done.returncode == 2, done.stderr
     assert words in done.stderr
     assert done.stdout == ""

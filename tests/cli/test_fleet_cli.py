@@ -294,3 +294,28 @@ def test_on_a_terminal_the_counts_are_redrawn_in_place(tmp_path: Path) -> None:
     assert "fleet: 2/2 done · 0 running · 0 failed · " in text
     assert "  claude: 0/2 done" in text
     assert "passed t0 (claude)" in text and "passed t1 (claude)" in text
+
+
+@pytest.mark.agent
+def test_fleet_sandbox_runs_each_task_sandboxed(tmp_path: Path) -> None:
+    """``fleet --sandbox``: the task's tool runs inside a sandbox (its host name) in the task's
+    workspace copy, where the check finds it; with ``--live`` it is refused, nothing started."""
+    from agentrun._wire.sandbox import sandbox_unavailable
+
+    why = sandbox_unavailable()
+    if why is not None:
+        pytest.skip(why)
+    require_engine("claude")
+    maker = _script(tmp_path / "maker.json", ModelTurn.shell("hostname > made.txt"), "Done.")
+    tasks = _write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"name": "inside", "engine": "claude", "prompt": "make made.txt", "script": maker,
+          "check": "grep -qx agentrun-sandbox made.txt"}],
+    )  # fmt: skip
+    done = _cli(tmp_path, "fleet", str(tasks), "--sandbox", "--out", "out")
+    assert done.returncode == 0, done.stderr
+    (result,) = _results(tmp_path / "out" / "results.jsonl")
+    assert result.ok and result.check is not None and result.check.ok, result
+    refused = _cli(tmp_path, "fleet", str(tasks), "--sandbox", "--live", "--out", "live")
+    assert refused.returncode == 2 and "embedded model server only" in refused.stderr
+    assert not (tmp_path / "live").exists()

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from agentrun._wire.sandbox import sandbox_unavailable
 from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, ToolCallBlock
 from tests.agents_support import require_engine
 
@@ -47,8 +48,9 @@ NO_ASKING: dict[str, tuple[str, ...]] = {
     "codex-acp": ("--option", "acp.mode=agent-full-access"),
     "qwen": ("--option", "acp.mode=yolo"),
 }
-#: The agent's environment and every command line of the machine, printed by its own shell.
-SHOW_ENV = "env; ps -ww -eo args"
+#: The agent's environment, every command line it can see and its host name, printed by its
+#: own shell.
+SHOW_ENV = "env; ps -ww -eo args; hostname"
 
 
 def _usage(fresh: int, read: int, write: int, output: int) -> ScriptUsage:
@@ -93,16 +95,22 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["host", "sandbox"])
 @pytest.mark.parametrize("engine", sorted(KEY_HEADER))
 async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
-    engine: str, tmp_path: Path
+    engine: str, sandboxed: bool, tmp_path: Path
 ) -> None:
+    """Sandboxed (``--sandbox``), the agent reaches the proxy only through the Unix socket
+    bound into its sandbox: its own shell runs inside (the sandbox's host name)."""
     require_engine(engine)
+    if sandboxed and (why := sandbox_unavailable()) is not None:
+        pytest.skip(why)
     atif = tmp_path / "session.atif.json"
+    asking = ("--sandbox", "--approve-all") if sandboxed else NO_ASKING.get(engine, ())
     async with ModelServer(_script()) as server:
         status, out, err = await _agentrun(
             "run", "--live", "--upstream", server.url, "--engine", engine, "--json",
-            "--journal", "--atif", str(atif), *NO_ASKING.get(engine, ()), "check the shell",
+            "--journal", "--atif", str(atif), *asking, "check the shell",
             env=_environment(tmp_path),
         )  # fmt: skip
     assert status == 0, err
@@ -112,6 +120,7 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
     header, value = KEY_HEADER[engine]
     shown = "".join(json.dumps(line) for line in lines if line.get("type") == "tool_result")
     assert "PATH=" in shown and "ps -ww -eo args" in shown
+    assert ("agentrun-sandbox" in shown) is sandboxed
     # The upstream received the planted key on every model call, in the provider's header.
     assert server.model_requests
     assert all(r.headers.get(header) == value for r in server.model_requests)
@@ -136,10 +145,14 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
         assert result["usage"][name] == served[name], name
 
 
-async def test_a_budget_spent_at_the_proxy_ends_the_turn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["host", "sandbox"])
+async def test_a_budget_spent_at_the_proxy_ends_the_turn(sandboxed: bool, tmp_path: Path) -> None:
     """The agent is never cancelled: it keeps calling the model (tool call after tool call)
-    until the proxy refuses, and the turn ends there."""
+    until the proxy refuses, and the turn ends there; sandboxed too (the proxy on its socket)."""
     require_engine("claude")
+    if sandboxed and (why := sandbox_unavailable()) is not None:
+        pytest.skip(why)
+    sandbox = ("--sandbox", "--approve-all") if sandboxed else ()
     loop = ModelTurn(
         blocks=[ToolCallBlock(arguments={"command": "echo again"})],
         usage=_usage(400, 0, 0, 100),
@@ -148,7 +161,7 @@ async def test_a_budget_spent_at_the_proxy_ends_the_turn(tmp_path: Path) -> None
     async with ModelServer(Script(turns=[loop])) as server:
         status, out, err = await _agentrun(
             "run", "--live", "--upstream", server.url, "--engine", "claude", "--json",
-            "--proxy-max-tokens", "1000", "keep going",
+            "--proxy-max-tokens", "1000", *sandbox, "keep going",
             env=_environment(tmp_path),
         )  # fmt: skip
     assert status != 0

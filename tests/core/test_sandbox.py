@@ -36,6 +36,12 @@ needs_bwrap = pytest.mark.skipif(
         ({"ports": (70000,)}, "not a TCP port"),
         ({"socket_ports": {8080: "sock"}}, "not an absolute path"),
         ({"allow_hosts": ("evil host",)}, "not a host name"),
+        ({"allow_hosts": ("https://pypi.org",)}, "'https://pypi.org' is not a host name"),
+        ({"allow_hosts": ("pypi.org:443",)}, "'pypi.org:443' is not a host name"),
+        ({"allow_hosts": ("*.npmjs.org",)}, "not a host name"),
+        ({"allow_hosts": ("-bad.example",)}, "not a host name"),
+        ({"allow_hosts": ("300.1.1.1",)}, "not a host name"),
+        ({"allow_hosts": ("",)}, "not a host name"),
         ({"backend": "firejail"}, "backend"),
         ({"unknown": 1}, "unknown"),
     ],
@@ -43,6 +49,11 @@ needs_bwrap = pytest.mark.skipif(
 def test_bad_sandbox_values_are_refused(fields: dict[str, object], words: str) -> None:
     with pytest.raises(ConfigurationError, match=words):
         Sandbox(**fields)  # pyright: ignore[reportArgumentType]
+
+
+def test_allowed_hosts_are_names_or_addresses() -> None:
+    sandbox = Sandbox(allow_hosts=("PyPI.org.", "localhost", "10.0.0.1", "[::1]", "pypi.org"))
+    assert sandbox.allow_hosts == ("pypi.org", "localhost", "10.0.0.1", "::1")
 
 
 def test_a_sandbox_is_a_session_option() -> None:
@@ -164,7 +175,6 @@ async def test_no_sandbox_means_no_start(monkeypatch: pytest.MonkeyPatch, tmp_pa
     ("sandbox", "error", "words"),
     [
         (Sandbox(backend="podman"), EngineUnavailableError, "podman backend"),
-        (Sandbox(allow_hosts=("example.com",)), EngineUnavailableError, "proxy"),
         (Sandbox(read_write=("/nonexistent/agentrun",)), ConfigurationError, "does not exist"),
         (Sandbox(read_only=("/nonexistent/agentrun",)), ConfigurationError, "does not exist"),
         (Sandbox(home="/nonexistent/agentrun"), ConfigurationError, "does not exist"),
@@ -316,3 +326,58 @@ async def test_a_socket_port_leads_to_a_host_unix_socket(tmp_path: Path) -> None
     assert code == 0, out
     assert out.strip() == "from the proxy"
     assert served == [b"hello\n"]
+
+
+@needs_bwrap
+async def test_allowed_hosts_are_reached_through_the_gate_only(tmp_path: Path) -> None:
+    """``allow_hosts``: a ``CONNECT`` through the proxy named by ``HTTPS_PROXY`` inside reaches a
+    listed host (``localhost``, the host's loopback); the same listener by a name not listed
+    is refused (403), a request that is no ``CONNECT`` too (405), and a direct connection finds
+    no network at all."""
+    home = tmp_path / "home"
+    home.mkdir()
+    served: list[bytes] = []
+
+    async def answer(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            served.append(await stream.receive())
+            await stream.send(b"pong\n")
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        script = f"""
+gate=${{HTTPS_PROXY#http://127.0.0.1:}}
+echo "proxy=$HTTPS_PROXY no_proxy=$NO_PROXY"
+ask() {{
+  exec 3<>/dev/tcp/127.0.0.1/$gate
+  printf "$1 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" >&3
+  head -n1 <&3
+}}
+ask "CONNECT 127.0.0.1:{port}"
+ask "GET http://localhost:{port}/"
+exec 3<>/dev/tcp/127.0.0.1/$gate
+printf "CONNECT localhost:{port} HTTP/1.1\\r\\n\\r\\n" >&3
+head -n2 <&3
+echo ping >&3
+head -n1 <&3
+(exec 4<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo DIRECT-ESCAPED || echo DIRECT-BLOCKED
+"""
+        spec = ProcessSpec(
+            argv=("bash", "-c", script),
+            cwd=str(tmp_path),
+            env={"HOME": str(home)},
+            sandbox=Sandbox(allow_hosts=("localhost",)),
+        )
+        code, out = -1, ""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, answer)
+            code, out = await _run(spec)
+            tg.cancel_scope.cancel()
+    assert code == 0, out
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    assert lines[0] == "proxy=http://127.0.0.1:3128 no_proxy=127.0.0.1,localhost,::1"
+    assert lines[1] == "HTTP/1.1 403 Forbidden"
+    assert lines[2] == "HTTP/1.1 405 Method Not Allowed"
+    assert lines[3] == "HTTP/1.1 200 Connection established"
+    assert lines[4:] == ["pong", "DIRECT-BLOCKED"]
+    assert served == [b"ping\n"]

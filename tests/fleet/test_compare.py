@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -32,6 +33,7 @@ from agentrun._fleets.compare import (
     copy_workspace,
     prepare_workspace,
 )
+from agentrun._wire.sandbox import sandbox_unavailable
 from agentrun.cli import main
 from agentrun.offline import Script, default_script
 
@@ -264,6 +266,38 @@ def test_compare_runs_every_embedded_engine_side_by_side(
     assert sorted(p.name for p in workspace.iterdir()) == ["README"]
     assert descendants() <= before
     assert Script.model_validate_json(script.read_text()).turns  # the script file is intact
+
+
+@pytest.mark.agent
+def test_compare_sandbox_runs_each_agent_sandboxed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare --sandbox``: each agent's tool runs inside a sandbox (its host name) and still
+    writes its own copy of the workspace; ``--live`` with it is refused before anything
+    starts."""
+    why = sandbox_unavailable()
+    if why is not None:
+        pytest.skip(why)
+    require_engine("claude")
+    require_engine("codex")
+    script = tmp_path / "script.json"
+    script.write_text(default_script("hostname > made.txt").model_dump_json())
+    code = main(
+        [
+            "compare", "--engines", "claude,codex", "--sandbox", "--script", str(script),
+            "--json", "--keep", "--timeout", "120", "run the command",
+        ]
+    )  # fmt: skip
+    runs = [CompareRun.model_validate(r) for r in json.loads(capsys.readouterr().out)]
+    assert code == 0, runs
+    made = [(Path(r.workspace or "/nonexistent") / "made.txt") for r in runs]
+    written = [path.read_text() if path.is_file() else None for path in made]
+    shutil.rmtree(made[0].parents[2], ignore_errors=True)  # --keep's scratch
+    for run in runs:
+        assert run.ok and run.files_changed.added == ["made.txt"], run
+    assert written == ["agentrun-sandbox\n"] * len(runs)
+    assert main(["compare", "--engines", "claude", "--sandbox", "--live", "hi"]) == 2
+    assert "embedded model server only" in capsys.readouterr().err
 
 
 def _open_fds() -> set[int]:

@@ -444,3 +444,42 @@ def test_script_needs_embedded(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 
     assert main(["mcp", "--script", str(tmp_path / "s.json")]) == 2
     assert "--script needs --embedded" in capsys.readouterr().err
+
+
+@pytest.mark.agent
+async def test_embedded_mcp_sessions_are_sandboxed_where_a_sandbox_can_be_had(
+    tmp_path: Path,
+) -> None:
+    """By default an embedded session's agent runs sandboxed (an MCP client is usually a model
+    acting unattended): its shell writes the sandbox's host name into the workspace; with
+    ``sandbox=False`` the same script runs on the host."""
+    from agentrun._wire.sandbox import sandbox_unavailable
+
+    if (why := sandbox_unavailable()) is not None:
+        pytest.skip(why)
+    require_engine("codex")
+    script = Script(turns=[ModelTurn.shell("hostname > made.txt"), ModelTurn.text("Done.")])
+    written: dict[bool | None, str] = {}
+    for sandbox in (None, False):
+        workspace = tmp_path / f"work-{sandbox}"
+        workspace.mkdir()
+        server = build_server(roots=[workspace], embedded=True, script=script, sandbox=sandbox)
+        async with Client(server) as client:
+            assert _data(await client.call_tool("list_engines"))["sandboxed"] is (sandbox is None)
+            started = _data(await client.call_tool("start_session", {"engine": "codex"}))
+            assert started["sandboxed"] is (sandbox is None)
+            arguments = {"session_id": started["session_id"], "prompt": "go", "timeout": 120}
+            summary = _data(await client.call_tool("run_turn", arguments))
+            assert summary["ok"] is True, summary
+        written[sandbox] = (workspace / "made.txt").read_text().strip()
+    assert written[None] == "agentrun-sandbox"
+    assert written[False] not in ("", "agentrun-sandbox")
+
+
+def test_sandboxed_sessions_of_the_callers_own_agents_are_refused() -> None:
+    from agentrun import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="caller's login"):
+        build_server(sandbox=True)
+    # Not embedded: not sandboxed by default (the caller's own agents).
+    build_server()
