@@ -1,0 +1,412 @@
+"""Which engine can do what, and the test that shows it: the source of ``docs/capabilities.md``.
+
+Every (engine, capability) cell is one of
+
+* :class:`Proven` — test node ids that run that engine's real agent for that capability;
+* :class:`Cannot` — the engine cannot, and says so with a typed error (an
+  :class:`agentrun.AgentrunError` subclass), and the node ids of the test that sees it raised;
+* :class:`Open` — neither yet, with a one-line reason: the work that is left.
+
+``python tests/capabilities.py`` prints the page, ``--write`` writes it.
+``tests/docs/test_capabilities.py`` checks that the page is what this module makes, that every
+cited node id is collected by pytest (so a cell cannot cite a test that is gone, or that no longer
+runs that engine), and that every typed cannot names a real, documented error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PAGE = REPO / "docs" / "capabilities.md"
+
+#: The ten engines: the nine of ``agentrun.offline.EMBEDDED_ENGINES`` and the generic ``acp``.
+ENGINES: tuple[str, ...] = (
+    "claude",
+    "claude-acp",
+    "codex",
+    "codex-app-server",
+    "codex-acp",
+    "opencode",
+    "opencode-acp",
+    "gemini",
+    "qwen",
+    "acp",
+)
+
+
+@dataclass(frozen=True)
+class Proven:
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Cannot:
+    error: str
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Open:
+    reason: str
+
+
+Cell = Proven | Cannot | Open
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    means: str
+    cells: Mapping[str, Cell]
+
+
+def _ids(template: str, engines: tuple[str, ...] | list[str]) -> dict[str, Proven]:
+    """One :class:`Proven` per engine, its node id ``template`` with ``{e}`` the engine."""
+    return {e: Proven((template.format(e=e),)) for e in engines}
+
+
+def _open(reason: str, engines: tuple[str, ...] | list[str]) -> dict[str, Open]:
+    return {e: Open(reason) for e in engines}
+
+
+ALL = ENGINES
+NINE = tuple(e for e in ENGINES if e != "acp")
+NO_ACP_TEST = "no test runs the generic `acp` engine for this yet"
+
+COMPLIANCE = "tests/compliance/test_compliance.py::test_a_cancelled_turn_leaves_nothing_to_the_next"
+STEERING = "tests/engines/test_steering_e2e.py"
+STEERABLE = ("claude", "codex-app-server")
+REFUSES_STEER = ("codex", "opencode", "opencode-acp")
+STEER_UNTESTED = tuple(e for e in ENGINES if e not in STEERABLE + REFUSES_STEER)
+
+CAPABILITIES: tuple[Capability, ...] = (
+    Capability(
+        "turns",
+        "a prompt runs as a turn: messages streamed, one result",
+        {
+            **_ids(
+                "tests/compliance/test_failed_tools.py::"
+                "test_a_failed_command_is_a_failed_tool_result[asyncio-{e}]",
+                NINE,
+            ),
+            "acp": Proven((f"{COMPLIANCE}[asyncio-acp-start]",)),
+        },
+    ),
+    Capability(
+        "context gauge",
+        "the context fill (`context_window` messages) after model calls",
+        {
+            **_ids(
+                "tests/engines/test_policies_e2e.py::"
+                "test_context_thresholds_through_a_real_agent[asyncio-{e}]",
+                ("claude", "opencode", "codex-app-server"),
+            ),
+            **_ids(
+                "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]",
+                ("claude-acp", "codex", "codex-acp", "opencode-acp", "qwen"),
+            ),
+            "gemini": Open(
+                "no context fill read from Gemini CLI (the ACP facade test checks none is invented)"
+            ),
+            "acp": Open(NO_ACP_TEST),
+        },
+    ),
+    Capability(
+        "usage",
+        "a turn's tokens are what the model server served",
+        {
+            **_ids(
+                "tests/engines/test_ledger_e2e.py::"
+                "test_a_turns_usage_is_what_the_server_served[asyncio-{e}]",
+                NINE,
+            ),
+            "acp": Open(NO_ACP_TEST),
+        },
+    ),
+    Capability(
+        "cost",
+        "a turn's cost is known: reported, derived or estimated, and says which",
+        {
+            **_ids(
+                "tests/engines/test_usage_sources_e2e.py::"
+                "test_every_result_says_where_its_tokens_and_cost_came_from[asyncio-{e}]",
+                ("claude", "codex", "codex-app-server", "opencode", "opencode-acp"),
+            ),
+            "claude-acp": Proven(
+                (
+                    "tests/acp_server/test_acp_server.py::"
+                    "test_conversation_over_acp[asyncio-claude-acp]",
+                )
+            ),
+            **_open(
+                "no test asserts a known cost on this engine (the ledger test checks one "
+                "only where the agent reports one)",
+                ("codex-acp", "qwen"),
+            ),
+            "gemini": Open(
+                "Gemini CLI reports tokens without their split: nothing is priced "
+                "(`cost_source` `unavailable`)"
+            ),
+            "acp": Open(NO_ACP_TEST),
+        },
+    ),
+    Capability(
+        "session totals",
+        "a session's tokens and cost summed over its turns, across a resume",
+        {
+            **_ids(
+                "tests/engines/test_session_totals_e2e.py::"
+                "test_a_sessions_totals_are_what_the_server_served_across_a_resume"
+                "[asyncio-{e}]",
+                NINE,
+            ),
+            "acp": Open(NO_ACP_TEST),
+        },
+    ),
+    Capability(
+        "cancel",
+        "a turn cancelled mid-stream ends, and the session takes the next prompt",
+        _ids(f"{COMPLIANCE}[asyncio-{{e}}-mid_stream]", ALL),
+    ),
+    Capability(
+        "isolation",
+        "nothing of a cancelled turn (at its start, mid-stream, in a tool, in a hung call) "
+        "reaches the next",
+        {
+            e: Proven(
+                tuple(
+                    f"{COMPLIANCE}[asyncio-{e}-{moment}]"
+                    for moment in ("start", "mid_stream", "tool", "hung_model_call")
+                )
+            )
+            for e in ALL
+        },
+    ),
+    Capability(
+        "structured output",
+        "`output_type=`: the answer validated into a model",
+        {
+            **_ids(
+                "tests/engines/test_structured_output_e2e.py::"
+                "test_the_answer_is_validated_into_the_model[asyncio-{e}]",
+                NINE,
+            ),
+            "acp": Open(NO_ACP_TEST),
+        },
+    ),
+    Capability(
+        "steer",
+        "`turn.steer(text)`: input to a running turn",
+        {
+            **_ids(
+                f"{STEERING}::test_a_steer_while_a_tool_runs_reaches_the_next_model_request"
+                "[asyncio-{e}]",
+                STEERABLE,
+            ),
+            **{
+                e: Cannot(
+                    "SteeringNotSupportedError",
+                    (
+                        f"{STEERING}::test_engines_without_input_during_a_turn_refuse_at_once"
+                        f"[asyncio-{e}]",
+                    ),
+                )
+                for e in REFUSES_STEER
+            },
+            **_open(
+                "refuses with `SteeringNotSupportedError` (no input during a turn), "
+                "but no test runs it on this engine",
+                STEER_UNTESTED,
+            ),
+        },
+    ),
+    Capability(
+        "wind-down",
+        "`wind_down=`: the agent told to wrap up before the turn's deadline",
+        {
+            **_ids(
+                f"{STEERING}::test_a_wound_down_turn_ends_by_itself_before_its_deadline"
+                "[asyncio-{e}]",
+                STEERABLE,
+            ),
+            **_open(
+                "takes no input during a turn: a wind-down is only a `wind_down` notice",
+                [e for e in ENGINES if e not in STEERABLE],
+            ),
+        },
+    ),
+    Capability(
+        "resume",
+        "a session continued by its resume id from another process",
+        {
+            **_ids(
+                "tests/cli/test_sessions.py::"
+                "test_sessions_resume_continues_a_session_from_another_process[{e}]",
+                (
+                    "claude",
+                    "claude-acp",
+                    "codex",
+                    "codex-app-server",
+                    "codex-acp",
+                    "opencode",
+                    "opencode-acp",
+                ),
+            ),
+            **_ids(
+                "tests/engines/test_session_totals_e2e.py::"
+                "test_a_sessions_totals_are_what_the_server_served_across_a_resume"
+                "[asyncio-{e}]",
+                ("qwen",),
+            ),
+            "gemini": Open(
+                "Gemini CLI keeps no session offline (`session/load` fails), so no test resumes one"
+            ),
+            "acp": Open(NO_ACP_TEST),
+        },
+    ),
+    Capability(
+        "fork",
+        "`agentrun sessions fork`: a copy continued in a new agent session",
+        {
+            **_ids(
+                "tests/cli/test_sessions.py::"
+                "test_sessions_fork_continues_a_copy_in_a_new_session[{e}]",
+                ("claude", "codex-app-server"),
+            ),
+            **_open(
+                "forks through the agent (the library passes it on), but no test runs "
+                "a fork on this engine",
+                [e for e in ENGINES if e not in ("claude", "codex-app-server")],
+            ),
+        },
+    ),
+    Capability(
+        "ATIF",
+        "a live session exported as a valid ATIF trajectory",
+        _ids(
+            "tests/engines/test_trajectory_e2e.py::"
+            "test_a_live_session_exports_a_valid_trajectory[asyncio-{e}]",
+            ALL,
+        ),
+    ),
+    Capability(
+        "ACP facade",
+        "`agentrun acp`: the engine served to an ACP client",
+        {
+            **_ids(
+                "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]", NINE
+            ),
+            "acp": Open(
+                "`agentrun acp --embedded` has no embedded configuration for the "
+                "generic engine; no test serves it"
+            ),
+        },
+    ),
+    Capability(
+        "sandbox",
+        "`SessionOptions(sandbox=...)`: the agent cannot get out of the bubblewrap sandbox",
+        _ids(
+            "tests/compliance/test_sandbox_escape.py::"
+            "test_a_sandboxed_agent_cannot_get_out[asyncio-{e}]",
+            ALL,
+        ),
+    ),
+    Capability(
+        "credential proxy",
+        "`--upstream`: the real key reaches the upstream only; usage is the proxy's ledger",
+        {
+            **_ids(
+                "tests/cli/test_proxy_cli.py::"
+                "test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger[asyncio-{e}]",
+                [e for e in NINE if e != "gemini"],
+            ),
+            "gemini": Open("no test runs Gemini CLI behind the proxy yet"),
+            "acp": Open(NO_ACP_TEST),
+        },
+    ),
+)
+
+
+def _symbol(cell: Cell) -> str:
+    if isinstance(cell, Proven):
+        return "✔"
+    if isinstance(cell, Cannot):
+        return f"cannot: `{cell.error}`"
+    return "✗"
+
+
+def _evidence(capability: Capability) -> list[str]:
+    """The capability's cells grouped by what shows them, one bullet per test or reason."""
+    groups: dict[str, list[str]] = {}
+    for engine in ENGINES:
+        cell = capability.cells[engine]
+        if isinstance(cell, Open):
+            key = f"✗ {cell.reason}"
+        else:
+            base = sorted({test.split("[", 1)[0] for test in cell.tests})
+            tests = ", ".join(f"`{b}`" for b in base)
+            key = f"✔ {tests}" if isinstance(cell, Proven) else f"cannot: {tests}"
+        groups.setdefault(key, []).append(engine)
+    return [f"* {key} — {', '.join(engines)}" for key, engines in groups.items()]
+
+
+def render() -> str:
+    """The page: the table, then each capability's evidence."""
+    lines = [
+        "# Capabilities: what each engine can do",
+        "",
+        "<!-- Generated by `python tests/capabilities.py --write` from tests/capabilities.py; "
+        "do not edit. -->",
+        "",
+        "What each engine can do, as the test suite shows it. This page is generated from "
+        "`tests/capabilities.py`, which names, for every cell, the tests that prove it; "
+        "`tests/docs/test_capabilities.py` fails when the page differs from that mapping, when a "
+        "cited test is not collected by pytest (gone, renamed, or no longer run on that engine), "
+        "or when a typed cannot names no documented error. Regenerate with "
+        "`python tests/capabilities.py --write`.",
+        "",
+        "* ✔ — a test runs that engine's real agent (against the embedded model server) for it",
+        "* cannot: `Error` — the engine cannot, and says so at once with that typed error "
+        "(a test sees it raised)",
+        "* ✗ — not done or not tested yet; the reason is under Evidence",
+        "",
+        "| capability | " + " | ".join(f"`{e}`" for e in ENGINES) + " |",
+        "|---|" + "---|" * len(ENGINES),
+    ]
+    for capability in CAPABILITIES:
+        cells = " | ".join(_symbol(capability.cells[e]) for e in ENGINES)
+        lines.append(f"| {capability.name} | {cells} |")
+    lines += [
+        "",
+        "The engines are the nine of `agentrun.offline.EMBEDDED_ENGINES` and the generic `acp` "
+        "engine (the compliance suite runs it as claude-agent-acp started as a plain command). "
+        "Tests run on asyncio and trio; the cited node ids are the asyncio ones.",
+        "",
+        "## Evidence",
+    ]
+    for capability in CAPABILITIES:
+        lines += ["", f"### {capability.name}", "", capability.means + ".", ""]
+        lines += _evidence(capability)
+    lines += [
+        "",
+        "See also [reliability.md](reliability.md) for each guarantee and the test that keeps it.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if argv[1:] == ["--write"]:
+        PAGE.write_text(text, encoding="utf-8")
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
