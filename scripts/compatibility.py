@@ -114,8 +114,14 @@ def _pinned() -> dict[str, str]:
     return {p: v for p, v in manifest["dependencies"].items() if p in AGENTS}
 
 
+#: Key of the hand-written sections in :func:`_kept_sections`: headings naming no package.
+NOTES = ""
+
+
 def _kept_sections(run_packages: set[str]) -> dict[str, list[str]]:
-    """The sections of the current document for agents this run leaves out (``--agents``)."""
+    """The sections of the current document for agents this run leaves out (``--agents``), and
+    under :data:`NOTES` the hand-written ones (a ``## `` heading without a backticked package:
+    what changed on the wire and how the library treats it), which every run keeps."""
     if not DOC.exists():
         return {}
     sections: dict[str, list[str]] = {}
@@ -159,11 +165,17 @@ def _write(runs: list[Run], today: str) -> str:
             failed = sum(v == "fail" for v in r.outcomes.values())
             totals.append(f"{r.label} {r.version}: {passed} passed, {failed} failed")
         lines += ["", "; ".join(totals) + ".", ""]
+    notes = kept.get(NOTES, [])
+    if notes and lines[-1] != "":
+        lines.append("")
+    lines += notes
+    if lines[-1] != "":
+        lines.append("")  # the file ends with a newline
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--no-install", action="store_true", help="reuse .compat/latest")
     parser.add_argument("--agents", help="comma-separated agent names (default: all)")
     args = parser.parse_args(argv)
