@@ -5,6 +5,8 @@ Every (engine, capability) cell is one of
 * :class:`Proven` — test node ids that run that engine's real agent for that capability;
 * :class:`Cannot` — the engine cannot, and says so with a typed error (an
   :class:`agentrun.AgentrunError` subclass), and the node ids of the test that sees it raised;
+* :class:`Notice` — the engine cannot, the feature does what it can instead and says so in a
+  documented notice message (nothing fails), and the node ids of the test that sees the notice;
 * :class:`Open` — neither yet, with a one-line reason: the work that is left.
 
 ``python tests/capabilities.py`` prints the page, ``--write`` writes it.
@@ -50,11 +52,17 @@ class Cannot:
 
 
 @dataclass(frozen=True)
+class Notice:
+    subtype: str
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Open:
     reason: str
 
 
-Cell = Proven | Cannot | Open
+Cell = Proven | Cannot | Notice | Open
 
 
 @dataclass(frozen=True)
@@ -80,8 +88,7 @@ NO_ACP_TEST = "no test runs the generic `acp` engine for this yet"
 COMPLIANCE = "tests/compliance/test_compliance.py::test_a_cancelled_turn_leaves_nothing_to_the_next"
 STEERING = "tests/engines/test_steering_e2e.py"
 STEERABLE = ("claude", "codex-app-server")
-REFUSES_STEER = ("codex", "opencode", "opencode-acp")
-STEER_UNTESTED = tuple(e for e in ENGINES if e not in STEERABLE + REFUSES_STEER)
+REFUSES_STEER = tuple(e for e in ENGINES if e not in STEERABLE)
 
 CAPABILITIES: tuple[Capability, ...] = (
     Capability(
@@ -217,11 +224,6 @@ CAPABILITIES: tuple[Capability, ...] = (
                 )
                 for e in REFUSES_STEER
             },
-            **_open(
-                "refuses with `SteeringNotSupportedError` (no input during a turn), "
-                "but no test runs it on this engine",
-                STEER_UNTESTED,
-            ),
         },
     ),
     Capability(
@@ -233,10 +235,16 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "[asyncio-{e}]",
                 STEERABLE,
             ),
-            **_open(
-                "takes no input during a turn: a wind-down is only a `wind_down` notice",
-                [e for e in ENGINES if e not in STEERABLE],
-            ),
+            **{
+                e: Notice(
+                    "wind_down",
+                    (
+                        f"{STEERING}::test_engines_without_input_during_a_turn_refuse_at_once"
+                        f"[asyncio-{e}]",
+                    ),
+                )
+                for e in REFUSES_STEER
+            },
         },
     ),
     Capability(
@@ -321,7 +329,7 @@ CAPABILITIES: tuple[Capability, ...] = (
         {
             **_ids(
                 "tests/cli/test_proxy_cli.py::"
-                "test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger[asyncio-{e}]",
+                "test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger[asyncio-{e}-host]",
                 [e for e in NINE if e != "gemini"],
             ),
             "gemini": Open("no test runs Gemini CLI behind the proxy yet"),
@@ -336,6 +344,8 @@ def _symbol(cell: Cell) -> str:
         return "✔"
     if isinstance(cell, Cannot):
         return f"cannot: `{cell.error}`"
+    if isinstance(cell, Notice):
+        return f"notice: `{cell.subtype}`"
     return "✗"
 
 
@@ -349,7 +359,12 @@ def _evidence(capability: Capability) -> list[str]:
         else:
             base = sorted({test.split("[", 1)[0] for test in cell.tests})
             tests = ", ".join(f"`{b}`" for b in base)
-            key = f"✔ {tests}" if isinstance(cell, Proven) else f"cannot: {tests}"
+            if isinstance(cell, Proven):
+                key = f"✔ {tests}"
+            elif isinstance(cell, Notice):
+                key = f"notice: {tests}"
+            else:
+                key = f"cannot: {tests}"
         groups.setdefault(key, []).append(engine)
     return [f"* {key} — {', '.join(engines)}" for key, engines in groups.items()]
 
@@ -372,6 +387,8 @@ def render() -> str:
         "* ✔ — a test runs that engine's real agent (against the embedded model server) for it",
         "* cannot: `Error` — the engine cannot, and says so at once with that typed error "
         "(a test sees it raised)",
+        "* notice: `subtype` — the engine cannot; the feature goes on without it and says so in a "
+        "`system` message of that subtype, nothing fails (a test sees the notice)",
         "* ✗ — not done or not tested yet; the reason is under Evidence",
         "",
         "| capability | " + " | ".join(f"`{e}`" for e in ENGINES) + " |",
