@@ -110,7 +110,7 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_policies_e2e.py::"
                 "test_context_thresholds_through_a_real_agent[asyncio-{e}]",
-                ("claude", "opencode", "codex-app-server"),
+                ("claude", "opencode", "codex-app-server", "acp"),
             ),
             **_ids(
                 "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]",
@@ -119,7 +119,6 @@ CAPABILITIES: tuple[Capability, ...] = (
             "gemini": Open(
                 "no context fill read from Gemini CLI (the ACP facade test checks none is invented)"
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -129,9 +128,8 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_ledger_e2e.py::"
                 "test_a_turns_usage_is_what_the_server_served[asyncio-{e}]",
-                NINE,
+                ALL,
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -141,7 +139,16 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_usage_sources_e2e.py::"
                 "test_every_result_says_where_its_tokens_and_cost_came_from[asyncio-{e}]",
-                ("claude", "codex", "codex-app-server", "opencode", "opencode-acp"),
+                (
+                    "claude",
+                    "codex",
+                    "codex-app-server",
+                    "codex-acp",
+                    "opencode",
+                    "opencode-acp",
+                    "qwen",
+                    "acp",
+                ),
             ),
             "claude-acp": Proven(
                 (
@@ -149,16 +156,10 @@ CAPABILITIES: tuple[Capability, ...] = (
                     "test_conversation_over_acp[asyncio-claude-acp]",
                 )
             ),
-            **_open(
-                "no test asserts a known cost on this engine (the ledger test checks one "
-                "only where the agent reports one)",
-                ("codex-acp", "qwen"),
-            ),
             "gemini": Open(
                 "Gemini CLI reports tokens without their split: nothing is priced "
                 "(`cost_source` `unavailable`)"
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -169,9 +170,8 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "tests/engines/test_session_totals_e2e.py::"
                 "test_a_sessions_totals_are_what_the_server_served_across_a_resume"
                 "[asyncio-{e}]",
-                NINE,
+                ALL,
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -200,9 +200,8 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_structured_output_e2e.py::"
                 "test_the_answer_is_validated_into_the_model[asyncio-{e}]",
-                NINE,
+                ALL,
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -268,12 +267,11 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "tests/engines/test_session_totals_e2e.py::"
                 "test_a_sessions_totals_are_what_the_server_served_across_a_resume"
                 "[asyncio-{e}]",
-                ("qwen",),
+                ("qwen", "acp"),
             ),
             "gemini": Open(
                 "Gemini CLI keeps no session offline (`session/load` fails), so no test resumes one"
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
