@@ -88,6 +88,12 @@ NO_ACP_TEST = "no test runs the generic `acp` engine for this yet"
 COMPLIANCE = "tests/compliance/test_compliance.py::test_a_cancelled_turn_leaves_nothing_to_the_next"
 STEERING = "tests/engines/test_steering_e2e.py"
 STEERABLE = ("claude", "codex-app-server")
+FORK = (
+    "tests/engines/test_fork_e2e.py::"
+    "test_a_fork_goes_on_with_the_conversation_and_the_source_is_unchanged"
+)
+#: The agents that advertise no ACP ``session/fork``.
+CANNOT_FORK = ("gemini", "qwen")
 REFUSES_STEER = tuple(e for e in ENGINES if e not in STEERABLE)
 
 CAPABILITIES: tuple[Capability, ...] = (
@@ -276,18 +282,27 @@ CAPABILITIES: tuple[Capability, ...] = (
     ),
     Capability(
         "fork",
-        "`agentrun sessions fork`: a copy continued in a new agent session",
+        "`fork=True` (`agentrun sessions fork`): a copy continued in a new agent session, "
+        "the source unchanged",
         {
-            **_ids(
-                "tests/cli/test_sessions.py::"
-                "test_sessions_fork_continues_a_copy_in_a_new_session[{e}]",
-                ("claude", "codex-app-server"),
-            ),
-            **_open(
-                "forks through the agent (the library passes it on), but no test runs "
-                "a fork on this engine",
-                [e for e in ENGINES if e not in ("claude", "codex-app-server")],
-            ),
+            **{
+                e: Proven(
+                    (
+                        f"{FORK}[asyncio-{e}]",
+                        *(
+                            (
+                                "tests/cli/test_sessions.py::"
+                                f"test_sessions_fork_continues_a_copy_in_a_new_session[{e}]",
+                            )
+                            if e in ("claude", "codex-app-server")
+                            else ()
+                        ),
+                    )
+                )
+                for e in ENGINES
+                if e not in CANNOT_FORK
+            },
+            **{e: Cannot("ForkNotSupportedError", (f"{FORK}[asyncio-{e}]",)) for e in CANNOT_FORK},
         },
     ),
     Capability(
