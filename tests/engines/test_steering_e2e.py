@@ -80,11 +80,14 @@ async def test_engines_without_input_during_a_turn_refuse_at_once(
     name: str, tmp_path: Path
 ) -> None:
     require_engine({"opencode-acp": "opencode", "acp": "claude-acp"}.get(name, name))
-    async with ModelServer(Script.of("Hello.")) as server:
+    # The model takes its time, so the turn still runs when the wind-down acts: an ACP agent
+    # whose session is open answers a prompt in less than the tenth of a second otherwise.
+    slow = Script(turns=[ModelTurn.text("Hello.").model_copy(update={"delay_before": 2.0})])
+    async with ModelServer(slow) as server:
         engine, options = live_engine(name, server.url, tmp_path / "agent")
         async with engine.start(options) as session:
             assert not session.can_steer
-            # The wind-down acts a tenth of a second in, while the agent is still starting.
+            # The wind-down acts a tenth of a second in, while the turn runs.
             async with session.turn("hi", timeout=120, wind_down=119.9) as turn:
                 with pytest.raises(SteeringNotSupportedError) as caught:
                     await turn.steer(STEERED)
