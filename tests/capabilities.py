@@ -164,7 +164,7 @@ CAPABILITIES: tuple[Capability, ...] = (
             ),
             "gemini": Open(
                 "Gemini CLI reports tokens without their split: nothing is priced "
-                "(`cost_source` `unavailable`)"
+                "(`cost_source` `unavailable`, which the ledger test asserts)"
             ),
         },
     ),
