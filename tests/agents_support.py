@@ -8,6 +8,8 @@ Import from test modules (``tests/`` is on ``sys.path``)::
 * :func:`run_agent` - run an agent with stdin ``/dev/null``, an offline env and a cwd; returns
   an :class:`AgentRun` (exit code, parsed JSON lines, stderr, wall time).
 * ``claude_argv`` / ``opencode_run_argv`` / ``codex_exec_argv`` - the usual command lines.
+* :func:`live_engine` - :func:`agentrun.offline.embedded_engine`, plus the generic ``acp``
+  engine (claude-agent-acp given as a plain command, as the compliance suite runs it).
 * ``model_server`` - an async fixture with the default script (``from agents_support import
   model_server`` in the test module, then take ``model_server`` as an argument).
 """
@@ -25,15 +27,17 @@ from typing import Any
 import anyio
 import pytest
 
+from agentrun import Engine, SessionOptions
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun._wire.programs import INSTALL_HINT, resolve_binary
-from agentrun.offline import ModelServer, OfflineAgentConfig
+from agentrun.offline import ModelServer, OfflineAgentConfig, embedded_engine
 
 __all__ = [
     "AgentRun",
     "claude_argv",
     "codex_exec_argv",
     "descendants",
+    "live_engine",
     "model_server",
     "opencode_run_argv",
     "require_engine",
@@ -86,6 +90,26 @@ class AgentRun:
             f"argv={self.argv}\nexit={self.returncode} wall={self.wall:.2f}s\n"
             f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}"
         )
+
+
+#: The generic ``acp`` engine runs the agent of this preset, given as a plain command.
+GENERIC_ACP_AGENT = "claude-acp"
+
+
+def live_engine(
+    name: str, server_url: str, directory: Path, **options: Any
+) -> tuple[Engine, SessionOptions]:
+    """:func:`~agentrun.offline.embedded_engine` for ``name``; for ``"acp"``, the generic ACP
+    engine running :data:`GENERIC_ACP_AGENT`'s command line with that preset's options."""
+    from agentrun.engines.acp import AcpEngine
+
+    engine, session_options = embedded_engine(
+        GENERIC_ACP_AGENT if name == "acp" else name, server_url, directory, **options
+    )
+    if name == "acp":
+        assert isinstance(engine, AcpEngine)
+        engine = AcpEngine(engine.command_for(session_options))
+    return engine, session_options
 
 
 def _json_lines(text: str) -> list[dict[str, Any]]:

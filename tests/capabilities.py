@@ -5,6 +5,8 @@ Every (engine, capability) cell is one of
 * :class:`Proven` — test node ids that run that engine's real agent for that capability;
 * :class:`Cannot` — the engine cannot, and says so with a typed error (an
   :class:`agentrun.AgentrunError` subclass), and the node ids of the test that sees it raised;
+* :class:`Notice` — the engine cannot, the feature does what it can instead and says so in a
+  documented notice message (nothing fails), and the node ids of the test that sees the notice;
 * :class:`Open` — neither yet, with a one-line reason: the work that is left.
 
 ``python tests/capabilities.py`` prints the page, ``--write`` writes it.
@@ -50,11 +52,17 @@ class Cannot:
 
 
 @dataclass(frozen=True)
+class Notice:
+    subtype: str
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Open:
     reason: str
 
 
-Cell = Proven | Cannot | Open
+Cell = Proven | Cannot | Notice | Open
 
 
 @dataclass(frozen=True)
@@ -80,8 +88,13 @@ NO_ACP_TEST = "no test runs the generic `acp` engine for this yet"
 COMPLIANCE = "tests/compliance/test_compliance.py::test_a_cancelled_turn_leaves_nothing_to_the_next"
 STEERING = "tests/engines/test_steering_e2e.py"
 STEERABLE = ("claude", "codex-app-server")
-REFUSES_STEER = ("codex", "opencode", "opencode-acp")
-STEER_UNTESTED = tuple(e for e in ENGINES if e not in STEERABLE + REFUSES_STEER)
+FORK = (
+    "tests/engines/test_fork_e2e.py::"
+    "test_a_fork_goes_on_with_the_conversation_and_the_source_is_unchanged"
+)
+#: The agents that advertise no ACP ``session/fork``.
+CANNOT_FORK = ("gemini", "qwen")
+REFUSES_STEER = tuple(e for e in ENGINES if e not in STEERABLE)
 
 CAPABILITIES: tuple[Capability, ...] = (
     Capability(
@@ -103,7 +116,7 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_policies_e2e.py::"
                 "test_context_thresholds_through_a_real_agent[asyncio-{e}]",
-                ("claude", "opencode", "codex-app-server"),
+                ("claude", "opencode", "codex-app-server", "acp"),
             ),
             **_ids(
                 "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]",
@@ -112,7 +125,6 @@ CAPABILITIES: tuple[Capability, ...] = (
             "gemini": Open(
                 "no context fill read from Gemini CLI (the ACP facade test checks none is invented)"
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -122,9 +134,8 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_ledger_e2e.py::"
                 "test_a_turns_usage_is_what_the_server_served[asyncio-{e}]",
-                NINE,
+                ALL,
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -134,7 +145,16 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_usage_sources_e2e.py::"
                 "test_every_result_says_where_its_tokens_and_cost_came_from[asyncio-{e}]",
-                ("claude", "codex", "codex-app-server", "opencode", "opencode-acp"),
+                (
+                    "claude",
+                    "codex",
+                    "codex-app-server",
+                    "codex-acp",
+                    "opencode",
+                    "opencode-acp",
+                    "qwen",
+                    "acp",
+                ),
             ),
             "claude-acp": Proven(
                 (
@@ -142,16 +162,10 @@ CAPABILITIES: tuple[Capability, ...] = (
                     "test_conversation_over_acp[asyncio-claude-acp]",
                 )
             ),
-            **_open(
-                "no test asserts a known cost on this engine (the ledger test checks one "
-                "only where the agent reports one)",
-                ("codex-acp", "qwen"),
-            ),
             "gemini": Open(
                 "Gemini CLI reports tokens without their split: nothing is priced "
-                "(`cost_source` `unavailable`)"
+                "(`cost_source` `unavailable`, which the ledger test asserts)"
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -162,9 +176,8 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "tests/engines/test_session_totals_e2e.py::"
                 "test_a_sessions_totals_are_what_the_server_served_across_a_resume"
                 "[asyncio-{e}]",
-                NINE,
+                ALL,
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -193,9 +206,8 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_structured_output_e2e.py::"
                 "test_the_answer_is_validated_into_the_model[asyncio-{e}]",
-                NINE,
+                ALL,
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
@@ -217,11 +229,6 @@ CAPABILITIES: tuple[Capability, ...] = (
                 )
                 for e in REFUSES_STEER
             },
-            **_open(
-                "refuses with `SteeringNotSupportedError` (no input during a turn), "
-                "but no test runs it on this engine",
-                STEER_UNTESTED,
-            ),
         },
     ),
     Capability(
@@ -233,10 +240,16 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "[asyncio-{e}]",
                 STEERABLE,
             ),
-            **_open(
-                "takes no input during a turn: a wind-down is only a `wind_down` notice",
-                [e for e in ENGINES if e not in STEERABLE],
-            ),
+            **{
+                e: Notice(
+                    "wind_down",
+                    (
+                        f"{STEERING}::test_engines_without_input_during_a_turn_refuse_at_once"
+                        f"[asyncio-{e}]",
+                    ),
+                )
+                for e in REFUSES_STEER
+            },
         },
     ),
     Capability(
@@ -260,28 +273,36 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "tests/engines/test_session_totals_e2e.py::"
                 "test_a_sessions_totals_are_what_the_server_served_across_a_resume"
                 "[asyncio-{e}]",
-                ("qwen",),
+                ("qwen", "acp"),
             ),
             "gemini": Open(
                 "Gemini CLI keeps no session offline (`session/load` fails), so no test resumes one"
             ),
-            "acp": Open(NO_ACP_TEST),
         },
     ),
     Capability(
         "fork",
-        "`agentrun sessions fork`: a copy continued in a new agent session",
+        "`fork=True` (`agentrun sessions fork`): a copy continued in a new agent session, "
+        "the source unchanged",
         {
-            **_ids(
-                "tests/cli/test_sessions.py::"
-                "test_sessions_fork_continues_a_copy_in_a_new_session[{e}]",
-                ("claude", "codex-app-server"),
-            ),
-            **_open(
-                "forks through the agent (the library passes it on), but no test runs "
-                "a fork on this engine",
-                [e for e in ENGINES if e not in ("claude", "codex-app-server")],
-            ),
+            **{
+                e: Proven(
+                    (
+                        f"{FORK}[asyncio-{e}]",
+                        *(
+                            (
+                                "tests/cli/test_sessions.py::"
+                                f"test_sessions_fork_continues_a_copy_in_a_new_session[{e}]",
+                            )
+                            if e in ("claude", "codex-app-server")
+                            else ()
+                        ),
+                    )
+                )
+                for e in ENGINES
+                if e not in CANNOT_FORK
+            },
+            **{e: Cannot("ForkNotSupportedError", (f"{FORK}[asyncio-{e}]",)) for e in CANNOT_FORK},
         },
     ),
     Capability(
@@ -336,6 +357,8 @@ def _symbol(cell: Cell) -> str:
         return "✔"
     if isinstance(cell, Cannot):
         return f"cannot: `{cell.error}`"
+    if isinstance(cell, Notice):
+        return f"notice: `{cell.subtype}`"
     return "✗"
 
 
@@ -349,7 +372,12 @@ def _evidence(capability: Capability) -> list[str]:
         else:
             base = sorted({test.split("[", 1)[0] for test in cell.tests})
             tests = ", ".join(f"`{b}`" for b in base)
-            key = f"✔ {tests}" if isinstance(cell, Proven) else f"cannot: {tests}"
+            if isinstance(cell, Proven):
+                key = f"✔ {tests}"
+            elif isinstance(cell, Notice):
+                key = f"notice: {tests}"
+            else:
+                key = f"cannot: {tests}"
         groups.setdefault(key, []).append(engine)
     return [f"* {key} — {', '.join(engines)}" for key, engines in groups.items()]
 
@@ -372,6 +400,8 @@ def render() -> str:
         "* ✔ — a test runs that engine's real agent (against the embedded model server) for it",
         "* cannot: `Error` — the engine cannot, and says so at once with that typed error "
         "(a test sees it raised)",
+        "* notice: `subtype` — the engine cannot; the feature goes on without it and says so in a "
+        "`system` message of that subtype, nothing fails (a test sees the notice)",
         "* ✗ — not done or not tested yet; the reason is under Evidence",
         "",
         "| capability | " + " | ".join(f"`{e}`" for e in ENGINES) + " |",

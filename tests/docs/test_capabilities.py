@@ -3,7 +3,7 @@
 The page is what ``tests/capabilities.py`` renders; every node id a cell cites is collected by
 pytest (collection only: nothing runs), and names the cell's engine in its parameters; every typed
 cannot names an exported :class:`agentrun.AgentrunError` subclass the docs describe and the cited
-test checks for.
+test checks for; every notice names a message subtype the docs describe and the cited test reads.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from capabilities import CAPABILITIES, ENGINES, PAGE, REPO, Cannot, Open, render
+from capabilities import CAPABILITIES, ENGINES, PAGE, REPO, Cannot, Notice, Open, render
 
 import agentrun
 from agentrun.offline import EMBEDDED_ENGINES
@@ -92,3 +92,25 @@ def test_every_typed_cannot_is_a_documented_error_its_test_checks(error: str) ->
                 for test in cell.tests:
                     source = (REPO / test.split("::", 1)[0]).read_text(encoding="utf-8")
                     assert error in source, f"{test} never mentions {error}"
+
+
+@pytest.mark.parametrize(
+    "subtype",
+    sorted(
+        {
+            cell.subtype
+            for capability in CAPABILITIES
+            for cell in capability.cells.values()
+            if isinstance(cell, Notice)
+        }
+    ),
+)
+def test_every_notice_is_a_documented_message_its_test_reads(subtype: str) -> None:
+    docs = [p for p in (REPO / "docs").rglob("*.md") if p != PAGE]
+    assert any(f"`{subtype}`" in p.read_text(encoding="utf-8") for p in docs), subtype
+    for capability in CAPABILITIES:
+        for cell in capability.cells.values():
+            if isinstance(cell, Notice) and cell.subtype == subtype:
+                for test in cell.tests:
+                    source = (REPO / test.split("::", 1)[0]).read_text(encoding="utf-8")
+                    assert f'subtype == "{subtype}"' in source, f"{test} never reads {subtype}"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents_support import live_engine
 
 from agentrun import EngineUnavailableError, PriceCatalog, Usage, run_turn
 from agentrun._vocabulary.permissions import approve_all
@@ -59,6 +60,7 @@ ENGINES: dict[str, dict[str, Any]] = {
     "codex-acp": ASKS,
     "qwen": ASKS,
     "gemini": ASKS,
+    "acp": ASKS,
 }
 
 
@@ -131,7 +133,7 @@ async def test_a_turns_usage_is_what_the_server_served(
     workspace.mkdir()
     async with ModelServer(script) as server:
         try:
-            engine, options = embedded_engine(
+            engine, options = live_engine(
                 name, server.url, tmp_path / "agent", cwd=str(workspace), **ENGINES[name]
             )
         except EngineUnavailableError as exc:
@@ -196,7 +198,7 @@ async def test_a_turns_usage_is_what_the_server_served(
         ]
         assert matching, (side, entries)
         assert side.cost_usd == pytest.approx(matching[-1].cost()), (side, matching[-1])
-    if name == "claude-acp":
+    if name in ("claude-acp", "acp"):
         # The session's running cost counts the side calls too; the turn's cost is its own.
         assert side is not None
         assert summary.usage.cost_usd == pytest.approx(served.main.cost()), summary.usage

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from agents_support import require_engine
+from agents_support import live_engine, require_engine
 
 from agentrun import (
     Budget,
@@ -30,16 +30,16 @@ def _filled(cached: int) -> ScriptUsage:
     return ScriptUsage(input_tokens=10, cache_read_tokens=cached, output_tokens=5)
 
 
-@pytest.mark.parametrize("name", ["claude", "opencode", "codex-app-server"])
+@pytest.mark.parametrize("name", ["claude", "opencode", "codex-app-server", "acp"])
 async def test_context_thresholds_through_a_real_agent(name: str, tmp_path: Path) -> None:
-    require_engine({"codex-app-server": "codex"}.get(name, name))
+    require_engine({"codex-app-server": "codex", "acp": "claude-acp"}.get(name, name))
     # Every model call reports a context three quarters full (agents make side calls too, such
     # as titles: each gets the same answer). Fuller contexts make some agents compact on their
     # own, which is a different story.
     most = ModelTurn.text("Most.", usage=_filled(750_000)).model_copy(update={"repeat": 50})
     script = Script(turns=[most])
     async with ModelServer(script) as server:
-        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+        engine, options = live_engine(name, server.url, tmp_path / "agent")
         # Every agent's window is 1,000,000 here, whatever it would report or look up.
         options = options.model_copy(
             update={

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents_support import live_engine
 
 from agentrun import (
     EngineUnavailableError,
@@ -34,14 +35,13 @@ from agentrun.offline import (
     ModelTurn,
     Script,
     ScriptUsage,
-    embedded_engine,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
 ENGINES = [
     "claude", "codex", "codex-app-server", "opencode", "opencode-acp",
-    "claude-acp", "codex-acp", "qwen", "gemini",
+    "claude-acp", "codex-acp", "qwen", "gemini", "acp",
 ]  # fmt: skip
 #: Engines whose agent cannot resume offline (see tests/engines/test_accounting_e2e.py).
 NO_RESUME = {"gemini": "session/load fails offline"}
@@ -141,7 +141,7 @@ async def test_a_sessions_totals_are_what_the_server_served_across_a_resume(
     summaries: list[TurnSummary] = []
     async with ModelServer(script) as server:
         try:
-            engine, options = embedded_engine(
+            engine, options = live_engine(
                 name, server.url, tmp_path / "agent", cwd=str(workspace), journal=store
             )
         except EngineUnavailableError as exc:
@@ -161,7 +161,7 @@ async def test_a_sessions_totals_are_what_the_server_served_across_a_resume(
             return
         # A new Session object, as a new process would make it: it goes on with the journal.
         continuing = JsonlSessionStore(store.directory, journal_id=journal_id)
-        engine, options = embedded_engine(
+        engine, options = live_engine(
             name, server.url, tmp_path / "agent", cwd=str(workspace), resume_id=resume_id,
             journal=continuing,
         )  # fmt: skip

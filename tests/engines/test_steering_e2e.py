@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agents_support import require_engine
+from agents_support import live_engine, require_engine
 
 from agentrun import Message, MessageType, SteeringNotSupportedError, UsageError, WindDown, run_turn
 from agentrun.offline import (
@@ -62,16 +62,32 @@ async def test_a_steer_while_a_tool_runs_reaches_the_next_model_request(
     assert summary.text == "Done, and purple."
 
 
-@pytest.mark.parametrize("name", ["codex", "opencode", "opencode-acp"])
+#: The engines whose agent takes no input while a turn runs.
+REFUSES_STEER = (
+    "codex",
+    "opencode",
+    "opencode-acp",
+    "claude-acp",
+    "codex-acp",
+    "gemini",
+    "qwen",
+    "acp",
+)
+
+
+@pytest.mark.parametrize("name", REFUSES_STEER)
 async def test_engines_without_input_during_a_turn_refuse_at_once(
     name: str, tmp_path: Path
 ) -> None:
-    require_engine({"opencode-acp": "opencode"}.get(name, name))
-    async with ModelServer(Script.of("Hello.")) as server:
-        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+    require_engine({"opencode-acp": "opencode", "acp": "claude-acp"}.get(name, name))
+    # The model takes its time, so the turn still runs when the wind-down acts: an ACP agent
+    # whose session is open answers a prompt in less than the tenth of a second otherwise.
+    slow = Script(turns=[ModelTurn.text("Hello.").model_copy(update={"delay_before": 2.0})])
+    async with ModelServer(slow) as server:
+        engine, options = live_engine(name, server.url, tmp_path / "agent")
         async with engine.start(options) as session:
             assert not session.can_steer
-            # The wind-down acts a tenth of a second in, while the agent is still starting.
+            # The wind-down acts a tenth of a second in, while the turn runs.
             async with session.turn("hi", timeout=120, wind_down=119.9) as turn:
                 with pytest.raises(SteeringNotSupportedError) as caught:
                     await turn.steer(STEERED)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents_support import require_engine
+from agents_support import live_engine, require_engine
 from pydantic import BaseModel
 
 from agentrun import EngineUnavailableError, OutputValidationError, Turn, run_turn
@@ -32,6 +32,7 @@ ENGINES = [
     "codex-acp",
     "qwen",
     "gemini",
+    "acp",
 ]
 
 
@@ -49,7 +50,7 @@ def _engine(name: str, url: str, home: Path) -> tuple[Any, Any]:
     if name in {"claude", "codex", "codex-app-server", "opencode", "opencode-acp"}:
         require_engine(_program(name))
     try:
-        return embedded_engine(name, url, home)
+        return live_engine(name, url, home)
     except EngineUnavailableError as exc:
         pytest.skip(str(exc))
 

@@ -1,8 +1,9 @@
 """Where a turn's tokens and cost came from, on the real pinned agents, offline.
 
-Claude Code and OpenCode report a cost; Codex reports tokens only, so the library estimates the
-cost from the price catalog (here a file in ``$AGENTRUN_PRICE_CATALOG`` that prices the offline
-model); an ACP agent's session cost is differenced per turn.
+Claude Code and OpenCode report a cost; Codex (also over ACP) and Qwen Code report tokens only,
+so the library estimates the cost from the price catalog (here a file in
+``$AGENTRUN_PRICE_CATALOG`` that prices the offline model); an ACP agent's session cost is
+differenced per turn.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from agents_support import require_engine
+from agents_support import live_engine, require_engine
 
 from agentrun import TurnSummary, Usage, run_turn
-from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
@@ -28,6 +29,11 @@ EXPECTED = {
     "opencode-acp": ("last_call", "derived"),
     "codex": ("reported", "estimated"),
     "codex-app-server": ("reported", "estimated"),
+    # Codex over ACP and Qwen Code report a turn's tokens and no cost: priced from the catalog.
+    "codex-acp": ("reported", "estimated"),
+    "qwen": ("reported", "estimated"),
+    # claude-agent-acp as a plain command: its session's running cost, differenced per turn.
+    "acp": ("reported", "derived"),
 }
 
 
@@ -44,7 +50,11 @@ def _priced(usage: Usage) -> float:
 async def test_every_result_says_where_its_tokens_and_cost_came_from(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_engine({"codex-app-server": "codex", "opencode-acp": "opencode"}.get(name, name))
+    require_engine(
+        {"codex-app-server": "codex", "opencode-acp": "opencode", "acp": "claude-acp"}.get(
+            name, name
+        )
+    )
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"models": {"fake-model": PRICES}}))
     monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
@@ -52,7 +62,7 @@ async def test_every_result_says_where_its_tokens_and_cost_came_from(
     # Agents make side calls too (titles): each gets the same answer.
     answer = ModelTurn.text("Priced.", usage=usage).model_copy(update={"repeat": 20})
     async with ModelServer(Script(turns=[answer])) as server:
-        engine, options = embedded_engine(name, server.url, tmp_path / "agent")
+        engine, options = live_engine(name, server.url, tmp_path / "agent")
         summaries: list[TurnSummary] = []
         async with engine.start(options) as session:
             summaries.append(await run_turn(session, "one", timeout=120))
