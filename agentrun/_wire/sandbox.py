@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,7 @@ INSIDE_DIR = "/run/agentrun"
 _RELAY = Path(__file__).with_name("_sandbox_relay.py")
 _PROBE_TIMEOUT = 10.0
 _PODMAN_PROBE_TIMEOUT = 60.0
+_PODMAN_PROBE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -189,7 +191,8 @@ def podman_unavailable() -> str | None:
     """Why a podman sandbox cannot be had here (``None``: it can). Probed once: a real
     ``podman run`` of ``true`` on an empty root with the host's system mounted, in private
     storage, with the default runtime and then ``runc``."""
-    return _podman_setup()[1]
+    with _PODMAN_PROBE_LOCK:  # two first starts in threads make one probe
+        return _podman_setup()[1]
 
 
 def _install_roots(path: str) -> list[str]:
