@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 ENGINES_STAMP := engines/node_modules/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install engines sandbox harbor chromium lint typecheck pytest compliance bench record compat clean
+.PHONY: demo test install engines sandbox podman harbor chromium lint typecheck pytest compliance bench record compat clean
 
 demo: $(STAMP) $(ENGINES_STAMP)
 	$(BIN)/agentrun run
@@ -49,6 +49,18 @@ sandbox:
 		echo "note: bubblewrap could not be installed; its tests will be skipped"; \
 	else echo "note: install bubblewrap (bwrap) for the tests of Codex's sandboxed commands"; fi
 
+# Sandbox(backend="podman") runs agents in a podman container (docs/sandbox.md); runc too, as
+# crun refuses hybrid cgroup hierarchies. Installed when missing and we are root with apt-get,
+# else its tests skip, saying why.
+podman:
+	@if command -v podman >/dev/null 2>&1 && command -v runc >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing podman and runc (the container sandbox)"; \
+		(apt-get install -y -qq podman runc >/dev/null 2>&1 || \
+		 (apt-get update -qq && apt-get install -y -qq podman runc)) >/dev/null || \
+		echo "note: podman could not be installed; its tests will be skipped"; \
+	else echo "note: install podman (and runc) for the tests of the container sandbox"; fi
+
 # Harbor's own ATIF models check the library's trajectories (tests/harbor_support.py). Harbor
 # needs Python >= 3.12: where one is here (on PATH or under pyenv), it gets a virtualenv of its
 # own in .venv-harbor with Harbor and pydantic only (Harbor's trajectory models need no more);
@@ -70,7 +82,7 @@ $(HARBOR_STAMP):
 # four): most of a test with a real agent is spent waiting on the agent, so workers overlap
 # well even on two CPUs. A docs page's blocks share a worker (they build on each other).
 PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadgroup
-pytest: $(STAMP) $(ENGINES_STAMP) sandbox harbor chromium
+pytest: $(STAMP) $(ENGINES_STAMP) sandbox podman harbor chromium
 	$(if $(wildcard $(HARBOR_STAMP)),AGENTRUN_HARBOR_PYTHON=$(CURDIR)/$(HARBOR)/bin/python) \
 		$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 

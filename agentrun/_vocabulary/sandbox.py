@@ -1,12 +1,12 @@
 """The sandbox a session's agent runs in: :class:`Sandbox`, the value of ``SessionOptions.sandbox``.
 
-The value says *what* the agent may touch; a backend makes it so. Today's backend is bubblewrap
-(Linux): the agent program and every process it starts run in fresh user, mount, PID, network,
-IPC, UTS and cgroup namespaces (``agentrun._wire.sandbox``). The same value is meant for a
-container backend (``backend="podman"`` / ``"docker"``, see ``docs/sandbox.md``), which is not
-built yet: asking for it raises :class:`~agentrun.EngineUnavailableError` when the session
-starts, as does a bubblewrap sandbox that cannot be had here. A session never runs unsandboxed
-when a sandbox was asked for.
+The value says *what* the agent may touch; a backend makes it so. The default backend is
+bubblewrap (Linux): the agent program and every process it starts run in fresh user, mount, PID,
+network, IPC, UTS and cgroup namespaces (``agentrun._wire.sandbox``). ``backend="podman"`` runs
+the same value in a podman container (see ``docs/sandbox.md``); ``"docker"`` is designed, not
+built. A backend that cannot run here, or is not built, raises
+:class:`~agentrun.EngineUnavailableError` when the session starts, saying why. A session never
+runs unsandboxed when a sandbox was asked for.
 """
 
 from __future__ import annotations

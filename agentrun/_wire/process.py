@@ -404,6 +404,8 @@ class AgentProcess:
             if killed:
                 _log.info("pid %d: stopped %d descendants outside its process group", pid, killed)
             if self._sandbox is not None:
+                # A container outlives its client (podman's): removed by name.
+                await self._sandbox.stop()
                 # bwrap exits as soon as the program does, while the sandbox's PID 1 (which
                 # carries the token too) may still be ending the rest: wait until all is gone.
                 while await process_tree.tree_alive(self._tree_token, pid):

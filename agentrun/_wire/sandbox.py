@@ -17,10 +17,19 @@ proxy to the listed hosts only, and ``HTTPS_PROXY`` / ``HTTP_PROXY`` inside poin
 The environment: bubblewrap's own PID 1 inside the sandbox keeps the environment bwrap was
 started with, readable in ``/proc/1/environ``; so bwrap is started with exactly the agent's
 environment and no argument carries a value of it.
+
+``Sandbox(backend="podman")`` runs the same layout in a podman container (:func:`podman_argv`):
+the host's system directories as read-only volumes on an empty root of the run's own (no
+image), the same paths inside, ``--network none`` and the same relay. Podman keeps its state
+(``--root``, ``--runroot``, ``--tmpdir``, a ``containers.conf``) in a private directory of this
+process, never in the system's storage. The agent's environment reaches the container through
+a private ``--env-file``; the container is removed by name when the session closes
+(:meth:`SandboxRun.stop`), since signals to the local process group reach only podman's client.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -28,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +57,8 @@ __all__ = [
     "SandboxRun",
     "bwrap_argv",
     "check_sandbox",
+    "podman_argv",
+    "podman_unavailable",
     "sandbox_unavailable",
 ]
 
@@ -56,6 +68,8 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 INSIDE_DIR = "/run/agentrun"
 _RELAY = Path(__file__).with_name("_sandbox_relay.py")
 _PROBE_TIMEOUT = 10.0
+_PODMAN_PROBE_TIMEOUT = 60.0
+_PODMAN_PROBE_LOCK = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,6 +102,97 @@ def sandbox_unavailable() -> str | None:
             "(sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)"
         )
     return None
+
+
+@dataclass(frozen=True)
+class PodmanSetup:
+    """How podman is run here: the program, its global options (private state, the runtime
+    that works on this machine) and the environment of its client."""
+
+    podman: str
+    options: tuple[str, ...]
+    env: Mapping[str, str]
+
+
+def _empty_root(directory: str) -> str:
+    """An empty container root with the host's top-level symlinks (``/bin -> usr/bin``...)."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    for system in SYSTEM_PATHS:
+        if os.path.islink(system):
+            link = os.path.join(directory, system.lstrip("/"))
+            if not os.path.lexists(link):
+                os.symlink(os.readlink(system), link)
+    return directory
+
+
+def _podman_attempt(setup: PodmanSetup, root: str) -> str | None:
+    true = shutil.which("true") or "/bin/true"
+    volumes = [f"{p}:{p}:ro" for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
+    argv = [setup.podman, *setup.options, "run", "--rm", "--network", "none"]
+    for volume in volumes:
+        argv += ["--volume", volume]
+    argv += ["--rootfs", root, true]
+    try:
+        done = subprocess.run(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=dict(setup.env),
+            timeout=_PODMAN_PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"podman could not be run ({exc})"
+    if done.returncode == 0:
+        return None
+    said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return said[-1][-300:] if said else f"exit {done.returncode}"
+
+
+@functools.lru_cache(maxsize=1)
+def _podman_setup() -> tuple[PodmanSetup | None, str | None]:
+    if not sys.platform.startswith("linux"):
+        return None, f"containers need Linux here (this is {sys.platform})"
+    podman = shutil.which("podman")
+    if podman is None:
+        return None, "podman is not installed (apt install podman)"
+    state = tempfile.mkdtemp(prefix="agentrun-podman-")
+    atexit.register(shutil.rmtree, state, True)
+    conf = os.path.join(state, "containers.conf")
+    # No default rlimits: podman's (1048576 open files) need CAP_SYS_RESOURCE to set.
+    Path(conf).write_text("[containers]\ndefault_ulimits = []\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"), "CONTAINERS_CONF": conf}
+    for name in ("HOME", "XDG_RUNTIME_DIR"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    options = [
+        *("--root", os.path.join(state, "storage"), "--runroot", os.path.join(state, "run")),
+        *("--tmpdir", os.path.join(state, "tmp"), "--storage-driver", "vfs"),
+        *("--cgroup-manager", "cgroupfs", "--events-backend", "file"),
+    ]
+    runtimes: list[tuple[str, ...]] = [()]
+    runc = shutil.which("runc")
+    if runc is not None:
+        # crun refuses hybrid cgroup hierarchies (v1 with controllers on v2); runc does not.
+        runtimes.append(("--runtime", runc))
+    root = _empty_root(os.path.join(state, "probe-root"))
+    failures: list[str] = []
+    for runtime in runtimes:
+        setup = PodmanSetup(podman=podman, options=(*options, *runtime), env=env)
+        failed = _podman_attempt(setup, root)
+        if failed is None:
+            return setup, None
+        failures.append(f"{' '.join(runtime) or 'the default runtime'}: {failed}")
+    return None, "podman cannot run a container here (" + "; ".join(failures) + ")"
+
+
+def podman_unavailable() -> str | None:
+    """Why a podman sandbox cannot be had here (``None``: it can). Probed once: a real
+    ``podman run`` of ``true`` on an empty root with the host's system mounted, in private
+    storage, with the default runtime and then ``runc``."""
+    with _PODMAN_PROBE_LOCK:  # two first starts in threads make one probe
+        return _podman_setup()[1]
 
 
 def _install_roots(path: str) -> list[str]:
@@ -198,6 +303,51 @@ def bwrap_argv(layout: SandboxLayout, bwrap: str = "bwrap") -> list[str]:
     return args
 
 
+def podman_argv(
+    layout: SandboxLayout, setup: PodmanSetup, name: str, env_file: str, root: str
+) -> list[str]:
+    """The podman command line that runs ``layout.argv`` in a container named ``name``, on the
+    empty root ``root``, with the environment of ``env_file`` (no value on the command line)."""
+    args = [setup.podman, *setup.options, "run", "--rm", "--interactive", "--init"]
+    args += ["--name", name, "--hostname", "agentrun-sandbox", "--network", "none"]
+    args += ["--detach-keys", "", "--log-driver", "none", "--env-file", env_file]
+    args += ["--read-only", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    args += ["--cap-drop", "all", "--security-opt", "no-new-privileges"]
+    args += ["--user", f"{os.getuid()}:{os.getgid()}"]
+    if os.getuid() != 0:
+        args += ["--userns", "keep-id"]
+    volumes = [f"{p}:{p}:ro" for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
+    volumes += [f"{path}:{path}:ro" for path in layout.read_only]
+    if layout.routes:
+        volumes += [f"{r}:{r}:ro" for r in layout.python_roots]
+    if layout.run_dir is not None:
+        volumes.append(f"{layout.run_dir}:{INSIDE_DIR}:ro")
+    volumes += [f"{p}:{p}:rw" for p in dict.fromkeys((layout.home, layout.cwd, *layout.read_write))]
+    for volume in volumes:
+        args += ["--volume", volume]
+    args += ["--workdir", layout.cwd, "--rootfs", root]
+    if layout.routes:
+        args += [layout.python, "-I", "-S", f"{INSIDE_DIR}/relay.py"]
+        args += [f"{port}={path}" for port, path in sorted(layout.routes.items())]
+        args.append("--")
+    args += layout.argv
+    return args
+
+
+def _env_file_text(env: Mapping[str, str], engine: str | None) -> str:
+    lines: list[str] = []
+    for key, value in env.items():
+        if not key or "=" in key or any(c in key + value for c in "\n\r\0"):
+            raise ConfigurationError(
+                f"environment variable {key!r} cannot be passed into a container "
+                "(a line break or NUL in its name or value)",
+                option="sandbox",
+                engine=engine,
+            )
+        lines.append(f"{key}={value}\n")
+    return "".join(lines)
+
+
 def _existing(what: str, path: str, engine: str | None) -> str:
     if not os.path.exists(path):
         raise ConfigurationError(
@@ -229,17 +379,20 @@ class SandboxRun:
         self._dir: str | None = None
         self._listeners: list[tuple[anyio.abc.SocketListener, int]] = []
         self._gate: anyio.abc.SocketListener | None = None
+        #: The container's own directory (its empty root, its env file), podman only.
+        self._container_dir: str | None = None
+        self._container: str | None = None
 
     def _unavailable(self, why: str) -> EngineUnavailableError:
         return EngineUnavailableError(f"no sandbox: {why}", engine=self.engine)
 
     def _layout(self) -> SandboxLayout:
         sandbox = self.sandbox
-        if sandbox.backend != "bubblewrap":
+        if sandbox.backend == "docker":
             raise self._unavailable(
-                f"the {sandbox.backend} backend is designed (docs/sandbox.md) but not built yet"
+                "the docker backend is designed (docs/sandbox.md) but not built yet"
             )
-        why = sandbox_unavailable()
+        why = sandbox_unavailable() if sandbox.backend == "bubblewrap" else podman_unavailable()
         if why is not None:
             raise self._unavailable(why)
         cwd = _existing("workspace", self._cwd or os.getcwd(), self.engine)
@@ -296,9 +449,18 @@ class SandboxRun:
         environment to start (raises :class:`EngineUnavailableError` when no sandbox can be had,
         :class:`ConfigurationError` for a path that does not exist)."""
         layout = await anyio.to_thread.run_sync(self._layout)
+        podman = self.sandbox.backend == "podman"
         bwrap = shutil.which("bwrap")
-        if bwrap is None:  # removed since the probe
+        if bwrap is None and not podman:  # removed since the probe
             raise self._unavailable("bubblewrap ('bwrap') is not installed")
+        if podman:
+            for path in (layout.cwd, layout.home, *layout.read_write, *layout.read_only):
+                if ":" in path:
+                    raise ConfigurationError(
+                        f"a path with ':' cannot be a container volume: {path!r}",
+                        option="sandbox",
+                        engine=self.engine,
+                    )
         routes: dict[int, str] = {}
         binds: list[str] = []
         extra_env: dict[str, str] = {}
@@ -338,7 +500,46 @@ class SandboxRun:
         )
         env = {**self._env, "TMPDIR": "/tmp", **extra_env}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-        return bwrap_argv(layout, bwrap), env
+        if bwrap is not None and not podman:
+            return bwrap_argv(layout, bwrap), env
+        return await self._podman_start(layout, env)
+
+    async def _podman_start(
+        self, layout: SandboxLayout, env: Mapping[str, str]
+    ) -> tuple[list[str], dict[str, str]]:
+        setup = _podman_setup()[0]
+        if setup is None:  # the probe said yes before
+            raise self._unavailable(podman_unavailable() or "podman is not available")
+        try:
+            text = _env_file_text(env, self.engine)
+            self._container_dir = tempfile.mkdtemp(prefix="agentrun-container-")
+            root = _empty_root(os.path.join(self._container_dir, "root"))
+            env_file = os.path.join(self._container_dir, "env")
+            descriptor = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except BaseException:
+            await self.aclose()
+            raise
+        self._container = f"agentrun-{self.engine or 'agent'}-{os.urandom(6).hex()}"
+        return podman_argv(layout, setup, self._container, env_file, root), dict(setup.env)
+
+    async def stop(self) -> None:
+        """Remove the run's container, if any (a no-op for bubblewrap: stopping the process
+        group stops it). Podman's client is only a client: its end leaves the container."""
+        name, self._container = self._container, None
+        setup = _podman_setup()[0] if name is not None else None
+        if name is None or setup is None:
+            return
+        with anyio.move_on_after(_PODMAN_PROBE_TIMEOUT, shield=True):
+            await anyio.run_process(
+                [setup.podman, *setup.options, "rm", "--force", "--ignore", "--time", "0", name],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                check=False,
+                env=dict(setup.env),
+            )
 
     async def serve(self, task_group: anyio.abc.TaskGroup) -> None:
         """Serve the host side of every host port (in ``task_group``, until closed)."""
@@ -371,9 +572,11 @@ class SandboxRun:
         for listener, _ in listeners:
             with contextlib.suppress(OSError, anyio.ClosedResourceError):
                 await listener.aclose()
-        run_dir, self._dir = self._dir, None
-        if run_dir is not None:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        await self.stop()
+        for directory in (self._dir, self._container_dir):
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+        self._dir = self._container_dir = None
 
 
 async def check_sandbox(

@@ -5,7 +5,8 @@ a planted file beside the workspace, write to the caller's home and to the host'
 a listener this test runs on the host's loopback, print its environment (and that of the
 sandbox's PID 1), signal a process of the host, and leave a background process. Each attempt
 fails inside, or stays inside; the workspace edit and the model calls work; and the host shows
-no trace. The engines are those of ``AGENTRUN_COMPLIANCE_ENGINES`` (default: all ten).
+no trace. The engines are those of ``AGENTRUN_COMPLIANCE_ENGINES`` (default: all ten); each
+runs under bubblewrap and, where podman runs here, in a podman container.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import anyio
 import anyio.abc
 import pytest
 
-from agentrun import TurnSummary
-from agentrun._wire.sandbox import sandbox_unavailable
+from agentrun import SandboxBackend, TurnSummary
+from agentrun._wire.sandbox import podman_unavailable, sandbox_unavailable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
@@ -49,6 +50,7 @@ cat '{secret_file}' >/dev/null 2>&1 && echo READ-ESCAPED || echo READ-BLOCKED
 (echo x > '{tmp_file}') 2>/dev/null && echo TMP-WRITTEN || echo TMP-BLOCKED
 (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo NET-ESCAPED || echo NET-BLOCKED
 kill -9 {victim} 2>/dev/null && echo KILL-ESCAPED || echo KILL-BLOCKED
+echo "PID1=$(tr '\\0' ' ' < /proc/1/cmdline)"
 echo ENV-BEGIN; env; tr '\\0' '\\n' < /proc/1/environ; echo ENV-END
 setsid sleep {linger} >/dev/null 2>&1 < /dev/null &
 echo edited > edited.txt && echo EDIT-DONE
@@ -84,10 +86,11 @@ async def _run_sandboxed(
     tmp_path: Path,
     listener: anyio.abc.Listener[anyio.abc.SocketStream],
     record: Any,
+    backend: SandboxBackend = "bubblewrap",
 ) -> tuple[TurnSummary, str]:
     """One turn of ``name``'s agent, sandboxed, against ``script``; the turn and every request
     body the model server received."""
-    from agentrun import EngineUnavailableError, run_turn
+    from agentrun import EngineUnavailableError, Sandbox, run_turn
     from agentrun.engines.acp import AcpEngine
     from agentrun.offline import ModelServer, embedded_engine
 
@@ -101,7 +104,7 @@ async def _run_sandboxed(
                 tmp_path / "agent",
                 cwd=str(workspace),
                 hitl=False,
-                sandbox=True,
+                sandbox=Sandbox(backend=backend),
             )
         except EngineUnavailableError as exc:
             pytest.skip(str(exc))
@@ -120,13 +123,14 @@ async def _run_sandboxed(
     return turn, _sent_to_model(server)
 
 
+@pytest.mark.parametrize("backend", ["bubblewrap", "podman"])
 @pytest.mark.parametrize("name", _engines())
 async def test_a_sandboxed_agent_cannot_get_out(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    name: str, backend: SandboxBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agentrun.offline import ModelTurn, Script, TextBlock, ToolCallBlock
 
-    why = sandbox_unavailable()
+    why = sandbox_unavailable() if backend == "bubblewrap" else podman_unavailable()
     if why is not None:
         pytest.skip(why)
     token = uuid.uuid4().hex[:12]
@@ -163,7 +167,9 @@ async def test_a_sandboxed_agent_cannot_get_out(
             ],
             exhausted_text=DONE,
         )
-        turn, seen = await _run_sandboxed(name, script, workspace, tmp_path, listener, record)
+        turn, seen = await _run_sandboxed(
+            name, script, workspace, tmp_path, listener, record, backend
+        )
         assert turn.ok, turn.errors
         assert DONE in turn.text
         # What the tool printed went back to the model: every attempt was tried and failed.
@@ -172,6 +178,8 @@ async def test_a_sandboxed_agent_cannot_get_out(
                 f"{marker} missing from what the agent sent back: {_around(seen)}"
             )
         assert "ENV-BEGIN" in seen and "ENV-END" in seen
+        if backend == "podman":  # the container's init (--init) is the agent's PID 1
+            assert "PID1=/run/podman-init" in seen, _around(seen)
         assert "-ESCAPED" not in seen
         assert secret_value not in seen, "the caller's environment or a planted file leaked"
         # The host: the workspace edit is there, nothing else is.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import uuid
 from pathlib import Path
@@ -12,15 +13,35 @@ import anyio.abc
 import pytest
 
 import agentrun._wire.sandbox as sandbox_module
-from agentrun import ConfigurationError, EngineUnavailableError, Sandbox, SessionOptions
+from agentrun import (
+    ConfigurationError,
+    EngineUnavailableError,
+    Sandbox,
+    SandboxBackend,
+    SessionOptions,
+)
 from agentrun._wire.process import ProcessSpec, open_process
-from agentrun._wire.sandbox import INSIDE_DIR, SandboxLayout, bwrap_argv, sandbox_unavailable
+from agentrun._wire.sandbox import (
+    INSIDE_DIR,
+    SandboxLayout,
+    bwrap_argv,
+    podman_unavailable,
+    sandbox_unavailable,
+)
 
 pytestmark = pytest.mark.anyio
 
 needs_bwrap = pytest.mark.skipif(
     sandbox_unavailable() is not None, reason=f"no sandbox here: {sandbox_unavailable()}"
 )
+needs_podman = pytest.mark.skipif(
+    podman_unavailable() is not None, reason=f"no podman here: {podman_unavailable()}"
+)
+#: Each backend, skipped (with the probe's reason) where it cannot run.
+BACKENDS = [
+    pytest.param("bubblewrap", marks=needs_bwrap),
+    pytest.param("podman", marks=needs_podman),
+]
 
 
 # -- the value -------------------------------------------------------------------------------
@@ -174,7 +195,7 @@ async def test_no_sandbox_means_no_start(monkeypatch: pytest.MonkeyPatch, tmp_pa
 @pytest.mark.parametrize(
     ("sandbox", "error", "words"),
     [
-        (Sandbox(backend="podman"), EngineUnavailableError, "podman backend"),
+        (Sandbox(backend="docker"), EngineUnavailableError, "docker backend"),
         (Sandbox(read_write=("/nonexistent/agentrun",)), ConfigurationError, "does not exist"),
         (Sandbox(read_only=("/nonexistent/agentrun",)), ConfigurationError, "does not exist"),
         (Sandbox(home="/nonexistent/agentrun"), ConfigurationError, "does not exist"),
@@ -207,9 +228,9 @@ async def _run(spec: ProcessSpec) -> tuple[int, str]:
     return code, b"\n".join(lines).decode()
 
 
-@needs_bwrap
+@pytest.mark.parametrize("backend", BACKENDS)
 async def test_the_environment_is_the_agents_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    backend: SandboxBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not the caller's — neither the program's nor bubblewrap's own PID 1's."""
     secret = f"caller-secret-{uuid.uuid4().hex}"
@@ -224,14 +245,16 @@ async def test_the_environment_is_the_agents_only(
         ),
         cwd=str(tmp_path),
         env={"HOME": str(home), "AGENT_SETTING": "on"},
-        sandbox=Sandbox(),
+        sandbox=Sandbox(backend=backend),
     )
     code, out = await _run(spec)
     assert code == 0, out
     assert "AGENT_SETTING=on" in out
     assert secret not in out
     # A PID namespace of its own: the program is not the host's pid.
-    assert "pid=2" in out or "pid=3" in out
+    # (bwrap's PID 1 and the program; podman's init, its runtime's helpers, the program.)
+    pid = re.search(r"^pid=(\d+)$", out, re.MULTILINE)
+    assert pid is not None and int(pid.group(1)) <= 10, out
     # No capability, even when the caller is root (bwrap then makes no user namespace).
     assert "CapEff:\t0000000000000000" in out, out
 
@@ -381,3 +404,85 @@ head -n1 <&3
     assert lines[3] == "HTTP/1.1 200 Connection established"
     assert lines[4:] == ["pong", "DIRECT-BLOCKED"]
     assert served == [b"ping\n"]
+
+
+# -- the podman backend ----------------------------------------------------------------------
+
+
+def test_without_podman_the_probe_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = sandbox_module.shutil.which
+    monkeypatch.setattr(
+        sandbox_module.shutil,
+        "which",
+        lambda name, *a, **k: None if name == "podman" else real_which(name, *a, **k),  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
+    )
+    sandbox_module._podman_setup.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    try:
+        assert podman_unavailable() == "podman is not installed (apt install podman)"
+    finally:
+        sandbox_module._podman_setup.cache_clear()  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_podman_sandbox_that_cannot_be_had_fails_with_the_probes_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sandbox_module, "podman_unavailable", lambda: "storage fails here")
+    marker = tmp_path / "ran"
+    spec = ProcessSpec(
+        argv=("sh", "-c", f"touch {marker}"),
+        cwd=str(tmp_path),
+        env={"HOME": str(tmp_path)},
+        sandbox=Sandbox(backend="podman"),
+    )
+    with pytest.raises(EngineUnavailableError, match="storage fails here"):
+        async with open_process(spec):
+            pass
+    assert not marker.exists()
+
+
+@needs_podman
+async def test_a_value_podman_cannot_carry_fails_the_start(tmp_path: Path) -> None:
+    """An env file has one variable a line: a line break in a value is refused, not split."""
+    marker = tmp_path / "ran"
+    spec = ProcessSpec(
+        argv=("sh", "-c", f"touch {marker}"),
+        cwd=str(tmp_path),
+        env={"HOME": str(tmp_path), "TWO_LINES": "a\nINJECTED=1"},
+        sandbox=Sandbox(backend="podman"),
+    )
+    with pytest.raises(ConfigurationError, match="TWO_LINES"):
+        async with open_process(spec):
+            pass
+    assert not marker.exists()
+
+
+def _running(command_end: bytes) -> bool:
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().endswith(command_end):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@needs_podman
+async def test_closing_removes_a_container_whose_program_ignores_signals(tmp_path: Path) -> None:
+    """Killing podman's client leaves its container running: closing removes it by name."""
+    home = tmp_path / "home"
+    home.mkdir()
+    linger = f"3000.{uuid.uuid4().int % 10**9:09d}"
+    spec = ProcessSpec(
+        argv=("sh", "-c", f"trap '' TERM INT HUP; echo started; exec sleep {linger}"),
+        cwd=str(tmp_path),
+        env={"HOME": str(home)},
+        sandbox=Sandbox(backend="podman"),
+        close_stdin_timeout=0.2,
+        terminate_timeout=0.2,
+    )
+    async with open_process(spec) as proc:
+        async for line in proc.lines():
+            if line == b"started":
+                break
+        assert _running(f"sleep\0{linger}\0".encode())
+    assert not _running(f"sleep\0{linger}\0".encode()), "the container outlived the session"
