@@ -365,11 +365,13 @@ def workspace_changes(before: WorkspaceSnapshot, root: Path | None = None) -> Fi
     modified = sorted(p for p in old.keys() & new.keys() if old[p] != new[p])
     deleted = sorted(set(old) - set(new))
     total = len(added) + len(modified) + len(deleted)
+    # Over the bound, the files the run edited are listed first, then those it made.
     room = MAX_LISTED_CHANGES
-    listed: list[list[str]] = []
-    for paths in (added, modified, deleted):
-        listed.append(paths[:room])
-        room -= len(listed[-1])
+    kept: dict[str, list[str]] = {}
+    for name, paths in (("modified", modified), ("added", added), ("deleted", deleted)):
+        kept[name] = paths[:room]
+        room -= len(kept[name])
+    listed = [kept["added"], kept["modified"], kept["deleted"]]
     diffs: list[FileDiff] = []
     budget = MAX_DIFFS_JSON_CHARS
     statuses: tuple[tuple[Literal["added", "modified"], list[str]], ...] = (
@@ -427,11 +429,14 @@ def _file_diff(
         tofile=f"b/{path}",
     )
     text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-    limit = min(MAX_DIFF_CHARS, budget)
-    if len(text) > limit:
-        more = len(text[limit:].encode("utf-8"))
-        return FileDiff(path=path, status=status, diff=text[:limit], more_bytes=more)
-    return FileDiff(path=path, status=status, diff=text)
+    cut = text[:MAX_DIFF_CHARS]
+    # The run's budget counts the diff as JSON writes it (a control character takes six).
+    while cut and len(json.dumps(cut)) > budget:
+        cut = cut[: max(0, len(cut) * budget // len(json.dumps(cut)) - 1)]
+    if not cut and text:
+        return skipped("diff limit reached")
+    more = len(text[len(cut) :].encode("utf-8"))
+    return FileDiff(path=path, status=status, diff=cut, more_bytes=more)
 
 
 async def compare(
