@@ -859,6 +859,7 @@ async def _run_fleet(
         if not args.keep:
             stack.callback(shutil.rmtree, scratch, True)
         prepared: dict[str, _Prepared] = {}
+        contents: dict[str, bytes] = {}  # the tasks' snapshots share what is the same
         for index, task in enumerate(todo):
             run_dir = scratch / str(index)
             copied = await anyio.to_thread.run_sync(
@@ -878,7 +879,7 @@ async def _run_fleet(
                 max_cost_usd=task.max_cost_usd,
                 labels=task.labels,
             )
-            before = await anyio.to_thread.run_sync(snapshot_workspace, copied.root)
+            before = await anyio.to_thread.run_sync(snapshot_workspace, copied.root, contents)
             prepared[task.name] = _Prepared(task, fleet_task, engine, copied.cwd, journals, before)
         fleet_ = Fleet(
             limit=args.jobs,

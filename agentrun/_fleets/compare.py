@@ -325,9 +325,11 @@ class WorkspaceSnapshot:
     large: set[str] = field(default_factory=set[str])
 
 
-def snapshot_workspace(root: Path) -> WorkspaceSnapshot:
+def snapshot_workspace(root: Path, shared: dict[str, bytes] | None = None) -> WorkspaceSnapshot:
     """What ``root`` holds now (``.git``, ``node_modules``, ``.venv``, ``__pycache__`` left
-    out): taken before a run starts, then given to :func:`workspace_changes` after it."""
+    out): taken before a run starts, then given to :func:`workspace_changes` after it.
+    Snapshots given the same ``shared`` dictionary hold each content once (many copies of
+    one workspace cost the memory of one)."""
     snap = WorkspaceSnapshot(root)
     kept = 0
     for directory, dirs, names in os.walk(root):
@@ -345,6 +347,8 @@ def snapshot_workspace(root: Path) -> WorkspaceSnapshot:
                     if len(data) > MAX_DIFF_FILE_BYTES:
                         snap.large.add(relative)
                     elif kept + len(data) <= MAX_SNAPSHOT_TEXT_BYTES:
+                        if shared is not None:
+                            data = shared.setdefault(digest, data)
                         snap.contents[relative] = data
                         kept += len(data)
                 else:
@@ -533,7 +537,11 @@ async def compare(
                     timeout=timeout,
                 )
             )
-        before = [await anyio.to_thread.run_sync(snapshot_workspace, copy.root) for copy in copies]
+        contents: dict[str, bytes] = {}
+        before = [
+            await anyio.to_thread.run_sync(snapshot_workspace, copy.root, contents)
+            for copy in copies
+        ]
         fleet = Fleet(
             limit=len(tasks), engine_factory=lambda task: engines_by_task[task.name or ""]
         )

@@ -403,3 +403,14 @@ async def test_compare_in_a_repository_subdirectory_leaves_nothing_behind(tmp_pa
         await anyio.sleep(0.1)
     assert descendants() - procs == set(), "agent processes outlived the compare"
     assert _open_fds() - fds == set(), "file descriptors leaked"
+
+
+def test_snapshots_of_copies_of_one_workspace_share_their_contents(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.txt").write_text("the same text\n")
+    shared: dict[str, bytes] = {}
+    one = snapshot_workspace(tmp_path / "one", shared)
+    two = snapshot_workspace(tmp_path / "two", shared)
+    assert one.contents["a.txt"] is two.contents["a.txt"]
+    assert len(shared) == 1
