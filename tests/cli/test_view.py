@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import anyio.from_thread
@@ -284,7 +285,8 @@ def test_a_run_s_file_diffs_are_shown_as_text_and_cut_with_a_marker(tmp_path: Pa
     report = tmp_path / "compare.json"
     report.write_text(json.dumps([CompareRun(engine="claude", ok=True, files_changed=changed)
                                   .model_dump(mode="json")]))  # fmt: skip
-    html = export_view([report], tmp_path / "report.html").read_text()
+    page = export_view([report], tmp_path / "report.html")
+    html = page.read_text()
     island = re.search(r'<script type="application/json" id="agentrun-data">(.*?)</script>', html)
     assert island is not None and "<" not in island.group(1) and "\x1b" not in island.group(1)
     data = json.loads(island.group(1))
@@ -296,6 +298,19 @@ def test_a_run_s_file_diffs_are_shown_as_text_and_cut_with_a_marker(tmp_path: Pa
     assert shown["a.py"]["diff"].endswith(f"[{2 * MAX_TEXT_CHARS + 1 - MAX_TEXT_CHARS} bytes more]")
     assert shown["cut.py"]["diff"] == "+kept\n\n… [1234 bytes more]"
     assert (shown["blob.bin"]["skipped"], shown["blob.bin"]["diff"]) == ("binary", "")
+    # The page puts each diff in as text, monospace.
+    with Browser(tmp_path / "profile") as browser:
+        browser.open(page.as_uri() + "#session=" + quote(next(iter(data["all_sessions"]))))
+        browser.wait_for("document.querySelector('.diff pre.patch') !== null")
+        assert browser.evaluate("window.__pwned") is None
+        assert browser.evaluate("document.querySelectorAll('img, iframe, object').length") == 0
+        assert browser.evaluate("document.querySelectorAll('script').length") == 2
+        text = browser.evaluate("document.querySelector('.diff').textContent")
+        assert "+ <script>x.txt" in text and "<script>window.__pwned = 1</script>" in text
+        assert "\x1b" not in text and "\\u001b[31mred" in text
+        assert "[1234 bytes more]" in text and "not diffed: binary" in text
+        font = "getComputedStyle(document.querySelector('.diff pre.patch')).fontFamily"
+        assert "monospace" in browser.evaluate(font)
 
 
 def test_what_cannot_be_read_is_listed_not_raised(tmp_path: Path) -> None:
