@@ -40,7 +40,13 @@ import anyio.abc
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .._fleets.compare import copy_workspace
+from .._fleets.compare import (
+    FilesChanged,
+    WorkspaceSnapshot,
+    copy_workspace,
+    snapshot_workspace,
+    workspace_changes,
+)
 from .._fleets.fleet import Fleet, FleetSessionRecord, FleetTask, FleetTurnRecord
 from .._turns.engine import Engine
 from .._vocabulary.errors import ConfigurationError
@@ -373,6 +379,8 @@ class TaskResult(BaseModel):
     ok: bool
     session: FleetSessionRecord
     turns: list[FleetTurnRecord] = Field(default_factory=list[FleetTurnRecord])
+    #: What the agent changed in its copy of the workspace (measured before the check).
+    changes: FilesChanged | None = None
     check: CheckResult | None = None
     #: The session's journal (``agentrun sessions --dir JOURNALS show ID``).
     journal_id: str | None = None
@@ -834,6 +842,8 @@ class _Prepared:
     engine: Engine
     cwd: Path
     journals: Path
+    #: The copy before the agent started (what ``changes`` is measured against).
+    before: WorkspaceSnapshot
 
 
 async def _run_fleet(
@@ -849,6 +859,7 @@ async def _run_fleet(
         if not args.keep:
             stack.callback(shutil.rmtree, scratch, True)
         prepared: dict[str, _Prepared] = {}
+        contents: dict[str, bytes] = {}  # the tasks' snapshots share what is the same
         for index, task in enumerate(todo):
             run_dir = scratch / str(index)
             copied = await anyio.to_thread.run_sync(
@@ -868,7 +879,8 @@ async def _run_fleet(
                 max_cost_usd=task.max_cost_usd,
                 labels=task.labels,
             )
-            prepared[task.name] = _Prepared(task, fleet_task, engine, copied.cwd, journals)
+            before = await anyio.to_thread.run_sync(snapshot_workspace, copied.root, contents)
+            prepared[task.name] = _Prepared(task, fleet_task, engine, copied.cwd, journals, before)
         fleet_ = Fleet(
             limit=args.jobs,
             per_engine=per_engine,
@@ -943,6 +955,8 @@ async def _finish(
     task = prepared.task
     if session.turns == 0 and session.error is not None and session.error.code == "budget":
         return  # the fleet's budget stopped it before it started: a resume runs it
+    # Measured before the check, so what the check writes (caches, reports) is not the agent's.
+    changes = await anyio.to_thread.run_sync(workspace_changes, prepared.before)
     check: CheckResult | None = None
     if task.check is not None and session.ok:
         run.emit("check_started", task=task.name, engine=task.engine)
@@ -962,6 +976,7 @@ async def _finish(
         ok=ok,
         session=session,
         turns=turns,
+        changes=changes,
         check=check,
         journal_id=journal_id,
         journals=str(prepared.journals),

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
-from .._fleets.compare import CompareRun
+from .._fleets.compare import CompareRun, FilesChanged
 from .._fleets.fleet import FleetTurnRecord
 from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.journal import (
@@ -312,6 +312,40 @@ def _add_fleet(records: list[dict[str, Any]], data: ViewData, *, source: str) ->
         )
 
 
+#: The most listed paths and diffs of one run's changes the page shows.
+MAX_CHANGED_PATHS = 500
+
+
+def _changes_item(changed: FilesChanged) -> dict[str, Any]:
+    """A run's workspace changes as a page item: the paths, and each file's diff (cut at
+    :data:`MAX_TEXT_CHARS` with a note of how many bytes more there were)."""
+    listed = [
+        [clip(p, 300) for p in paths[:MAX_CHANGED_PATHS]]
+        for paths in (changed.added, changed.modified, changed.deleted)
+    ]
+    diffs: list[dict[str, Any]] = []
+    for one in changed.diffs[:MAX_CHANGED_PATHS]:
+        text = clip(one.diff)
+        if one.more_bytes:
+            text += f"\n… [{one.more_bytes} bytes more]"
+        diffs.append(
+            {
+                "path": clip(one.path, 300),
+                "status": one.status,
+                "diff": text,
+                "skipped": clip(one.skipped, 100) if one.skipped else None,
+            }
+        )
+    return {
+        "k": "diff",
+        "added": listed[0],
+        "modified": listed[1],
+        "deleted": listed[2],
+        "more": changed.count - sum(len(paths) for paths in listed),
+        "diffs": diffs,
+    }
+
+
 def _is_task_result(record: dict[str, Any]) -> bool:
     """A line of ``agentrun fleet``'s results file (a task, its session and its check)."""
     return {"task", "line", "session"} <= record.keys()
@@ -366,6 +400,7 @@ def _add_task_results(records: list[dict[str, Any]], data: ViewData, *, source: 
                 tool_calls=sum(t.tool_calls for t in turns),
                 error=clip(error, 500) if error else None,
                 journal=result.journal_id,
+                changes=None if result.changes is None else _changes_item(result.changes),
                 per_turn=[
                     {
                         "turn": t.turn,
@@ -382,17 +417,10 @@ def _add_task_results(records: list[dict[str, Any]], data: ViewData, *, source: 
 
 def _add_compare(run: CompareRun, data: ViewData, *, source: str) -> None:
     label = run.engine if run.model is None else f"{run.engine}:{run.model}"
-    changed = run.files_changed
     session_id = f"compare:{source}:{label}"
     items: list[dict[str, Any]] = [
         {"k": "text", "text": clip(run.text)},
-        {
-            "k": "diff",
-            "added": [clip(p, 300) for p in changed.added[:500]],
-            "modified": [clip(p, 300) for p in changed.modified[:500]],
-            "deleted": [clip(p, 300) for p in changed.deleted[:500]],
-            "more": max(0, changed.count - 1500),
-        },
+        _changes_item(run.files_changed),
     ]
     if run.error is not None:
         items.append({"k": "error", "text": clip(run.error.message), "code": run.error.code})
@@ -534,10 +562,16 @@ def _link_fleet_rows(data: ViewData) -> None:
     linked: set[str] = set()
     for row in data.runs:
         named = row.get("journal")
+        # The task's changes go to its session's page, not to the table's rows.
+        changes = row.pop("changes", None)
         if row["kind"] == "fleet" and named is not None:
             if named in data.sessions and named not in linked:
                 row["session"] = named
                 linked.add(named)
+                if changes is not None:
+                    # A new dictionary: the journal's own (cached from call to call) is kept.
+                    session = data.sessions[named]
+                    data.sessions[named] = session | {"items": [*session["items"], changes]}
         elif row["kind"] == "fleet" and row["session"] is None:
             session = by_key.get((row["engine"], _turns_key(row["per_turn"])))
             if session is not None and session not in linked:

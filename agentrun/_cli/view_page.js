@@ -363,6 +363,11 @@
         if (!item.added.length && !item.modified.length && !item.deleted.length) node.append(el("div", { class: "muted" }, "no file changed"));
         node.append(list("a", "+", item.added), list("m", "~", item.modified), list("d", "-", item.deleted));
         if (item.more) node.append(el("div", { class: "muted" }, `${item.more} more`));
+        for (const d of item.diffs || []) {
+          node.append(el("div", { class: "file" }, (d.status === "added" ? "+ " : "~ ") + d.path));
+          if (d.skipped) node.append(el("div", { class: "muted" }, "not diffed: " + d.skipped));
+          else node.append(el("pre", { class: "patch" }, d.diff));
+        }
         return node;
       }
       default:

@@ -17,7 +17,9 @@ own configuration and credentials.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -26,7 +28,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import anyio
 import anyio.to_thread
@@ -41,12 +43,16 @@ from .fleet import Fleet, FleetEvent, FleetTask
 
 __all__ = [
     "CompareRun",
+    "FileDiff",
     "FilesChanged",
     "Workspace",
+    "WorkspaceSnapshot",
     "compare",
     "compare_table",
     "copy_workspace",
     "prepare_workspace",
+    "snapshot_workspace",
+    "workspace_changes",
 ]
 
 #: Directories never copied, nor hashed when measuring what a run changed (a git repository's
@@ -54,24 +60,61 @@ __all__ = [
 _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv"})
 
 
+#: The most changed paths a :class:`FilesChanged` lists; the others are counted in ``more``.
+MAX_LISTED_CHANGES = 100
+#: A file larger than this (before or after the run) is named among the diffs, not diffed; a
+#: snapshot keeps the text of files up to this size.
+MAX_DIFF_FILE_BYTES = 64 * 1024
+#: What a snapshot keeps of the workspace's file contents at most (for the diffs).
+MAX_SNAPSHOT_TEXT_BYTES = 4 * 1024 * 1024
+#: The most characters of one file's unified diff kept (the rest: ``more_bytes``).
+MAX_DIFF_CHARS = 8 * 1024
+#: The most characters of all of one run's diffs, counted as JSON (escapes included), so a
+#: result line stays well under what a reader of results accepts.
+MAX_DIFFS_JSON_CHARS = 96 * 1024
+
+
+class FileDiff(BaseModel):
+    """The unified diff of one added or modified file, or why there is none."""
+
+    model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    status: Literal["added", "modified"]
+    #: ``diff -u`` text (``a/PATH``, ``b/PATH``), cut at :data:`MAX_DIFF_CHARS`.
+    diff: str = ""
+    #: UTF-8 bytes of the diff cut off.
+    more_bytes: int = 0
+    #: Why it is not diffed: ``"binary"``, ``"too large"`` (over :data:`MAX_DIFF_FILE_BYTES`),
+    #: ``"not kept"`` (the snapshot's budget was spent), ``"unreadable"``, ``"not a regular
+    #: file"`` or ``"diff limit reached"`` (the run's diffs hold :data:`MAX_DIFFS_JSON_CHARS`).
+    skipped: str | None = None
+
+
 class FilesChanged(BaseModel):
-    """What a run changed in its copy of the workspace."""
+    """What a run changed in its copy of the workspace: paths relative to the copy's top,
+    at most :data:`MAX_LISTED_CHANGES` of them listed (``more`` counts the rest), and a unified
+    diff per added or modified text file."""
 
     model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
     added: list[str] = Field(default_factory=list[str])
     modified: list[str] = Field(default_factory=list[str])
     deleted: list[str] = Field(default_factory=list[str])
+    #: Changed paths not listed (over :data:`MAX_LISTED_CHANGES`).
+    more: int = 0
+    diffs: list[FileDiff] = Field(default_factory=list[FileDiff])
 
     @property
     def count(self) -> int:
-        return len(self.added) + len(self.modified) + len(self.deleted)
+        return len(self.added) + len(self.modified) + len(self.deleted) + self.more
 
     def stat(self) -> str:
         """``+added ~modified -deleted`` (``-`` when nothing changed)."""
         if not self.count:
             return "-"
-        return f"+{len(self.added)} ~{len(self.modified)} -{len(self.deleted)}"
+        more = f" +{self.more} more" if self.more else ""
+        return f"+{len(self.added)} ~{len(self.modified)} -{len(self.deleted)}{more}"
 
 
 class CompareRun(BaseModel):
@@ -269,33 +312,135 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _snapshot(root: Path) -> dict[str, str]:
-    files: dict[str, str] = {}
+@dataclass
+class WorkspaceSnapshot:
+    """A copy's files at one moment: a digest per path, and the text of the small ones."""
+
+    root: Path
+    digests: dict[str, str] = field(default_factory=dict[str, str])
+    #: The contents of regular files up to :data:`MAX_DIFF_FILE_BYTES`, within
+    #: :data:`MAX_SNAPSHOT_TEXT_BYTES` in all (what a diff starts from).
+    contents: dict[str, bytes] = field(default_factory=dict[str, bytes])
+    #: Regular files over :data:`MAX_DIFF_FILE_BYTES`.
+    large: set[str] = field(default_factory=set[str])
+
+
+def snapshot_workspace(root: Path, shared: dict[str, bytes] | None = None) -> WorkspaceSnapshot:
+    """What ``root`` holds now (``.git``, ``node_modules``, ``.venv``, ``__pycache__`` left
+    out): taken before a run starts, then given to :func:`workspace_changes` after it.
+    Snapshots given the same ``shared`` dictionary hold each content once (many copies of
+    one workspace cost the memory of one)."""
+    snap = WorkspaceSnapshot(root)
+    kept = 0
     for directory, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
-        for name in names:
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        for name in sorted(names):
             path = Path(directory) / name
+            relative = path.relative_to(root).as_posix()
             try:
                 mode = path.lstat().st_mode
                 if stat.S_ISLNK(mode):
                     digest = "link:" + os.readlink(path)
                 elif stat.S_ISREG(mode):
-                    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                    data = path.read_bytes()
+                    digest = hashlib.sha256(data).hexdigest()
+                    if len(data) > MAX_DIFF_FILE_BYTES:
+                        snap.large.add(relative)
+                    elif kept + len(data) <= MAX_SNAPSHOT_TEXT_BYTES:
+                        if shared is not None:
+                            data = shared.setdefault(digest, data)
+                        snap.contents[relative] = data
+                        kept += len(data)
                 else:
                     # A pipe or socket a run made: never opened (reading a pipe would block).
                     digest = f"special:{stat.S_IFMT(mode)}"
             except OSError:
                 continue
-            files[path.relative_to(root).as_posix()] = digest
-    return files
+            snap.digests[relative] = digest
+    return snap
 
 
-def _changes(before: dict[str, str], after: dict[str, str]) -> FilesChanged:
-    return FilesChanged(
-        added=sorted(set(after) - set(before)),
-        modified=sorted(p for p in before.keys() & after.keys() if before[p] != after[p]),
-        deleted=sorted(set(before) - set(after)),
+def workspace_changes(before: WorkspaceSnapshot, root: Path | None = None) -> FilesChanged:
+    """What changed in ``root`` (by default the snapshot's) since ``before``: the paths added,
+    modified and deleted, and a bounded unified diff per added or modified text file."""
+    after = snapshot_workspace(before.root if root is None else root)
+    old, new = before.digests, after.digests
+    added = sorted(set(new) - set(old))
+    modified = sorted(p for p in old.keys() & new.keys() if old[p] != new[p])
+    deleted = sorted(set(old) - set(new))
+    total = len(added) + len(modified) + len(deleted)
+    # Over the bound, the files the run edited are listed first, then those it made.
+    room = MAX_LISTED_CHANGES
+    kept: dict[str, list[str]] = {}
+    for name, paths in (("modified", modified), ("added", added), ("deleted", deleted)):
+        kept[name] = paths[:room]
+        room -= len(kept[name])
+    listed = [kept["added"], kept["modified"], kept["deleted"]]
+    diffs: list[FileDiff] = []
+    budget = MAX_DIFFS_JSON_CHARS
+    statuses: tuple[tuple[Literal["added", "modified"], list[str]], ...] = (
+        ("modified", listed[1]),
+        ("added", listed[0]),
     )
+    for status, paths in statuses:
+        for path in paths:
+            one = _file_diff(path, status, before, after, budget)
+            budget -= len(json.dumps(one.diff)) + len(json.dumps(path))
+            diffs.append(one)
+    diffs.sort(key=lambda d: d.path)
+    return FilesChanged(
+        added=listed[0],
+        modified=listed[1],
+        deleted=listed[2],
+        more=total - sum(len(paths) for paths in listed),
+        diffs=diffs,
+    )
+
+
+def _file_diff(
+    path: str,
+    status: Literal["added", "modified"],
+    before: WorkspaceSnapshot,
+    after: WorkspaceSnapshot,
+    budget: int,
+) -> FileDiff:
+    def skipped(reason: str) -> FileDiff:
+        return FileDiff(path=path, status=status, skipped=reason)
+
+    if budget <= 0:
+        return skipped("diff limit reached")
+    snaps = (before, after) if status == "modified" else (after,)
+    for snap in snaps:
+        if snap.digests.get(path, "").startswith(("link:", "special:")):
+            return skipped("not a regular file")
+    if any(path in snap.large for snap in snaps):
+        return skipped("too large")
+    if any(path not in snap.contents for snap in snaps):
+        return skipped("not kept")
+    old_bytes = before.contents.get(path, b"") if status == "modified" else b""
+    new_bytes = after.contents[path]
+    if b"\0" in old_bytes or b"\0" in new_bytes:
+        return skipped("binary")
+    try:
+        old_text = old_bytes.decode("utf-8")
+        new_text = new_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        return skipped("binary")
+    lines = difflib.unified_diff(
+        old_text.splitlines(keepends=True),
+        new_text.splitlines(keepends=True),
+        fromfile="/dev/null" if status == "added" else f"a/{path}",
+        tofile=f"b/{path}",
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    cut = text[:MAX_DIFF_CHARS]
+    # The run's budget counts the diff as JSON writes it (a control character takes six).
+    while cut and len(json.dumps(cut)) > budget:
+        cut = cut[: max(0, len(cut) * budget // len(json.dumps(cut)) - 1)]
+    if not cut and text:
+        return skipped("diff limit reached")
+    more = len(text[len(cut) :].encode("utf-8"))
+    return FileDiff(path=path, status=status, diff=cut, more_bytes=more)
 
 
 async def compare(
@@ -392,16 +537,24 @@ async def compare(
                     timeout=timeout,
                 )
             )
-        before = [_snapshot(copy.root) for copy in copies]
+        contents: dict[str, bytes] = {}
+        before = [
+            await anyio.to_thread.run_sync(snapshot_workspace, copy.root, contents)
+            for copy in copies
+        ]
         fleet = Fleet(
             limit=len(tasks), engine_factory=lambda task: engines_by_task[task.name or ""]
         )
         result = await fleet.run(tasks, on_event=on_event)
 
+        changes = {
+            label: await anyio.to_thread.run_sync(workspace_changes, snap)
+            for label, snap in zip(labels, before, strict=True)
+        }
         turns = {record.task: record for record in result.turns}
         runs: list[CompareRun] = []
-        for label, (engine_name, model), session, copy, snap in zip(
-            labels, variants, result.sessions, copies, before, strict=True
+        for label, (engine_name, model), session, copy in zip(
+            labels, variants, result.sessions, copies, strict=True
         ):
             turn = turns.get(label)
             error = session.error
@@ -418,7 +571,7 @@ async def compare(
                     duration_s=turn.duration_s if turn is not None else None,
                     tool_calls=turn.tool_calls if turn is not None else 0,
                     context_peak=turn.context_peak if turn is not None else None,
-                    files_changed=_changes(snap, _snapshot(copy.root)),
+                    files_changed=changes[label],
                     workspace=str(copy.cwd) if keep_workspaces else None,
                     skipped=copy.skipped,
                     error=error,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import shlex
 import signal
 import subprocess
@@ -319,3 +320,56 @@ def test_fleet_sandbox_runs_each_task_sandboxed(tmp_path: Path) -> None:
     refused = _cli(tmp_path, "fleet", str(tasks), "--sandbox", "--live", "--out", "live")
     assert refused.returncode == 2 and "embedded model server only" in refused.stderr
     assert not (tmp_path / "live").exists()
+
+
+@pytest.mark.agent
+def test_a_task_s_workspace_changes_and_diffs_are_on_its_result_line_and_its_page(
+    tmp_path: Path,
+) -> None:
+    require_engine("claude")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README").write_text("mine\n")
+    hostile = "\x1b[31m</script><script>alert(1)</script>"
+    editor = _script(
+        tmp_path / "editor.json",
+        ModelTurn.shell(
+            r"printf 'mine\nyours\n' > README && printf '\033[31m</script><script>alert(1)</script>\n' > '<script>x.txt'"
+        ),
+        "Edited.",
+    )
+    tasks = _write_tasks(
+        tmp_path / "tasks.jsonl",
+        [
+            {"name": "edits", "engine": "claude", "prompt": "edit README", "workspace": "repo",
+             "script": editor, "check": "touch checked.txt && test -f '<script>x.txt'"},
+        ],
+    )  # fmt: skip
+
+    done = _cli(tmp_path, "fleet", str(tasks), "--out", "out")
+
+    assert done.returncode == 0, done.stderr
+    (result,) = _results(tmp_path / "out" / "results.jsonl")
+    changes = result.changes
+    assert changes is not None
+    # What the check wrote (checked.txt) is not the agent's change: measured before it ran.
+    assert (changes.added, changes.modified, changes.deleted) == (["<script>x.txt"], ["README"], [])
+    diffs = {d.path: d for d in changes.diffs}
+    assert diffs["README"].diff == "--- a/README\n+++ b/README\n@@ -1 +1,2 @@\n mine\n+yours\n"
+    assert diffs["<script>x.txt"].diff.endswith(f"@@ -0,0 +1 @@\n+{hostile}\n")
+
+    # The task's page shows them, as data the page inserts as text.
+    from agentrun._cli.view import export_view
+
+    html = export_view([tmp_path / "out"], tmp_path / "report.html").read_text()
+    island = re.search(r'<script type="application/json" id="agentrun-data">(.*?)</script>', html)
+    assert island is not None
+    assert "<" not in island.group(1) and "\x1b" not in island.group(1)
+    data = json.loads(island.group(1))
+    (row,) = [r for r in data["runs"] if r["task"] == "edits"]
+    session = data["all_sessions"][row["session"]]
+    (item,) = [i for i in session["items"] if i["k"] == "diff"]
+    assert (item["added"], item["modified"], item["deleted"]) == (["<script>x.txt"], ["README"], [])
+    shown = {d["path"]: d for d in item["diffs"]}
+    assert shown["<script>x.txt"]["diff"].endswith(f"+{hostile}\n")
+    assert shown["README"]["diff"] == diffs["README"].diff

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import anyio.from_thread
@@ -44,7 +45,7 @@ from agentrun._cli.view_data import (
     load_view,
     watched_files,
 )
-from agentrun._fleets.compare import CompareRun, FilesChanged
+from agentrun._fleets.compare import CompareRun, FileDiff, FilesChanged
 from agentrun._vocabulary.journal import JsonlSessionStore
 from agentrun.trajectory import ATIF_VERSION
 
@@ -268,6 +269,48 @@ def test_a_compare_report_opens_as_runs_with_their_workspace_changes(tmp_path: P
     diff = data.sessions[data.runs[0]["session"]]["items"][1]
     assert (diff["k"], diff["added"], diff["modified"]) == ("diff", ["new.py"], ["a.py"])
     assert data.runs[1]["error"] == "boom"
+
+
+def test_a_run_s_file_diffs_are_shown_as_text_and_cut_with_a_marker(tmp_path: Path) -> None:
+    changed = FilesChanged(
+        added=["<script>x.txt"],
+        modified=["a.py", "blob.bin"],
+        diffs=[
+            FileDiff(path="<script>x.txt", status="added", diff=f"+{HOSTILE}\n"),
+            FileDiff(path="a.py", status="modified", diff="-" + "x" * (2 * MAX_TEXT_CHARS)),
+            FileDiff(path="blob.bin", status="modified", skipped="binary"),
+            FileDiff(path="cut.py", status="added", diff="+kept\n", more_bytes=1234),
+        ],
+    )
+    report = tmp_path / "compare.json"
+    report.write_text(json.dumps([CompareRun(engine="claude", ok=True, files_changed=changed)
+                                  .model_dump(mode="json")]))  # fmt: skip
+    page = export_view([report], tmp_path / "report.html")
+    html = page.read_text()
+    island = re.search(r'<script type="application/json" id="agentrun-data">(.*?)</script>', html)
+    assert island is not None and "<" not in island.group(1) and "\x1b" not in island.group(1)
+    data = json.loads(island.group(1))
+    (session,) = data["all_sessions"].values()
+    (item,) = [i for i in session["items"] if i["k"] == "diff"]
+    shown = {d["path"]: d for d in item["diffs"]}
+    assert shown["<script>x.txt"]["diff"] == f"+{HOSTILE}\n"
+    # Cut at the page's bound or already cut by the run: both say how much more there was.
+    assert shown["a.py"]["diff"].endswith(f"[{2 * MAX_TEXT_CHARS + 1 - MAX_TEXT_CHARS} bytes more]")
+    assert shown["cut.py"]["diff"] == "+kept\n\n… [1234 bytes more]"
+    assert (shown["blob.bin"]["skipped"], shown["blob.bin"]["diff"]) == ("binary", "")
+    # The page puts each diff in as text, monospace.
+    with Browser(tmp_path / "profile") as browser:
+        browser.open(page.as_uri() + "#session=" + quote(next(iter(data["all_sessions"]))))
+        browser.wait_for("document.querySelector('.diff pre.patch') !== null")
+        assert browser.evaluate("window.__pwned") is None
+        assert browser.evaluate("document.querySelectorAll('img, iframe, object').length") == 0
+        assert browser.evaluate("document.querySelectorAll('script').length") == 2
+        text = browser.evaluate("document.querySelector('.diff').textContent")
+        assert "+ <script>x.txt" in text and "<script>window.__pwned = 1</script>" in text
+        assert "\x1b" not in text and "\\u001b[31mred" in text
+        assert "[1234 bytes more]" in text and "not diffed: binary" in text
+        font = "getComputedStyle(document.querySelector('.diff pre.patch')).fontFamily"
+        assert "monospace" in browser.evaluate(font)
 
 
 def test_what_cannot_be_read_is_listed_not_raised(tmp_path: Path) -> None:

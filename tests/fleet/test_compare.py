@@ -26,12 +26,17 @@ from agentrun import (
     compare,
 )
 from agentrun._fleets.compare import (
+    MAX_DIFF_CHARS,
+    MAX_DIFF_FILE_BYTES,
+    MAX_DIFFS_JSON_CHARS,
+    MAX_LISTED_CHANGES,
+    FileDiff,
     FilesChanged,
-    _changes,
-    _snapshot,
     compare_table,
     copy_workspace,
     prepare_workspace,
+    snapshot_workspace,
+    workspace_changes,
 )
 from agentrun._wire.sandbox import sandbox_unavailable
 from agentrun.cli import main
@@ -142,7 +147,7 @@ def test_pipes_sockets_and_devices_are_skipped_and_named(tmp_path: Path) -> None
         assert not (copied.cwd / "sub" / "pipe").exists()
         # A pipe a run makes is never opened when measuring the changes.
         os.mkfifo(copied.cwd / "made-by-agent")
-        assert "made-by-agent" in _snapshot(copied.root)
+        assert "made-by-agent" in snapshot_workspace(copied.root).digests
     table = compare_table([CompareRun(engine="claude", ok=True, skipped=copied.skipped)])
     assert table.splitlines()[-1] == (
         "not copied into the runs' workspaces: sock (socket), sub/pipe (named pipe)"
@@ -167,17 +172,65 @@ def test_changes_are_measured_by_content(tmp_path: Path) -> None:
     (tmp_path / "same.txt").write_text("1")
     (tmp_path / "edit.txt").write_text("1")
     (tmp_path / "gone.txt").write_text("1")
-    before = _snapshot(tmp_path)
+    before = snapshot_workspace(tmp_path)
     (tmp_path / "edit.txt").write_text("2")
     (tmp_path / "gone.txt").unlink()
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "new.txt").write_text("3")
-    changed = _changes(before, _snapshot(tmp_path))
+    (tmp_path / "sub" / "new.txt").write_text("3\n")
+    changed = workspace_changes(before)
     assert changed == FilesChanged(
-        added=["sub/new.txt"], modified=["edit.txt"], deleted=["gone.txt"]
+        added=["sub/new.txt"],
+        modified=["edit.txt"],
+        deleted=["gone.txt"],
+        diffs=[
+            FileDiff(
+                path="edit.txt",
+                status="modified",
+                diff="--- a/edit.txt\n+++ b/edit.txt\n@@ -1 +1 @@\n-1\n+2\n",
+            ),
+            FileDiff(
+                path="sub/new.txt",
+                status="added",
+                diff="--- /dev/null\n+++ b/sub/new.txt\n@@ -0,0 +1 @@\n+3\n",
+            ),
+        ],
     )
     assert changed.stat() == "+1 ~1 -1"
     assert FilesChanged().stat() == "-"
+
+
+def test_changes_and_diffs_are_bounded(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("b" * (MAX_DIFF_FILE_BYTES + 1))
+    (tmp_path / "long.txt").write_text("")
+    (tmp_path / "image.bin").write_bytes(b"\x89PNG\0\0")
+    before = snapshot_workspace(tmp_path)
+    (tmp_path / "big.txt").write_text("c" * (MAX_DIFF_FILE_BYTES + 1))
+    (tmp_path / "image.bin").write_bytes(b"\x89PNG\0\1")
+    long_text = "".join(f"line {n}\n" for n in range(5000))
+    (tmp_path / "long.txt").write_text(long_text)
+    for index in range(MAX_LISTED_CHANGES + 20):
+        (tmp_path / f"new-{index:04}.txt").write_text(f"{index}\n" * 2000)
+    changed = workspace_changes(before)
+    # Listed up to the bound, the rest counted.
+    listed = len(changed.added) + len(changed.modified) + len(changed.deleted)
+    assert listed == MAX_LISTED_CHANGES and changed.more == 23
+    assert changed.count == MAX_LISTED_CHANGES + 23
+    assert changed.stat().endswith(" +23 more")
+    diffs = {d.path: d for d in changed.diffs}
+    # Oversized and binary files are named, not diffed.
+    assert diffs["big.txt"].skipped == "too large" and not diffs["big.txt"].diff
+    assert diffs["image.bin"].skipped == "binary" and not diffs["image.bin"].diff
+    # One file's diff is cut, with how much more there was.
+    whole = "--- a/long.txt\n+++ b/long.txt\n@@ -0,0 +1,5000 @@\n" + "".join(
+        f"+line {n}\n" for n in range(5000)
+    )
+    assert diffs["long.txt"].diff == whole[:MAX_DIFF_CHARS]
+    assert diffs["long.txt"].more_bytes == len(whole.encode()) - MAX_DIFF_CHARS
+    # All of a run's diffs together stay within their bound; the files past it are named.
+    spent = sum(len(json.dumps(d.diff)) for d in changed.diffs)
+    assert spent <= MAX_DIFFS_JSON_CHARS
+    assert any(d.skipped == "diff limit reached" for d in changed.diffs)
+    assert len(changed.model_dump_json()) < 2 * MAX_DIFFS_JSON_CHARS
 
 
 def test_the_table_shows_every_run() -> None:
@@ -350,3 +403,14 @@ async def test_compare_in_a_repository_subdirectory_leaves_nothing_behind(tmp_pa
         await anyio.sleep(0.1)
     assert descendants() - procs == set(), "agent processes outlived the compare"
     assert _open_fds() - fds == set(), "file descriptors leaked"
+
+
+def test_snapshots_of_copies_of_one_workspace_share_their_contents(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "a.txt").write_text("the same text\n")
+    shared: dict[str, bytes] = {}
+    one = snapshot_workspace(tmp_path / "one", shared)
+    two = snapshot_workspace(tmp_path / "two", shared)
+    assert one.contents["a.txt"] is two.contents["a.txt"]
+    assert len(shared) == 1
