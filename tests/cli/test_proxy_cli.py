@@ -130,7 +130,8 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
     if engine in OUTPUT_NOT_ON_THE_STREAM:
         shown = server.model_requests[-1].body.decode()
     assert "PATH=" in shown and "ps -ww -eo args" in shown
-    assert ("agentrun-sandbox" in shown) is sandboxed
+    # The host name printed on a line of its own (another run's sandbox may be in ps's list).
+    assert ("\\nagentrun-sandbox" in shown) is sandboxed
     # The upstream received the planted key on every model call, in the provider's header.
     assert server.model_requests
     assert all(r.headers.get(header) == value for r in server.model_requests)
@@ -167,13 +168,16 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
 
 
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["host", "sandbox"])
-async def test_a_budget_spent_at_the_proxy_ends_the_turn(sandboxed: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["claude", "gemini"])
+async def test_a_budget_spent_at_the_proxy_ends_the_turn(
+    engine: str, sandboxed: bool, tmp_path: Path
+) -> None:
     """The agent is never cancelled: it keeps calling the model (tool call after tool call)
     until the proxy refuses, and the turn ends there; sandboxed too (the proxy on its socket)."""
-    require_engine("claude")
+    require_engine(engine)
     if sandboxed and (why := sandbox_unavailable()) is not None:
         pytest.skip(why)
-    sandbox = ("--sandbox", "--approve-all") if sandboxed else ()
+    sandbox = ("--sandbox", "--approve-all") if sandboxed else NO_ASKING.get(engine, ())
     loop = ModelTurn(
         blocks=[ToolCallBlock(arguments={"command": "echo again"})],
         usage=_usage(400, 0, 0, 100),
@@ -181,7 +185,7 @@ async def test_a_budget_spent_at_the_proxy_ends_the_turn(sandboxed: bool, tmp_pa
     )
     async with ModelServer(Script(turns=[loop])) as server:
         status, out, err = await _agentrun(
-            "run", "--live", "--upstream", server.url, "--engine", "claude", "--json",
+            "run", "--live", "--upstream", server.url, "--engine", engine, "--json",
             "--proxy-max-tokens", "1000", *sandbox, "keep going",
             env=_environment(tmp_path),
         )  # fmt: skip
