@@ -173,6 +173,8 @@ def _budget_error(provider: Provider, why: str) -> HttpError:
         return HttpError(status=400, message=message, error_type="invalid_request_error")
     if provider == "openai":
         return HttpError(status=429, message=message, code="insufficient_quota")
+    # Gemini CLI retries a 429 for minutes unless its words say nothing is left ("limit: 0").
+    message += "; left under the limit: 0"
     return HttpError(status=429, message=message, error_type="RESOURCE_EXHAUSTED")
 
 

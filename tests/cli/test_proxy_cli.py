@@ -31,12 +31,14 @@ PLANTED = {
 #: Where each engine's key travels to the upstream.
 ANTHROPIC = ("x-api-key", PLANTED["ANTHROPIC_API_KEY"])
 OPENAI = ("authorization", f"Bearer {PLANTED['OPENAI_API_KEY']}")
+GEMINI = ("x-goog-api-key", PLANTED["GEMINI_API_KEY"])
 KEY_HEADER = {
     "claude": ANTHROPIC,
     "claude-acp": ANTHROPIC,
     "codex": OPENAI,
     "codex-app-server": OPENAI,
     "codex-acp": OPENAI,
+    "gemini": GEMINI,
     "opencode": OPENAI,
     "opencode-acp": OPENAI,
     "qwen": OPENAI,
@@ -46,8 +48,13 @@ NO_ASKING: dict[str, tuple[str, ...]] = {
     "claude": ("--option", "claude.permission_mode=bypassPermissions"),
     "claude-acp": ("--option", "acp.mode=bypassPermissions"),
     "codex-acp": ("--option", "acp.mode=agent-full-access"),
+    "gemini": ("--option", "acp.mode=yolo"),
     "qwen": ("--option", "acp.mode=yolo"),
 }
+#: Agents whose tool results carry no output on their stream (Gemini CLI over ACP).
+OUTPUT_NOT_ON_THE_STREAM = frozenset({"gemini"})
+#: Agents reporting the whole prompt and the answer without the library's split (Gemini CLI).
+UNSPLIT_USAGE = frozenset({"gemini"})
 #: The agent's environment, every command line it can see and its host name, printed by its
 #: own shell.
 SHOW_ENV = "env; ps -ww -eo args; hostname"
@@ -116,17 +123,23 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
     assert status == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
     # The agent ran the shell, and its environment and the machine's command lines were printed
-    # (as far as the agent keeps a tool's output).
+    # (as far as the agent keeps a tool's output; Gemini CLI keeps none on its stream, so there
+    # the printout is what it sent the model back).
     header, value = KEY_HEADER[engine]
     shown = "".join(json.dumps(line) for line in lines if line.get("type") == "tool_result")
+    if engine in OUTPUT_NOT_ON_THE_STREAM:
+        shown = server.model_requests[-1].body.decode()
     assert "PATH=" in shown and "ps -ww -eo args" in shown
-    assert ("agentrun-sandbox" in shown) is sandboxed
+    # The host name printed on a line of its own (another run's sandbox may be in ps's list).
+    assert ("\\nagentrun-sandbox" in shown) is sandboxed
     # The upstream received the planted key on every model call, in the provider's header.
     assert server.model_requests
     assert all(r.headers.get(header) == value for r in server.model_requests)
-    # ... and it is nowhere else: output, errors, ATIF, journal, the agent's home.
+    # ... and it is nowhere else: output, errors, what the agent sent the model (its shell's
+    # printout included), ATIF, journal, the agent's home.
     for planted in PLANTED.values():
         assert planted not in out and planted not in err
+        assert all(planted.encode() not in r.body for r in server.model_requests)
         for root in (tmp_path / "homes", tmp_path / "sessions", atif):
             assert _files_holding(root.parent if root.is_file() else root, planted.encode()) == []
     assert atif.exists() and any((tmp_path / "sessions").rglob("*"))
@@ -141,18 +154,30 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
         # The agent reports the tokens of its last model call only (OpenCode over ACP).
         last = server.ledger.since(0).main.entries[-1].usage
         served = last.model_dump(exclude_none=True)
+    if engine in UNSPLIT_USAGE:
+        # The whole prompt and the answer less thinking, without the split (Gemini CLI).
+        assert result["usage"]["whole_prompt_tokens"] == sum(
+            served[name] for name in ("input_tokens", "cache_read_tokens", "cache_write_tokens")
+        )
+        answer = served["output_tokens"] - served.get("thinking_tokens", 0)
+        assert result["usage"]["answer_tokens"] == answer
+        assert "input_tokens" not in result["usage"]
+        return
     for name in ("input_tokens", "output_tokens", "cache_read_tokens"):
         assert result["usage"][name] == served[name], name
 
 
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["host", "sandbox"])
-async def test_a_budget_spent_at_the_proxy_ends_the_turn(sandboxed: bool, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["claude", "gemini"])
+async def test_a_budget_spent_at_the_proxy_ends_the_turn(
+    engine: str, sandboxed: bool, tmp_path: Path
+) -> None:
     """The agent is never cancelled: it keeps calling the model (tool call after tool call)
     until the proxy refuses, and the turn ends there; sandboxed too (the proxy on its socket)."""
-    require_engine("claude")
+    require_engine(engine)
     if sandboxed and (why := sandbox_unavailable()) is not None:
         pytest.skip(why)
-    sandbox = ("--sandbox", "--approve-all") if sandboxed else ()
+    sandbox = ("--sandbox", "--approve-all") if sandboxed else NO_ASKING.get(engine, ())
     loop = ModelTurn(
         blocks=[ToolCallBlock(arguments={"command": "echo again"})],
         usage=_usage(400, 0, 0, 100),
@@ -160,7 +185,7 @@ async def test_a_budget_spent_at_the_proxy_ends_the_turn(sandboxed: bool, tmp_pa
     )
     async with ModelServer(Script(turns=[loop])) as server:
         status, out, err = await _agentrun(
-            "run", "--live", "--upstream", server.url, "--engine", "claude", "--json",
+            "run", "--live", "--upstream", server.url, "--engine", engine, "--json",
             "--proxy-max-tokens", "1000", *sandbox, "keep going",
             env=_environment(tmp_path),
         )  # fmt: skip

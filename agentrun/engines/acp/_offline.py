@@ -21,8 +21,9 @@ __all__ = ["gemini_offline", "qwen_offline"]
 def _write_settings(folder: Path, *, auth: str, **sections: Any) -> Path:
     """``settings.json`` of Gemini CLI and Qwen Code: the auth type, no telemetry, usage
     statistics or update checks, plus ``sections``."""
+    security: dict[str, Any] = {"auth": {"selectedType": auth}, **sections.pop("security", {})}
     settings: dict[str, Any] = {
-        "security": {"auth": {"selectedType": auth}},
+        "security": security,
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
@@ -80,10 +81,17 @@ def gemini_offline(
 ) -> OfflineAgentConfig:
     """Gemini CLI: the Gemini API on the model server (``GOOGLE_GEMINI_BASE_URL``, a dummy
     ``GEMINI_API_KEY``), API-key auth chosen in ``~/.gemini/settings.json``, a fixed model (no
-    model router), no telemetry, usage statistics, update checks or IDE connection."""
+    model router), no telemetry, usage statistics, update checks or IDE connection. Folder
+    trust is off, so every workspace is trusted: Gemini CLI refuses its ``autoEdit`` and
+    ``yolo`` modes in a folder it does not trust (``session/set_mode`` fails with "Internal
+    error"), and the workspace of an offline run is a folder nobody could have trusted."""
     home = fresh_home(directory)
     path = _write_settings(
-        home / ".gemini", auth="gemini-api-key", model={"name": model}, ide={"enabled": False}
+        home / ".gemini",
+        auth="gemini-api-key",
+        model={"name": model},
+        ide={"enabled": False},
+        security={"folderTrust": {"enabled": False}},
     )
     variables = {
         "GOOGLE_GEMINI_BASE_URL": server_root(server_url),
@@ -102,6 +110,7 @@ def gemini_offline(
         notes=(
             "GOOGLE_GEMINI_BASE_URL: the Gemini API on the model server (http on loopback)",
             "model.name fixed: no model-router classifier call",
+            "security.folderTrust.enabled=false: every workspace trusted (yolo/autoEdit allowed)",
             "GEMINI_CLI_NO_RELAUNCH: one process (no relaunch with a larger heap)",
         ),
     )
