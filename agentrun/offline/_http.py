@@ -16,15 +16,17 @@ import sys
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
 
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from .._turns.boundary import single_error
 from .._vocabulary.errors import AgentrunError
 
-__all__ = ["HttpRequest", "Responder", "dumps", "serve_connection"]
+__all__ = ["BackgroundServer", "HttpRequest", "Responder", "dumps", "serve_connection"]
 
 _REASONS = {
     100: "Continue",
@@ -325,3 +327,60 @@ async def _plain_error(conn: anyio.abc.SocketStream, status: int, message: str) 
     with anyio.move_on_after(2):
         body = {"error": {"message": message, "type": "invalid_request_error"}}
         await Responder(conn, "HTTP/1.1").send_json(status, body, keep_alive=False)
+
+
+_Server = TypeVar("_Server", bound="BackgroundServer")
+
+
+class BackgroundServer:
+    """A loopback server whose tasks run in a task group of its own. ``async with`` starts it
+    (:meth:`start`, which opens ``_listener``); leaving the block cancels its tasks, closes the
+    listener (shielded) and raises the one error a task left, never an exception group. The
+    caller's own exception propagates as itself: the group never sees it."""
+
+    _listener: anyio.abc.Listener[Any] | None = None
+    _tg: anyio.abc.TaskGroup | None = None
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Listen, and serve in ``task_group`` (which the caller owns)."""
+        raise NotImplementedError
+
+    def _closed(self) -> None:
+        """What is left to undo once the listener is closed (nothing by default)."""
+
+    async def __aenter__(self: _Server) -> _Server:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        try:
+            await self.start(tg)
+        except BaseException:
+            self._tg = None
+            tg.cancel_scope.cancel()
+            try:
+                await tg.__aexit__(None, None, None)
+            except BaseException as group:
+                raise single_error(group) from None
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return None
+        tg.cancel_scope.cancel()
+        try:
+            await tg.__aexit__(None, None, None)
+        except BaseException as group:
+            raise single_error(group) from None
+        finally:
+            if self._listener is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._listener.aclose()
+                self._closed()
+        return None

@@ -30,19 +30,16 @@ layer is ``_http.py``; what a request is (its API, a side request, its record) i
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from types import TracebackType
 from typing import Any, cast
 
 import anyio
 import anyio.abc
 
-from .._turns.boundary import single_error
 from .._vocabulary.errors import UsageError
 from ._dialects import DIALECTS, Dialect, Served
-from ._http import HttpRequest, Limits, Responder, dumps, serve_connection
+from ._http import BackgroundServer, HttpRequest, Limits, Responder, dumps, serve_connection
 from ._ledger import ZERO_USAGE, Ledger, LedgerEntry
 from ._requests import (
     DEFAULT_SIDE_REQUESTS,
@@ -80,7 +77,7 @@ def _estimate_usage(turn: Turn, body_len: int, first_call: bool) -> Usage:
     )
 
 
-class ModelServer:
+class ModelServer(BackgroundServer):
     """The scripted model server. Use it as an async context manager::
 
         async with ModelServer(script) as server:
@@ -161,40 +158,6 @@ class ModelServer:
             local_host="127.0.0.1", local_port=self._port
         )
         task_group.start_soon(self._accept_loop, self._listener, task_group)
-
-    async def __aenter__(self) -> ModelServer:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        try:
-            await self.start(tg)
-        except BaseException:
-            self._tg = None
-            await tg.__aexit__(*sys.exc_info())
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        tg, self._tg = self._tg, None
-        if tg is None:
-            return None
-        tg.cancel_scope.cancel()
-        try:
-            # The server's tasks are cancelled: the group sees nothing of the caller's exception,
-            # so that propagates as itself, never wrapped in an exception group.
-            await tg.__aexit__(None, None, None)
-        except BaseException as group:
-            raise single_error(group) from None
-        finally:
-            if self._listener is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._listener.aclose()
-        return None
 
     async def serve_forever(self) -> None:
         """Serve until cancelled."""

@@ -37,19 +37,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal, cast
 from urllib.parse import parse_qsl, urlencode
 
 import anyio
 import anyio.abc
 
-from .._turns.boundary import single_error
 from .._vocabulary.errors import ConfigurationError, UsageError
 from .._vocabulary.messages import Usage
 from .._vocabulary.prices import PriceCatalog, default_prices
 from ._dialects import DIALECTS, Dialect
-from ._http import HttpRequest, Limits, Responder, serve_connection
+from ._http import BackgroundServer, HttpRequest, Limits, Responder, serve_connection
 from ._ledger import ZERO_USAGE, Ledger, LedgerEntry, LedgerSlice
 from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, SideRequest, classify
 from ._script import HttpError
@@ -213,7 +211,7 @@ class _EventUsage:
             self.usage = self._dialect.event_usage(event, self.usage)
 
 
-class CredentialProxy:
+class CredentialProxy(BackgroundServer):
     """The metering credential proxy. Use it as an async context manager::
 
         async with CredentialProxy(upstream=server.url, keys={"anthropic": real_key}) as proxy:
@@ -395,43 +393,9 @@ class CredentialProxy:
         self._listener = listener
         task_group.start_soon(self._accept_loop, listener, task_group)
 
-    async def __aenter__(self) -> CredentialProxy:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        try:
-            await self.start(tg)
-        except BaseException:
-            self._tg = None
-            tg.cancel_scope.cancel()
-            try:
-                await tg.__aexit__(None, None, None)
-            except BaseException as group:
-                raise single_error(group) from None
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        tg, self._tg = self._tg, None
-        if tg is None:
-            return None
-        tg.cancel_scope.cancel()
-        try:
-            await tg.__aexit__(None, None, None)
-        except BaseException as group:
-            raise single_error(group) from None
-        finally:
-            if self._listener is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._listener.aclose()
-                if self._socket_path is not None:
-                    self._socket_path.unlink(missing_ok=True)
-        return None
+    def _closed(self) -> None:
+        if self._socket_path is not None:
+            self._socket_path.unlink(missing_ok=True)
 
     async def _accept_loop(
         self, listener: anyio.abc.Listener[Any], tg: anyio.abc.TaskGroup
