@@ -61,6 +61,7 @@ from .record import record
 from .replay import replay
 from .run import DEFAULT_PROMPT, EXIT_INTERRUPTED, run
 from .serve import mcp, serve
+from .view import port_number as _port
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_PIPE_CLOSED", "UsageError", "main"]
 
@@ -98,16 +99,6 @@ def _dollars(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not an amount of US dollars") from None
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive amount of US dollars, got {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {text}")
     return value
 
 

@@ -52,12 +52,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="what to show")
     parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
-    parser.add_argument("--port", type=_port, default=0, help="the port (default: any free one)")
+    parser.add_argument(
+        "--port", type=port_number, default=0, help="the port (default: any free one)"
+    )
     parser.add_argument("--export", metavar="FILE", help="write one static HTML file and exit")
     return parser
 
 
-def _port(text: str) -> int:
+def port_number(text: str) -> int:
+    """A ``--port`` argument: 0 (any free port) to 65535."""
     try:
         value = int(text)
     except ValueError:
