@@ -332,7 +332,7 @@ CAPABILITIES: tuple[Capability, ...] = (
         "`SessionOptions(sandbox=...)`: the agent cannot get out of the bubblewrap sandbox",
         _ids(
             "tests/compliance/test_sandbox_escape.py::"
-            "test_a_sandboxed_agent_cannot_get_out[asyncio-{e}]",
+            "test_a_sandboxed_agent_cannot_get_out[asyncio-{e}-bubblewrap]",
             ALL,
         ),
     ),

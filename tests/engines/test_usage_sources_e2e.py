@@ -25,8 +25,9 @@ PRICES = {"input": 2.0, "cached_input": 0.5, "cache_write": 2.5, "output": 8.0}
 EXPECTED = {
     "claude": ("reported", "reported"),
     "opencode": ("reported", "reported"),
-    # OpenCode over ACP reports only the last model call's tokens.
-    "opencode-acp": ("last_call", "derived"),
+    # OpenCode over ACP reports only the last model call's tokens: a turn of one call (no tool
+    # started) has them as its own.
+    "opencode-acp": ("reported", "derived"),
     "codex": ("reported", "estimated"),
     "codex-app-server": ("reported", "estimated"),
     # Codex over ACP and Qwen Code report a turn's tokens and no cost: priced from the catalog.
