@@ -80,8 +80,10 @@ $(HARBOR_STAMP):
 # Real agents and the model server run inside a loopback-only network namespace where the
 # machine allows it (see docs/testing-offline.md). The suite runs on one worker per CPU (at most
 # four): most of a test with a real agent is spent waiting on the agent, so workers overlap
-# well even on two CPUs. A docs page's blocks share a worker (they build on each other).
-PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadgroup
+# well even on two CPUs. A test file's tests share a worker (--dist loadfile): a docs page's
+# blocks build on each other, and grouping them by page (loadgroup) was seen to split a page
+# across workers.
+PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadfile
 pytest: $(STAMP) $(ENGINES_STAMP) sandbox podman harbor chromium
 	$(if $(wildcard $(HARBOR_STAMP)),AGENTRUN_HARBOR_PYTHON=$(CURDIR)/$(HARBOR)/bin/python) \
 		$(BIN)/python -m agentrun.offline netns -- $(BIN)/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
