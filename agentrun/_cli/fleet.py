@@ -145,20 +145,26 @@ def _bad(path: Path, line: int, problem: str) -> ConfigurationError:
     return ConfigurationError(f"{path} line {line}: {problem}", option="tasks")
 
 
-def read_tasks(path: Path, *, live: bool) -> list[PlannedTask]:
-    """Every task of the tasks file, checked; the first problem is a
-    :class:`ConfigurationError` naming its line."""
+def _numbered_lines(path: Path, what: str, option: str) -> list[tuple[int, str]]:
+    """The bounded, numbered lines of the JSON Lines file at ``path``; one that cannot be read
+    or is not UTF-8 is a :class:`ConfigurationError` naming ``what`` it is."""
     try:
         with path.open(encoding="utf-8") as handle:
-            lines = list(_bounded_lines(handle, path))
+            return list(_bounded_lines(handle, path))
     except OSError as exc:
         raise ConfigurationError(
-            f"cannot read the tasks file {path}: {exc.strerror or exc}", option="tasks"
+            f"cannot read the {what} {path}: {exc.strerror or exc}", option=option
         ) from None
     except UnicodeDecodeError as exc:
         raise ConfigurationError(
-            f"the tasks file {path} is not UTF-8: {exc.reason}", option="tasks"
+            f"the {what} {path} is not UTF-8: {exc.reason}", option=option
         ) from None
+
+
+def read_tasks(path: Path, *, live: bool) -> list[PlannedTask]:
+    """Every task of the tasks file, checked; the first problem is a
+    :class:`ConfigurationError` naming its line."""
+    lines = _numbered_lines(path, "tasks file", "tasks")
     tasks: list[PlannedTask] = []
     names: dict[str, int] = {}
     for number, text in lines:
@@ -613,17 +619,7 @@ class _Run:
 def read_results(path: Path) -> set[str]:
     """The tasks a results file names (each line a :class:`TaskResult`); a line that is not
     one is a :class:`ConfigurationError` naming it."""
-    try:
-        with path.open(encoding="utf-8") as handle:
-            lines = list(_bounded_lines(handle, path))
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot read the results file {path}: {exc.strerror or exc}", option="resume"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigurationError(
-            f"the results file {path} is not UTF-8: {exc.reason}", option="resume"
-        ) from None
+    lines = _numbered_lines(path, "results file", "resume")
     done: set[str] = set()
     for number, text in lines:
         if not text.strip():
