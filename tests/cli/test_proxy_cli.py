@@ -55,9 +55,10 @@ NO_ASKING: dict[str, tuple[str, ...]] = {
 OUTPUT_NOT_ON_THE_STREAM = frozenset({"gemini"})
 #: Agents reporting the whole prompt and the answer without the library's split (Gemini CLI).
 UNSPLIT_USAGE = frozenset({"gemini"})
-#: The agent's environment, every command line it can see and its host name, printed by its
-#: own shell.
-SHOW_ENV = "env; ps -ww -eo args; hostname"
+#: The agent's environment, every command line it can see but the kernel's threads (hundreds on
+#: a large host: Claude Code keeps an output past ~30,000 characters in a file and shows the
+#: model a preview) and its host name, printed by its own shell.
+SHOW_ENV = "env; ps -ww -eo args | grep -v '^\\['; hostname"
 
 
 def _usage(fresh: int, read: int, write: int, output: int) -> ScriptUsage:
