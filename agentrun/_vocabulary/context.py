@@ -13,6 +13,7 @@ through a :class:`ContextTracker`:
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Callable
@@ -74,7 +75,9 @@ class Catalog:
 
     def extend(self, data: dict[str, Any]) -> None:
         """Merge more entries (same shape as ``catalog.json``); later entries win. A table of
-        another shape is refused with :class:`ConfigurationError` and changes nothing."""
+        another shape, or with a key of its own that no catalog has (``_``-prefixed keys are
+        comments), is refused with :class:`ConfigurationError` and changes nothing."""
+        check_table_keys(data, MODEL_TABLE)
         models: dict[str, ModelInfo] = {}
         aliases: dict[str, str] = {}
         for model_id, entry in table_entries(data).items():
@@ -167,6 +170,53 @@ def _object(data: object) -> dict[str, Any]:
             f"the table must be a JSON object, not {type(data).__name__}", option="models"
         )
     return cast("dict[str, Any]", data)
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """The top-level keys a kind of table may have (besides ``_``-prefixed comments such as
+    ``_about``), at least one of which it must have, and the words its errors use."""
+
+    what: str
+    keys: tuple[str, ...]
+    option: str
+    missing: str
+
+
+PRICE_TABLE = TableShape(
+    what="a price table",
+    keys=("models",),
+    option="prices",
+    missing="its prices go in 'models'",
+)
+MODEL_TABLE = TableShape(
+    what="a model catalog",
+    keys=("models", "families"),
+    option="models",
+    missing="its entries go in 'models' and 'families'",
+)
+
+
+def check_table_keys(data: object, shape: TableShape) -> None:
+    """A table has some of its own keys and no other: a misspelt ``models`` would otherwise
+    add nothing without a word."""
+    if not isinstance(data, dict):
+        return  # the shape is :func:`table_entries`'s to refuse
+    keys = [str(k) for k in cast("dict[object, object]", data)]
+    unknown = [k for k in keys if k not in shape.keys and not k.startswith("_")]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, shape.keys, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigurationError(
+            f"{shape.what} has no key {key!r}{hint}: {shape.missing}", option=shape.option
+        )
+    if not any(k in keys for k in shape.keys):
+        named = " or ".join(repr(k) for k in shape.keys)
+        raise ConfigurationError(
+            f'{shape.what} has no {named} (add entries as {{"models": {{"<model id>": {{...}}}}}})',
+            option=shape.option,
+        )
 
 
 def table_entries(data: object) -> dict[str, dict[str, Any]]:

@@ -14,15 +14,16 @@ Long-context surcharges are not applied: an estimate for a call beyond such a th
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, cast, overload
+from typing import Any, overload
 
 from .context import (
+    PRICE_TABLE,
     SharedDefault,
     alias_list,
+    check_table_keys,
     extend_from,
     model_keys,
     packaged_json,
@@ -109,7 +110,7 @@ class PriceCatalog:
         that no price table has (``_``-prefixed keys are comments), or a table of another
         shape is refused with :class:`ConfigurationError` (a ``ValueError``) and changes
         nothing."""
-        _check_table_keys(data)
+        check_table_keys(data, PRICE_TABLE)
         models: dict[str, ModelPrice] = {}
         aliases: dict[str, str] = {}
         for model_id, entry in table_entries(data).items():
@@ -153,33 +154,6 @@ class PriceCatalog:
         price here or the usage has no token figures."""
         price = self.lookup(model)
         return None if price is None else price.cost(usage)
-
-
-#: The keys of a price table (besides ``_``-prefixed comments such as ``_about``).
-_TABLE_KEYS = ("models",)
-
-
-def _check_table_keys(data: object) -> None:
-    """A price table has its ``models`` and no key of its own beside them: a misspelt
-    ``models`` would otherwise add no price without a word."""
-    if not isinstance(data, dict):
-        return  # the shape is :func:`table_entries`'s to refuse
-    keys = [str(k) for k in cast("dict[object, object]", data)]
-    unknown = [k for k in keys if k not in _TABLE_KEYS and not k.startswith("_")]
-    if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(key, _TABLE_KEYS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigurationError(
-            f"a price table has no key {key!r}{hint}: its prices go in 'models'",
-            option="prices",
-        )
-    if "models" not in keys:
-        raise ConfigurationError(
-            "the price table has no 'models' object of model ids (add prices as "
-            '{"models": {"<model id>": {"input": ..., "output": ...}}})',
-            option="prices",
-        )
 
 
 def _is_price(value: object) -> bool:

@@ -56,7 +56,12 @@ BAD_MODEL_FILES = [
     ("window-negative", '{"models": {"m": {"context_window": -1}}}', "context_window"),
     ("missing", None, "no such file"),
     ("directory", "dir", "directory"),
-]
+    # A misspelt top-level key added no entry without a word before.
+    ("misspelt-models", '{"model": {"m": {"context_window": 5}}}', "'model' (did you mean 'models'?)"),
+    ("misspelt-families", '{"familes": [{"prefix": "m"}]}', "'familes' (did you mean 'families'?)"),
+    ("no-entries", '{"_about": "mine"}', "no 'models' or 'families'"),
+    ("empty", "{}", "no 'models' or 'families'"),
+]  # fmt: skip
 
 
 def _write(tmp_path: Path, content: str | bytes | None) -> Path:
