@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Iterable
 from typing import Any, cast
 
 from .._vocabulary.jsonvalues import as_dict, as_list, as_str
@@ -196,6 +197,37 @@ def _text_content(text: str) -> dict[str, Any]:
     return {"type": "content", "content": {"type": "text", "text": text}}
 
 
+#: How many tool ids a session remembers per kind of memory (announced, sent by earlier turns,
+#: plan tools): the oldest is forgotten past it, so a session of any length holds a few MB at
+#: most. Only an agent that repeats an id tens of thousands of tool calls later is affected
+#: (its repeat goes out as a new call).
+REMEMBERED_TOOL_IDS = 65_536
+
+
+class RecentIds:
+    """A set of the most recent ``limit`` ids added, the oldest forgotten first."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self._limit = REMEMBERED_TOOL_IDS if limit is None else limit
+        self._ids: dict[str, None] = {}
+
+    def __contains__(self, tool_id: object) -> bool:
+        return tool_id in self._ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, tool_id: str) -> None:
+        self._ids.pop(tool_id, None)
+        self._ids[tool_id] = None
+        if len(self._ids) > self._limit:
+            del self._ids[next(iter(self._ids))]
+
+    def update(self, tool_ids: Iterable[str]) -> None:
+        for tool_id in tool_ids:
+            self.add(tool_id)
+
+
 class UpdateMapper:
     """Library messages of one ACP session to its ``session/update`` payloads."""
 
@@ -220,13 +252,13 @@ class UpdateMapper:
         self.cost_source: str | None = None
         #: The last context reading: (used, size).
         self.context: tuple[int, int] | None = None
-        self._announced: set[str] = set()
+        self._announced = RecentIds()
         #: This turn's tool ids (the engine's) and the ``toolCallId`` each goes out as; the
         #: ids earlier turns sent (see :meth:`tool_id`).
         self._turn_tool_ids: dict[str, str] = {}
-        self._earlier_tool_ids: set[str] = set()
+        self._earlier_tool_ids = RecentIds()
         self._turns = 0
-        self._plan_tools: set[str] = set()
+        self._plan_tools = RecentIds()
         self._streamed = {"text": False, "thinking": False}
         self._forwarded: list[Any] = []
         self._last_usage: tuple[int, int, float | None] | None = None
