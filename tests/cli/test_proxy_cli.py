@@ -55,10 +55,12 @@ NO_ASKING: dict[str, tuple[str, ...]] = {
 OUTPUT_NOT_ON_THE_STREAM = frozenset({"gemini"})
 #: Agents reporting the whole prompt and the answer without the library's split (Gemini CLI).
 UNSPLIT_USAGE = frozenset({"gemini"})
-#: The agent's environment, every command line it can see but the kernel's threads (hundreds on
-#: a large host: Claude Code keeps an output past ~30,000 characters in a file and shows the
-#: model a preview) and its host name, printed by its own shell.
-SHOW_ENV = "env; ps -ww -eo args | grep -v '^\\['; hostname"
+#: The agent's environment, the command lines it can see that hold a planted key (every planted
+#: key says "planted"; grep's own line names only the word) with ps's own line to show it ran,
+#: and its host name, printed by its own shell. Only those lines: on a busy machine ps lists
+#: hundreds of processes, and Claude Code keeps an output past ~30,000 characters in a file,
+#: showing the model a preview.
+SHOW_ENV = "env; ps -ww -eo args | grep -e planted -e '^ps '; hostname"
 
 
 def _usage(fresh: int, read: int, write: int, output: int) -> ScriptUsage:
