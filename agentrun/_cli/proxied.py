@@ -2,7 +2,7 @@
 through the metering credential proxy.
 
 The agent runs in a kept home of its own (as on the embedded default), configured as offline but
-pointed at the proxy, with a placeholder key: the real key stays in this process. After each
+pointed at the proxy, with the key the proxy minted: the real key stays in this process. After each
 turn the proxy's ledger for that turn is set beside the summary's usage: with ``--json`` one
 line ``{"type": "metered", ...}``, else one line of text; a disagreement is added to the
 summary's errors (code ``usage_mismatch``), and a turn during which the budget refused a call

@@ -136,6 +136,8 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
     # The upstream received the planted key on every model call, in the provider's header.
     assert server.model_requests
     assert all(r.headers.get(header) == value for r in server.model_requests)
+    # The agent's key was the proxy's client key, which stops at the proxy.
+    assert all("agentrun-proxy-" not in repr(r) for r in server.requests)
     # ... and it is nowhere else: output, errors, what the agent sent the model (its shell's
     # printout included), ATIF, journal, the agent's home.
     for planted in PLANTED.values():
