@@ -15,9 +15,9 @@ tests). On the way it
 * **swaps the key**: the client key is dropped (with every other key header) and the real one
   put on the upstream request, in the header its provider reads. The real keys come from the
   caller's environment (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY`` or
-  ``GOOGLE_API_KEY``) or are given; the agent never needs them. An answer that is not a
-  stream has every real key replaced before the agent sees it, and so has every error the
-  proxy writes;
+  ``GOOGLE_API_KEY``) or are given; the agent never needs them. Every answer has every real
+  key replaced before the agent sees it (a streamed one too, a key split across its pieces
+  included), and so has every error the proxy writes;
 * **meters**: every model request (streamed or not) becomes a
   :class:`~agentrun.offline.LedgerEntry` of :attr:`CredentialProxy.ledger` with the usage its
   answer carried, read by the same API dialects that write it in the model server; side
@@ -233,6 +233,49 @@ def _unauthorized_error(provider: Provider) -> HttpError:
             status=401, message=message, error_type="invalid_request_error", code="invalid_api_key"
         )
     return HttpError(status=401, message=message, error_type="UNAUTHENTICATED")
+
+
+class _StreamScrubber:
+    """Replaces every real key in a stream handed on piece by piece, a key split across pieces
+    included: the end of what came so far that could begin a key is held back until the next
+    piece shows whether it does (or the stream ends)."""
+
+    def __init__(self, keys: Sequence[bytes], redacted: bytes) -> None:
+        self._keys = [key for key in keys if key]
+        self._redacted = redacted
+        self._longest = max((len(key) for key in self._keys), default=0)
+        self._held = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        """What of ``piece`` (and of what was held back) can be handed on now."""
+        if not self._keys:
+            return piece
+        data = self._held + piece if self._held else piece
+        for key in self._keys:
+            if key in data:
+                data = data.replace(key, self._redacted)
+        keep = self._partial_key_start(data)
+        self._held = data[keep:]
+        return data[:keep]
+
+    def close(self) -> bytes:
+        """What was held back: the stream ended, so no key can be completed."""
+        held, self._held = self._held, b""
+        return held
+
+    def _partial_key_start(self, data: bytes) -> int:
+        """Where the earliest end of ``data`` begins that is the start of a key (else its
+        length)."""
+        window = max(0, len(data) - self._longest + 1)
+        earliest = len(data)
+        for key in self._keys:
+            at = data.find(key[:1], window)
+            while 0 <= at < earliest:
+                if key.startswith(data[at:]):
+                    earliest = at
+                    break
+                at = data.find(key[:1], at + 1)
+        return earliest
 
 
 class _EventUsage:
@@ -655,14 +698,16 @@ class CredentialProxy(BackgroundServer):
         try:
             if events:
                 reader = _EventUsage(dialect) if dialect is not None else None
+                scrubber = _StreamScrubber(self._scrubbed, _REDACTED.encode())
                 await out.start(answer.status, headers, chunked=True, keep_alive=keep)
 
                 async def relay(piece: bytes) -> None:
-                    await out.write(piece)
+                    await out.write(scrubber.feed(piece))
                     if reader is not None:
                         reader.feed(piece)
 
                 await answer.pipe(relay)
+                await out.write(scrubber.close())
                 await out.finish()
                 if reader is not None:
                     reader.close()

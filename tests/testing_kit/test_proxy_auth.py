@@ -1,14 +1,17 @@
-"""The metering credential proxy admits only its own agent.
+"""The metering credential proxy admits only its own agent, and keeps the real keys out of
+streamed answers.
 
 Each proxy mints a random client key; a request that does not carry it where its provider reads
 its key (no key, the placeholder every agent used to hold, another proxy's key, the right key in
 the wrong header) is refused with a 401 in the provider's own error shape, never reaches the
-upstream and is not metered."""
+upstream and is not metered. A streamed answer that echoes a real key has it replaced, even when
+the key is split across the pieces the upstream sent, at every position."""
 
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +196,82 @@ def test_the_old_placeholder_name_is_deprecated() -> None:
 
     with pytest.warns(DeprecationWarning, match="client_key"):
         assert _proxy.PLACEHOLDER_KEY == OLD_PLACEHOLDER  # pyright: ignore[reportAttributeAccessIssue]
+
+
+# ---------------------------------------------------------------------------- streamed answers
+
+
+class SplittingUpstream:
+    """A model API that answers every request with one server-sent event, chunked into the
+    pieces :attr:`pieces` says: the proxy hands each chunk on as it comes."""
+
+    def __init__(self, pieces: list[bytes] | None = None) -> None:
+        self.pieces: list[bytes] = pieces or []
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[str]:
+        """Listen on a free port; yields the upstream's URL."""
+        async with (
+            await anyio.create_tcp_listener(local_host="127.0.0.1") as listener,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(listener.serve, self._answer)
+            yield f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}"
+            tg.cancel_scope.cancel()
+
+    async def _answer(self, conn: anyio.abc.SocketStream) -> None:
+        async with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += await conn.receive()
+            head, _, body = head.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(body) < length:
+                body += await conn.receive()
+            await conn.send(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+            )
+            for piece in self.pieces:
+                await conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            await conn.send(b"0\r\n\r\n")
+
+
+def _event(text: str) -> bytes:
+    return b'data: {"choices":[{"delta":{"content":"' + text.encode() + b'"}}]}\n\n'
+
+
+async def test_a_key_echoed_in_a_stream_is_replaced_wherever_the_pieces_split_it() -> None:
+    """The upstream echoes two real keys (of different lengths) in one event, cut in two at
+    every position; then in pieces of one byte each. What the agent gets is the event with
+    each key replaced, nothing lost or doubled."""
+    echoed = _event(f"your key {REAL['openai']} and {REAL['anthropic']}, twice: {REAL['openai']}")
+    expected = echoed.replace(REAL["openai"].encode(), b"[redacted key]").replace(
+        REAL["anthropic"].encode(), b"[redacted key]"
+    )
+    splits = [[echoed[:cut], echoed[cut:]] for cut in range(1, len(echoed))]
+    splits.append([echoed[i : i + 1] for i in range(len(echoed))])
+    upstream = SplittingUpstream()
+    async with upstream.serving() as url, CredentialProxy(url, keys=REAL) as proxy:
+        for pieces in splits:
+            upstream.pieces = pieces
+            request = raw_request(*STREAMED["chat"], headers=auth("chat", proxy.client_key))
+            (reply,) = await exchange(proxy.port, [request])
+            assert reply.status == 200
+            assert reply.body == expected, [len(piece) for piece in pieces]
+    assert len(proxy.ledger) == len(splits) and proxy.failures == []
+
+
+async def test_a_stream_that_only_begins_like_a_key_is_handed_on_whole() -> None:
+    """The end of a piece that could begin a key is held back only until the next piece; a
+    stream that ends on one has it handed on."""
+    almost = REAL["openai"][:-1]
+    upstream = SplittingUpstream([_event("x")[:-2], almost.encode(), b"\n\n", almost.encode()])
+    async with upstream.serving() as url, CredentialProxy(url, keys=REAL) as proxy:
+        request = raw_request(*STREAMED["chat"], headers=auth("chat", proxy.client_key))
+        (reply,) = await exchange(proxy.port, [request])
+    assert reply.body == b"".join(upstream.pieces)
