@@ -106,6 +106,7 @@ class Meter:
         self._as_json = as_json
         self._mark = proxy.ledger.mark()
         self._refused = proxy.refused
+        self._unauthorized = proxy.unauthorized
 
     async def turn(self, summary: TurnSummary) -> None:
         proxy = self._proxy
@@ -113,6 +114,8 @@ class Meter:
         served = proxy.ledger.since(self._mark)
         self._mark += len(served)
         refused, self._refused = proxy.refused - self._refused, proxy.refused
+        unauthorized = proxy.unauthorized - self._unauthorized
+        self._unauthorized = proxy.unauthorized
         disagreement = usage_disagreement(summary.usage, served, prices=proxy.prices)
         if disagreement is not None:
             summary.errors.append(
@@ -134,6 +137,7 @@ class Meter:
                 "side_calls": len(served.side),
                 "cost_usd": served.cost(),
                 "refused": refused,
+                "unauthorized": unauthorized,
             },
             "summary": {
                 "usage": summary.usage.model_dump(exclude_none=True) if summary.usage else None

@@ -9,6 +9,7 @@ the key is split across the pieces the upstream sent, at every position."""
 
 from __future__ import annotations
 
+import json
 import stat
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -20,7 +21,8 @@ import anyio.abc
 import pytest
 from model_client import Reply, exchange, parse_reply, raw_request
 
-from agentrun import CredentialProxy
+from agentrun import CredentialProxy, TurnSummary
+from agentrun._cli.proxied import Meter
 from agentrun.offline import ModelServer, ModelTurn, Script
 
 pytestmark = pytest.mark.anyio
@@ -275,3 +277,17 @@ async def test_a_stream_that_only_begins_like_a_key_is_handed_on_whole() -> None
         request = raw_request(*STREAMED["chat"], headers=auth("chat", proxy.client_key))
         (reply,) = await exchange(proxy.port, [request])
     assert reply.body == b"".join(upstream.pieces)
+
+
+async def test_the_metered_line_counts_the_turn_s_unauthorized_requests(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with ModelServer(Script(turns=[TURN])) as server:
+        async with CredentialProxy(server.url, keys=REAL) as proxy:
+            meter = Meter(proxy, as_json=True)
+            await exchange(proxy.port, [raw_request(*STREAMED["chat"])])
+            await meter.turn(TurnSummary(turn=1))
+            await meter.turn(TurnSummary(turn=2))
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (first["proxy"]["unauthorized"], second["proxy"]["unauthorized"]) == (1, 0)
+    assert first["proxy"]["calls"] == 0
