@@ -21,9 +21,9 @@ import anyio.abc
 import pytest
 from model_client import Reply, exchange, parse_reply, raw_request
 
-from agentrun import CredentialProxy, TurnSummary
+from agentrun import CredentialProxy, EngineUnavailableError, TurnSummary
 from agentrun._cli.proxied import Meter
-from agentrun.offline import ModelServer, ModelTurn, Script
+from agentrun.offline import EMBEDDED_ENGINES, ModelServer, ModelTurn, Script, offline_config
 
 pytestmark = pytest.mark.anyio
 
@@ -291,3 +291,18 @@ async def test_the_metered_line_counts_the_turn_s_unauthorized_requests(
     first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert (first["proxy"]["unauthorized"], second["proxy"]["unauthorized"]) == (1, 0)
     assert first["proxy"]["calls"] == 0
+
+
+@pytest.mark.parametrize("agent", sorted(EMBEDDED_ENGINES))
+def test_each_offline_configuration_hands_the_agent_the_key_it_is_given(
+    agent: str, tmp_path: Path
+) -> None:
+    key = CredentialProxy("http://127.0.0.1:9", keys=REAL).client_key
+    try:
+        config = offline_config(
+            EMBEDDED_ENGINES[agent], "http://127.0.0.1:9", tmp_path, api_key=key
+        )
+    except EngineUnavailableError as exc:  # codex-acp asks the pinned Codex for its catalog
+        pytest.skip(str(exc))
+    written = [path.read_text() for path in config.files]
+    assert key in repr(config.env) or any(key in text for text in written)
