@@ -5,7 +5,9 @@ here only sends the request and reads the answer to its end.
 
 Calls alternate between the two paths, each on a fresh connection (as the agents' clients do
 after an idle pause; the proxy also opens a fresh connection upstream per call). Two answers:
-a streamed one (about 4 KB of text in 80 events) and the same answer whole.
+a streamed one (about 4 KB of text in 80 events) and the same answer whole. Two more rows
+put the proxy's own checks beside its CPU per call: the client-key check of one request, and
+the redaction of the streamed answer (every piece searched for the real keys).
 
     python bench/proxy.py [--calls 200]
 """
@@ -36,7 +38,7 @@ from agentrun import CredentialProxy
 
 async def main():
     async with CredentialProxy(sys.argv[1], keys={"anthropic": "sk-ant-bench"}) as proxy:
-        print(proxy.port, flush=True)
+        print(proxy.port, proxy.client_key, flush=True)
         await anyio.sleep_forever()
 
 anyio.run(main)
@@ -50,26 +52,26 @@ def _cpu_seconds(pid: int) -> float:
 
 
 @contextmanager
-def _process(argv: list[str]) -> Iterator[tuple[int, int]]:
-    """A child that prints its port on its first line: its port and pid, the child stopped
-    after."""
+def _process(argv: list[str]) -> Iterator[tuple[int, int, str]]:
+    """A child that prints its port on its first line (the proxy: and its client key): its
+    port, pid and that line, the child stopped after."""
     child = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
         first = child.stdout.readline().strip()
-        yield int(first.rsplit(":", 1)[-1].split()[0]), child.pid
+        yield int(first.rsplit(":", 1)[-1].split()[0]), child.pid, first
     finally:
         child.terminate()
         child.wait(timeout=10)
 
 
-def _request(streamed: bool) -> bytes:
+def _request(streamed: bool, key: str) -> bytes:
     body = json.dumps(
         {"model": "claude-bench", "stream": streamed, "max_tokens": 1000, "messages": []}
     ).encode()
     head = (
         "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-        f"x-api-key: placeholder\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        f"x-api-key: {key}\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
     )
     return head.encode() + body
 
@@ -85,12 +87,53 @@ async def _call(port: int, request: bytes) -> int:
                 return received
 
 
-async def _measure(direct: tuple[int, int], proxied: tuple[int, int], calls: int) -> list[Row]:
+def _checks_per_call(proxy_cpu: float, calls: int) -> list[Row]:
+    """The client-key check of one request, and the redaction of one streamed answer (its
+    pieces as the proxy received them), against the proxy's CPU per streamed call."""
+    from agentrun import CredentialProxy
+    from agentrun.offline._http import HttpRequest
+    from agentrun.offline._proxy import _StreamScrubber  # pyright: ignore[reportPrivateUsage]
+
+    proxy = CredentialProxy("http://127.0.0.1:9", keys={"anthropic": "sk-ant-bench"})
+    request = HttpRequest(
+        "POST", "/v1/messages", "HTTP/1.1", [("x-api-key", proxy.client_key)], b"{}"
+    )
+    admits = proxy._admits  # pyright: ignore[reportPrivateUsage]
+    assert admits("anthropic", request)
+    rounds = 20_000
+    start = time.process_time()
+    for _ in range(rounds):
+        admits("anthropic", request)
+    check = (time.process_time() - start) / rounds
+    event = (
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"' + TEXT[:52].encode() + b'"}}\n\n'
+    )
+    start = time.process_time()
+    for _ in range(calls):
+        scrubber = _StreamScrubber([b"sk-ant-bench"], b"[redacted key]")
+        for _ in range(80):
+            scrubber.feed(event)
+        scrubber.close()
+    scrub = (time.process_time() - start) / calls
+    return [
+        Row("proxy key check", "the client-key check of one request",
+            "the proxy's CPU per streamed call", check / proxy_cpu, check, 0.0),
+        Row("proxy stream scrub", "redacting one streamed answer (80 events)",
+            "the proxy's CPU per streamed call", scrub / proxy_cpu, scrub, 0.0),
+    ]  # fmt: skip
+
+
+async def _measure(
+    direct: tuple[int, int, str], proxied: tuple[int, int, str], calls: int
+) -> list[Row]:
     """Wall time per call through the proxy against the direct call; and the CPU the proxy
     spends per call against the CPU the model server spends answering it."""
     rows: list[Row] = []
+    checks: list[Row] = []
+    key = proxied[2].split()[1]
     for streamed in (True, False):
-        request = _request(streamed)
+        request = _request(streamed, key)
         times: dict[str, list[float]] = {"direct": [], "proxy": []}
         for _ in range(5):  # warm-up
             await _call(direct[0], request)
@@ -107,6 +150,8 @@ async def _measure(direct: tuple[int, int], proxied: tuple[int, int], calls: int
         median = statistics.median(times["proxy"])
         spread = (max(times["proxy"]) - min(times["proxy"])) / median
         kind = "streamed" if streamed else "whole"
+        answer = await _call(proxied[0], request)
+        assert answer > 1000, "the proxy refused the call"
         rows.append(
             Row(
                 f"proxy {kind}",
@@ -127,7 +172,9 @@ async def _measure(direct: tuple[int, int], proxied: tuple[int, int], calls: int
                 0.0,
             )
         )
-    return rows
+        if streamed:
+            checks = _checks_per_call(proxy_cpu, calls)
+    return rows + checks
 
 
 def measure(calls: int) -> list[Row]:

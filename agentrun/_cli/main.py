@@ -144,7 +144,7 @@ def parser() -> argparse.ArgumentParser:
     run_.add_argument("--live", action="store_true", help="use your real agent configuration")
     run_.add_argument("--upstream", metavar="URL",
                       help="with --live: the agent reaches the model API at URL only through "
-                           "the metering credential proxy, with a placeholder key")  # fmt: skip
+                           "the metering credential proxy, with a key minted for it")  # fmt: skip
     run_.add_argument("--proxy", action="store_true",
                       help="with --live: through the proxy to the provider's real API")  # fmt: skip
     run_.add_argument("--proxy-max-tokens", type=_count, metavar="N",

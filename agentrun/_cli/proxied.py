@@ -2,7 +2,7 @@
 through the metering credential proxy.
 
 The agent runs in a kept home of its own (as on the embedded default), configured as offline but
-pointed at the proxy, with a placeholder key: the real key stays in this process. After each
+pointed at the proxy, with the key the proxy minted: the real key stays in this process. After each
 turn the proxy's ledger for that turn is set beside the summary's usage: with ``--json`` one
 line ``{"type": "metered", ...}``, else one line of text; a disagreement is added to the
 summary's errors (code ``usage_mismatch``), and a turn during which the budget refused a call
@@ -106,6 +106,7 @@ class Meter:
         self._as_json = as_json
         self._mark = proxy.ledger.mark()
         self._refused = proxy.refused
+        self._unauthorized = proxy.unauthorized
 
     async def turn(self, summary: TurnSummary) -> None:
         proxy = self._proxy
@@ -113,6 +114,8 @@ class Meter:
         served = proxy.ledger.since(self._mark)
         self._mark += len(served)
         refused, self._refused = proxy.refused - self._refused, proxy.refused
+        unauthorized = proxy.unauthorized - self._unauthorized
+        self._unauthorized = proxy.unauthorized
         disagreement = usage_disagreement(summary.usage, served, prices=proxy.prices)
         if disagreement is not None:
             summary.errors.append(
@@ -134,6 +137,7 @@ class Meter:
                 "side_calls": len(served.side),
                 "cost_usd": served.cost(),
                 "refused": refused,
+                "unauthorized": unauthorized,
             },
             "summary": {
                 "usage": summary.usage.model_dump(exclude_none=True) if summary.usage else None

@@ -336,7 +336,7 @@ async def _run(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> 
 
 async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interrupt) -> int:
     """``--live --upstream URL`` / ``--proxy``: the agent, in a kept home of its own, reaches its
-    model API only through the metering credential proxy, with a placeholder key."""
+    model API only through the metering credential proxy, with the key the proxy minted."""
     from ..offline._homes import offline_home, remember_home
     from .proxied import Meter, open_proxy
 
@@ -360,8 +360,9 @@ async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interr
                         args, socket_ports={PROXY_PORT_INSIDE: str(socket_path)}
                     )
                 engine, session = _embedded(
-                    args, url, str(home), cwd, plan.options, sandbox=sandbox
-                )
+                    args, url, str(home), cwd, plan.options, sandbox=sandbox,
+                    api_key=proxy.client_key,
+                )  # fmt: skip
                 return await _turns(
                     engine, session, plan, args, interrupt, on_close=remember, metered=meter.turn
                 )
@@ -423,6 +424,7 @@ def _embedded(
     options: dict[str, str],
     *,
     sandbox: Sandbox | None = None,
+    api_key: str | None = None,
 ) -> tuple[Engine, SessionOptions]:
     from ..offline import embedded_engine
 
@@ -436,6 +438,7 @@ def _embedded(
         resume_id=args.resume,
         fork=_fork(args),
         sandbox=sandbox or sandbox_option(args),
+        api_key=api_key,
         **({"options": options} if options else {}),
         **_approval(args),
         **_journal_options(args),

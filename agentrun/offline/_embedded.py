@@ -9,10 +9,9 @@ offline configuration each engine takes.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from .._bases.offline import OfflineAgentConfig
@@ -42,15 +41,21 @@ EMBEDDED_ENGINES: dict[str, str] = {
 }
 
 
+class _Configure(Protocol):
+    def __call__(
+        self, server_url: str, directory: str | os.PathLike[str], *, api_key: str | None = None
+    ) -> OfflineAgentConfig: ...
+
+
 def _codex_app_server_offline(
-    server_url: str, directory: str | os.PathLike[str]
+    server_url: str, directory: str | os.PathLike[str], *, api_key: str | None = None
 ) -> OfflineAgentConfig:
     # Same configuration; app-server takes no exec flags (no git check applies).
-    return replace(codex_offline(server_url, directory), args=())
+    return replace(codex_offline(server_url, directory, api_key=api_key), args=())
 
 
 #: Each agent's offline configuration with its defaults, by agent (or engine) name.
-_CONFIGS: dict[str, Callable[[str, str | os.PathLike[str]], OfflineAgentConfig]] = {
+_CONFIGS: dict[str, _Configure] = {
     "claude": claude_offline,
     "claude-code": claude_offline,
     "opencode": opencode_offline,
@@ -66,14 +71,20 @@ _CONFIGS: dict[str, Callable[[str, str | os.PathLike[str]], OfflineAgentConfig]]
 
 
 def offline_config(
-    agent: str, server_url: str, directory: str | os.PathLike[str]
+    agent: str,
+    server_url: str,
+    directory: str | os.PathLike[str],
+    *,
+    api_key: str | None = None,
 ) -> OfflineAgentConfig:
     """Dispatch on the agent name: ``claude``, ``opencode`` (or ``opencode-acp``), ``codex``,
-    ``codex-app-server``, ``claude-acp``, ``codex-acp``, ``qwen``, ``gemini``."""
+    ``codex-app-server``, ``claude-acp``, ``codex-acp``, ``qwen``, ``gemini``. ``api_key``: the
+    key the agent sends (a :class:`~agentrun.CredentialProxy`'s ``client_key``; default a
+    dummy the model server ignores)."""
     config = _CONFIGS.get(agent)
     if config is None:
         raise ConfigurationError(f"no offline configuration for agent {agent!r}", option="agent")
-    return config(server_url, directory)
+    return config(server_url, directory, api_key=api_key)
 
 
 #: Engine options each agent needs offline (a scratch workspace is no git repository).
@@ -98,6 +109,7 @@ def embedded_engine(
     binary: str | None = None,
     resume_id: str | None = None,
     sandbox: Sandbox | bool | None = None,
+    api_key: str | None = None,
     **options: Any,
 ) -> tuple[Engine, SessionOptions]:
     """The engine ``name`` and session options that run its pinned agent against the model
@@ -110,6 +122,8 @@ def embedded_engine(
 
     ``sandbox`` (``True`` or a :class:`~agentrun.Sandbox`) runs the agent sandboxed with
     ``directory`` as its read-write home and the model server's port its only way out.
+    ``api_key``: the key the agent sends; pointed at a :class:`~agentrun.CredentialProxy`,
+    its ``client_key``.
     """
     from .._vocabulary.errors import ConfigurationError
 
@@ -120,7 +134,7 @@ def embedded_engine(
             f"(supported: {', '.join(sorted(EMBEDDED_ENGINES))})",
             option="engine",
         )
-    config = offline_config(agent, server_url, Path(directory))
+    config = offline_config(agent, server_url, Path(directory), api_key=api_key)
     engine = get_engine(name, **({"binary": binary} if binary is not None else {}))
     engine.check()
     engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}

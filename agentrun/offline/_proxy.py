@@ -1,4 +1,4 @@
-"""The metering credential proxy: agents reach the model APIs through it, with a placeholder key.
+"""The metering credential proxy: agents reach the model APIs through it, with a key of its own.
 
 :class:`CredentialProxy` listens on ``127.0.0.1`` (or a Unix socket) and speaks the four model
 APIs the model server speaks (Anthropic Messages, OpenAI Responses, Chat Completions, the
@@ -6,12 +6,18 @@ Gemini API) by forwarding every request to an upstream: the provider's real URL 
 any API-compatible URL on request (the embedded :class:`~agentrun.offline.ModelServer` in
 tests). On the way it
 
-* **swaps the key**: whatever key the agent sent (``x-api-key``, ``authorization``,
-  ``x-goog-api-key``, ``?key=``) is dropped and the real one put on the upstream request, in
-  the header its provider reads. The real keys come from the caller's environment
-  (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``) or are
-  given; the agent never needs them. An answer that is not a stream has every real key
-  replaced before the agent sees it, and so has every error the proxy writes;
+* **admits only its agent**: each proxy mints a random client key
+  (:attr:`CredentialProxy.client_key`) that is the agent's API key. A request that does not
+  carry it where its provider's key goes (Anthropic ``x-api-key``, OpenAI ``authorization:
+  Bearer``, Gemini ``x-goog-api-key`` or ``?key=``) is refused with a 401 in the provider's
+  own error shape: not forwarded, not metered, counted in :attr:`CredentialProxy.unauthorized`.
+  So no other process that can reach the port spends the caller's key;
+* **swaps the key**: the client key is dropped (with every other key header) and the real one
+  put on the upstream request, in the header its provider reads. The real keys come from the
+  caller's environment (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``, ``GEMINI_API_KEY`` or
+  ``GOOGLE_API_KEY``) or are given; the agent never needs them. Every answer has every real
+  key replaced before the agent sees it (a streamed one too, a key split across its pieces
+  included), and so has every error the proxy writes;
 * **meters**: every model request (streamed or not) becomes a
   :class:`~agentrun.offline.LedgerEntry` of :attr:`CredentialProxy.ledger` with the usage its
   answer carried, read by the same API dialects that write it in the model server; side
@@ -31,9 +37,12 @@ OAuth logins (Claude.ai / ChatGPT subscriptions) are out of scope: the proxy swa
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
+import secrets
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,7 +65,6 @@ from ._upstream import Upstream, UpstreamAnswer, UpstreamFailure, connect, excha
 __all__ = [
     "DEFAULT_UPSTREAMS",
     "KEY_VARIABLES",
-    "PLACEHOLDER_KEY",
     "CredentialProxy",
     "Provider",
     "usage_disagreement",
@@ -79,8 +87,23 @@ DEFAULT_UPSTREAMS: dict[Provider, str] = {
     "gemini": "https://generativelanguage.googleapis.com",
 }
 
-#: The key to give an agent that talks to the proxy (any key will do; this one says why).
-PLACEHOLDER_KEY = "agentrun-proxy-placeholder-key"
+#: What every client key begins with, so one seen in a log says where it belongs.
+_CLIENT_KEY_PREFIX = "agentrun-proxy-"
+#: The key every agent was given before each proxy minted its own; the proxy refuses it.
+_OLD_PLACEHOLDER_KEY = "agentrun-proxy-placeholder-key"
+
+
+def __getattr__(name: str) -> str:
+    if name == "PLACEHOLDER_KEY":
+        warnings.warn(
+            "PLACEHOLDER_KEY is deprecated: the proxy refuses it; give the agent "
+            "CredentialProxy.client_key",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _OLD_PLACEHOLDER_KEY
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The dialect whose error shape answers a request of each provider that is no model call.
 _SHAPE: dict[Provider, ApiKind] = {
@@ -176,6 +199,85 @@ def _budget_error(provider: Provider, why: str) -> HttpError:
     return HttpError(status=429, message=message, error_type="RESOURCE_EXHAUSTED")
 
 
+def _presented_keys(provider: Provider, request: HttpRequest) -> list[str]:
+    """The keys ``request`` carries where ``provider``'s API reads its key."""
+    if provider == "anthropic":
+        value = request.header("x-api-key")
+        return [] if value is None else [value]
+    if provider == "openai":
+        scheme, _, token = (request.header("authorization") or "").strip().partition(" ")
+        return [token.strip()] if scheme.lower() == "bearer" else []
+    query = parse_qsl(request.query, keep_blank_values=True)
+    keys = [value for name, value in query if name == "key"]
+    value = request.header("x-goog-api-key")
+    return keys if value is None else [value, *keys]
+
+
+#: Where each provider's key goes, as the refusal of a request without the client key says.
+_KEY_PLACE: dict[Provider, str] = {
+    "anthropic": "x-api-key",
+    "openai": "authorization: Bearer",
+    "gemini": "x-goog-api-key or ?key=",
+}
+
+
+def _unauthorized_error(provider: Provider) -> HttpError:
+    message = (
+        f"agentrun proxy: the request does not carry this proxy's client key "
+        f"({_KEY_PLACE[provider]})"
+    )
+    if provider == "anthropic":
+        return HttpError(status=401, message=message, error_type="authentication_error")
+    if provider == "openai":
+        return HttpError(
+            status=401, message=message, error_type="invalid_request_error", code="invalid_api_key"
+        )
+    return HttpError(status=401, message=message, error_type="UNAUTHENTICATED")
+
+
+class _StreamScrubber:
+    """Replaces every real key in a stream handed on piece by piece, a key split across pieces
+    included: the end of what came so far that could begin a key is held back until the next
+    piece shows whether it does (or the stream ends)."""
+
+    def __init__(self, keys: Sequence[bytes], redacted: bytes) -> None:
+        self._keys = [key for key in keys if key]
+        self._redacted = redacted
+        self._longest = max((len(key) for key in self._keys), default=0)
+        self._held = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        """What of ``piece`` (and of what was held back) can be handed on now."""
+        if not self._keys:
+            return piece
+        data = self._held + piece if self._held else piece
+        for key in self._keys:
+            if key in data:
+                data = data.replace(key, self._redacted)
+        keep = self._partial_key_start(data)
+        self._held = data[keep:]
+        return data[:keep]
+
+    def close(self) -> bytes:
+        """What was held back: the stream ended, so no key can be completed."""
+        held, self._held = self._held, b""
+        return held
+
+    def _partial_key_start(self, data: bytes) -> int:
+        """Where the earliest end of ``data`` begins that is the start of a key (else its
+        length)."""
+        window = max(0, len(data) - self._longest + 1)
+        earliest = len(data)
+        for key in self._keys:
+            at = data.find(key[:1], window)
+            while 0 <= at < earliest:
+                if key.startswith(data[at:]):
+                    earliest = at
+                    break
+                at = data.find(key[:1], at + 1)
+        return earliest
+
+
 class _EventUsage:
     """Reads the usage of a server-sent event stream as it passes, piece by piece."""
 
@@ -215,18 +317,21 @@ class CredentialProxy(BackgroundServer):
     """The metering credential proxy. Use it as an async context manager::
 
         async with CredentialProxy(upstream=server.url, keys={"anthropic": real_key}) as proxy:
-            env = claude_offline(proxy.url, tmp_path).env  # the agent's key: a placeholder
+            env = claude_offline(proxy.url, tmp_path, api_key=proxy.client_key).env
             ...
             assert proxy.ledger.since(0).usage == ...
 
     ``upstream``: one base URL for every provider, a mapping by provider, or ``None`` for the
     providers' real APIs (:data:`DEFAULT_UPSTREAMS`); a forwarded path keeps its own ``/v1``,
     after the upstream's path prefix. ``keys``: the real key of each provider (default: from
-    :data:`KEY_VARIABLES` in the environment). ``port=0`` picks a free port; ``socket_path``
-    listens on a Unix socket there instead (for a sandbox to reach). ``max_tokens`` (every token
-    a call processed: input, cache reads and writes, output) and ``max_cost_usd`` (at the
-    prices of ``prices``, default the library's catalog; a model without a price is refused
-    while a cost budget is set) bound what the calls through this proxy may spend.
+    :data:`KEY_VARIABLES` in the environment). The agent's key is :attr:`client_key`, minted
+    for this proxy alone; requests without it are refused. ``port=0`` picks a free port;
+    ``socket_path`` listens on a Unix socket there instead (for a sandbox to reach; the socket
+    is the owner's alone, mode 0600, and asks for the client key all the same).
+    ``max_tokens`` (every token a call processed: input, cache reads and writes, output) and
+    ``max_cost_usd`` (at the prices of ``prices``, default the library's catalog; a model
+    without a price is refused while a cost budget is set) bound what the calls through this
+    proxy may spend.
     """
 
     def __init__(
@@ -253,6 +358,9 @@ class CredentialProxy(BackgroundServer):
         }
         chosen = _known_providers(keys, "keys") if keys is not None else _keys_from_environment()
         self._keys: dict[Provider, str] = {cast(Provider, p): k for p, k in chosen.items() if k}
+        self._client_key = _CLIENT_KEY_PREFIX + secrets.token_urlsafe(32)
+        self._client_key_bytes = self._client_key.encode()
+        self._scrubbed = [key.encode() for key in self._keys.values()]
         for value in (max_tokens, max_cost_usd):
             if value is not None and value <= 0:
                 raise ConfigurationError("a proxy budget must be above 0", option="budget")
@@ -278,10 +386,12 @@ class CredentialProxy(BackgroundServer):
         self.errors: list[Exception] = []
         #: Model calls refused because the budget was spent.
         self.refused: int = 0
+        #: Requests refused because they did not carry :attr:`client_key`.
+        self.unauthorized: int = 0
         self._in_flight = 0
         self._quiet: anyio.Event | None = None
 
-    def __repr__(self) -> str:  # never the keys
+    def __repr__(self) -> str:  # never the keys, nor the client key
         providers = ", ".join(sorted(self._keys))
         return f"CredentialProxy(upstreams={self.upstreams!r}, keys for: {providers or 'none'})"
 
@@ -298,9 +408,16 @@ class CredentialProxy(BackgroundServer):
         return {provider: upstream.url for provider, upstream in self._upstreams.items()}
 
     @property
+    def client_key(self) -> str:
+        """The key to give the agent: random, this proxy's alone, and the only key it admits
+        (in the header the request's provider reads its key from). Not a secret worth the
+        caller's key: it spends only through this proxy, within its budget, while it runs."""
+        return self._client_key
+
+    @property
     def placeholder_key(self) -> str:
-        """The key to give the agent (:data:`PLACEHOLDER_KEY`)."""
-        return PLACEHOLDER_KEY
+        """The former name of :attr:`client_key`."""
+        return self._client_key
 
     @property
     def port(self) -> int:
@@ -381,6 +498,9 @@ class CredentialProxy(BackgroundServer):
                 listener: anyio.abc.Listener[Any] = await anyio.create_unix_listener(
                     self._socket_path
                 )
+                # Only the owner may connect (the client key is asked for all the same: a
+                # process of the owner's that can connect here could read the caller anyway).
+                self._socket_path.chmod(0o600)
             else:
                 listener = await anyio.create_tcp_listener(
                     local_host="127.0.0.1", local_port=self._port
@@ -411,9 +531,18 @@ class CredentialProxy(BackgroundServer):
     # ------------------------------------------------------------------ one request
 
     def _scrub(self, data: bytes) -> bytes:
-        for key in self._keys.values():
-            data = data.replace(key.encode(), _REDACTED.encode())
+        for key in self._scrubbed:
+            data = data.replace(key, _REDACTED.encode())
         return data
+
+    def _admits(self, provider: Provider, request: HttpRequest) -> bool:
+        """Whether ``request`` carries the client key where ``provider`` reads its key
+        (compared in constant time)."""
+        admitted = False
+        for presented in _presented_keys(provider, request):
+            given = presented.encode("utf-8", "surrogateescape")
+            admitted |= hmac.compare_digest(given, self._client_key_bytes)
+        return admitted
 
     def _account(
         self,
@@ -486,6 +615,12 @@ class CredentialProxy(BackgroundServer):
         provider = _provider_of(api, request)
         dialect = DIALECTS.get(api)
         shape = dialect or DIALECTS[_SHAPE[provider]]
+        if not self._admits(provider, request):
+            # Not the agent's: refused before anything is counted or forwarded.
+            self.unauthorized += 1
+            body, headers = shape.error_answer(_unauthorized_error(provider), "req_proxy_refused")
+            await out.send_json(401, body, keep, headers=list(headers.items()))
+            return keep
         payload = _json_object(request.body)
         seq, self._seq = self._seq, self._seq + 1
         model = shape.model_of(request.path, payload) if dialect and payload is not None else None
@@ -563,14 +698,16 @@ class CredentialProxy(BackgroundServer):
         try:
             if events:
                 reader = _EventUsage(dialect) if dialect is not None else None
+                scrubber = _StreamScrubber(self._scrubbed, _REDACTED.encode())
                 await out.start(answer.status, headers, chunked=True, keep_alive=keep)
 
                 async def relay(piece: bytes) -> None:
-                    await out.write(piece)
+                    await out.write(scrubber.feed(piece))
                     if reader is not None:
                         reader.feed(piece)
 
                 await answer.pipe(relay)
+                await out.write(scrubber.close())
                 await out.finish()
                 if reader is not None:
                     reader.close()

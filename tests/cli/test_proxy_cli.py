@@ -138,6 +138,9 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
     # The upstream received the planted key on every model call, in the provider's header.
     assert server.model_requests
     assert all(r.headers.get(header) == value for r in server.model_requests)
+    # The agent's key was the proxy's client key, which stops at the proxy (the bodies may hold
+    # it: the agent's shell printed its environment, which the agent sent the model).
+    assert all("agentrun-proxy-" not in f"{r.headers} {r.query}" for r in server.requests)
     # ... and it is nowhere else: output, errors, what the agent sent the model (its shell's
     # printout included), ATIF, journal, the agent's home.
     for planted in PLANTED.values():
@@ -153,6 +156,7 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
     assert metered["proxy"]["usage"] == served
     assert metered["proxy"]["calls"] == len(server.ledger.since(0).main) == 2
     assert metered["agrees"] is True and metered["disagreement"] is None
+    assert metered["proxy"]["unauthorized"] == 0  # every request the agent made had its key
     if result["usage"].get("usage_source") == "last_call":
         # The agent reports the tokens of its last model call only (OpenCode over ACP).
         last = server.ledger.since(0).main.entries[-1].usage

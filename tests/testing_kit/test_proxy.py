@@ -34,15 +34,19 @@ from agentrun.offline import (
 
 pytestmark = pytest.mark.anyio
 
-#: The "real" keys the upstream must receive, and the placeholder the agent holds.
+#: The "real" keys the upstream must receive (the agent holds the proxy's client key).
 REAL = {"anthropic": "sk-ant-REAL-0001", "openai": "sk-REAL-0002", "gemini": "AIza-REAL-0003"}
-PLACEHOLDER = "agentrun-proxy-placeholder-key"
-AUTH = {
-    "anthropic": {"x-api-key": PLACEHOLDER, "anthropic-version": "2023-06-01"},
-    "responses": {"authorization": f"Bearer {PLACEHOLDER}"},
-    "chat": {"authorization": f"Bearer {PLACEHOLDER}"},
-    "gemini": {"x-goog-api-key": PLACEHOLDER},
-}
+
+
+def auth(api: str, key: str) -> dict[str, str]:
+    """The headers that carry ``key`` where the API ``api`` reads its key."""
+    if api == "anthropic":
+        return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    if api == "gemini":
+        return {"x-goog-api-key": key}
+    return {"authorization": f"Bearer {key}"}
+
+
 #: The header each provider's key travels in, and how.
 EXPECTED_KEY = {
     "anthropic": ("x-api-key", REAL["anthropic"]),
@@ -86,8 +90,9 @@ def _request(api: str, streamed: bool) -> tuple[str, dict[str, Any]]:
     return path, {**body, "stream": False}
 
 
-async def _post(port: int, api: str, path: str, body: Any) -> Reply:
-    (reply,) = await exchange(port, [raw_request(path, body, headers=AUTH[api])])
+async def _post(proxy: CredentialProxy, api: str, path: str, body: Any) -> Reply:
+    headers = auth(api, proxy.client_key)
+    (reply,) = await exchange(proxy.port, [raw_request(path, body, headers=headers)])
     return reply
 
 
@@ -116,15 +121,15 @@ async def test_each_api_is_passed_on_with_the_real_key_and_metered(
 ) -> None:
     path, body = _request(api, streamed)
     async with ModelServer(Script(turns=[TURN])) as alone:
-        direct = await _post(alone.port, api, path, body)
+        (direct,) = await exchange(alone.port, [raw_request(path, body, headers=auth(api, "x"))])
     async with ModelServer(Script(turns=[TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
-            proxied = await _post(proxy.port, api, path, body)
+            proxied = await _post(proxy, api, path, body)
     _same_answer(direct, proxied)
     (through,) = server.requests
     header, value = EXPECTED_KEY[api]
     assert through.headers[header] == value
-    assert PLACEHOLDER not in repr(through.headers) and through.body == direct_body(body)
+    assert proxy.client_key not in repr(through.headers) and through.body == direct_body(body)
     assert through.path == path.partition("?")[0]
     (entry,) = proxy.ledger.entries
     (served,) = server.ledger.entries
@@ -145,8 +150,8 @@ async def test_side_requests_are_metered_apart() -> None:
     }
     async with ModelServer(Script(turns=[TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
-            await _post(proxy.port, "chat", "/v1/chat/completions", title)
-            await _post(proxy.port, "chat", *STREAMED["chat"])
+            await _post(proxy, "chat", "/v1/chat/completions", title)
+            await _post(proxy, "chat", *STREAMED["chat"])
     side, main = proxy.ledger.entries
     assert (side.side_request, main.side_request) == ("opencode-title", None)
     metered = proxy.ledger.since(0)
@@ -168,8 +173,8 @@ async def test_a_spent_budget_refuses_in_the_provider_s_error_shape(
 ) -> None:
     async with ModelServer(Script(turns=[TURN, TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL, max_tokens=100) as proxy:
-            first = await _post(proxy.port, api, *STREAMED[api])
-            refused = await _post(proxy.port, api, *STREAMED[api])
+            first = await _post(proxy, api, *STREAMED[api])
+            refused = await _post(proxy, api, *STREAMED[api])
     assert first.status == 200
     assert refused.status == status and shape in refused.body.decode()
     assert "budget is spent" in refused.body.decode()
@@ -190,8 +195,8 @@ async def test_a_cost_budget_counts_at_the_catalog_s_prices() -> None:
             prices=prices,
         ) as proxy:
             assert proxy.budget_spent is None
-            await _post(proxy.port, "chat", *STREAMED["chat"])
-            refused = await _post(proxy.port, "chat", *STREAMED["chat"])
+            await _post(proxy, "chat", *STREAMED["chat"])
+            refused = await _post(proxy, "chat", *STREAMED["chat"])
     assert refused.status == 429 and proxy.spent_cost_usd is not None
     assert proxy.spent_cost_usd >= 0.1
 
@@ -199,7 +204,7 @@ async def test_a_cost_budget_counts_at_the_catalog_s_prices() -> None:
 async def test_no_key_for_the_provider_is_a_401_in_its_shape() -> None:
     async with ModelServer(Script(turns=[TURN])) as server:
         async with CredentialProxy(server.url, keys={"openai": REAL["openai"]}) as proxy:
-            reply = await _post(proxy.port, "anthropic", *STREAMED["anthropic"])
+            reply = await _post(proxy, "anthropic", *STREAMED["anthropic"])
     assert reply.status == 401
     assert reply.json()["error"]["type"] == "authentication_error"
     assert "ANTHROPIC_API_KEY" in reply.json()["error"]["message"]
@@ -212,7 +217,7 @@ async def test_the_upstream_down_is_a_502_with_its_words() -> None:
         closed = probe.getsockname()[1]  # nothing listens there once closed
     async with CredentialProxy(f"http://127.0.0.1:{closed}", keys=REAL) as proxy:
         with anyio.fail_after(30):
-            reply = await _post(proxy.port, "responses", *STREAMED["responses"])
+            reply = await _post(proxy, "responses", *STREAMED["responses"])
     assert reply.status == 502
     message = reply.json()["error"]["message"]
     assert "Connection refused" in message and f"127.0.0.1:{closed}" in message
@@ -227,7 +232,7 @@ async def test_an_upstream_that_stalls_mid_stream_is_cut_with_its_words() -> Non
             with anyio.fail_after(30):
                 data = await _raw_exchange(
                     await anyio.connect_tcp("127.0.0.1", proxy.port),
-                    raw_request(*STREAMED["chat"], headers=AUTH["chat"]),
+                    raw_request(*STREAMED["chat"], headers=auth("chat", proxy.client_key)),
                 )
     # What came before the stall was passed on, then the connection closed: no last chunk.
     assert data.startswith(b"HTTP/1.1 200") and b'"role":"assistant"' in data
@@ -248,7 +253,7 @@ async def test_a_key_the_upstream_echoes_is_redacted() -> None:
     echo = ModelTurn.error(401, f"Incorrect API key provided: {REAL['openai']}")
     async with ModelServer(Script(turns=[echo])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
-            reply = await _post(proxy.port, "chat", *STREAMED["chat"])
+            reply = await _post(proxy, "chat", *STREAMED["chat"])
     assert reply.status == 401
     assert REAL["openai"] not in reply.body.decode() and "[redacted key]" in reply.body.decode()
     assert REAL["openai"] not in repr(proxy)
@@ -258,7 +263,7 @@ async def test_the_gemini_key_parameter_is_dropped() -> None:
     path, body = STREAMED["gemini"]
     async with ModelServer(Script(turns=[TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
-            raw = raw_request(f"{path}&key={PLACEHOLDER}", body)
+            raw = raw_request(f"{path}&key={proxy.client_key}", body)
             (reply,) = await exchange(proxy.port, [raw])
     assert reply.status == 200
     (through,) = server.requests
@@ -272,7 +277,7 @@ async def test_a_unix_socket_serves_the_same(tmp_path: Path) -> None:
         async with CredentialProxy(server.url, keys=REAL, socket_path=where) as proxy:
             data = await _raw_exchange(
                 await anyio.connect_unix(where),
-                raw_request(*STREAMED["chat"], headers=AUTH["chat"]),
+                raw_request(*STREAMED["chat"], headers=auth("chat", proxy.client_key)),
             )
     reply, _ = parse_reply(data)
     assert reply.status == 200 and len(proxy.ledger) == 1
@@ -290,11 +295,11 @@ async def test_a_turn_s_usage_is_set_beside_the_ledger_and_a_disagreement_is_rep
     async with ModelServer(Script(turns=[TURN, TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
             meter = Meter(proxy, as_json=True)
-            await _post(proxy.port, "chat", *STREAMED["chat"])
+            await _post(proxy, "chat", *STREAMED["chat"])
             metered = proxy.ledger.since(0).main.usage
             agreeing = TurnSummary(turn=1, usage=metered)
             await meter.turn(agreeing)
-            await _post(proxy.port, "chat", *STREAMED["chat"])
+            await _post(proxy, "chat", *STREAMED["chat"])
             wrong = metered.model_copy(update={"output_tokens": 1})
             disagreeing = TurnSummary(turn=2, usage=wrong)
             await meter.turn(disagreeing)
@@ -346,12 +351,10 @@ def test_a_reported_cost_off_the_catalog_s_price_is_a_disagreement() -> None:
 async def test_calls_that_are_no_model_calls_pass_with_the_key_unmetered() -> None:
     async with ModelServer(Script(turns=[TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
-            counted = await _post(
-                proxy.port, "anthropic", "/v1/messages/count_tokens", {"messages": []}
-            )
-            (health,) = await exchange(
-                proxy.port, [b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"]
-            )
+            counted = await _post(proxy, "anthropic", "/v1/messages/count_tokens", {"messages": []})
+            bearer = f"authorization: Bearer {proxy.client_key}"
+            get = f"GET /health HTTP/1.1\r\n{bearer}\r\nConnection: close\r\n\r\n"
+            (health,) = await exchange(proxy.port, [get.encode()])
     assert counted.status == 200 and "input_tokens" in counted.json()
     assert health.status == 200 and health.json() == {"status": "ok"}
     counting, _ = server.requests

@@ -38,12 +38,14 @@ def qwen_offline(
     *,
     model: str = "fake-model",
     context_window: int = 131_072,
+    api_key: str | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> OfflineAgentConfig:
     """Qwen Code: its OpenAI-compatible provider (Chat Completions) on the model server, from
     ``~/.qwen/settings.json``; the model's context window set there (Qwen Code reports
     ``usage_update`` only for a window it knows); no telemetry, usage statistics, update checks
-    or automatic memory (a model call after every turn)."""
+    or automatic memory (a model call after every turn). ``api_key``: its ``OPENAI_API_KEY``
+    (default a dummy)."""
     home = fresh_home(directory)
     path = _write_settings(
         home / ".qwen",
@@ -53,7 +55,7 @@ def qwen_offline(
     )
     variables = {
         "OPENAI_BASE_URL": server_root(server_url) + "/v1",
-        "OPENAI_API_KEY": "sk-offline-not-a-real-key",
+        "OPENAI_API_KEY": api_key or "sk-offline-not-a-real-key",
         "OPENAI_MODEL": model,
     }
     return OfflineAgentConfig.build(
@@ -77,14 +79,16 @@ def gemini_offline(
     directory: str | os.PathLike[str],
     *,
     model: str = "fake-model",
+    api_key: str | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> OfflineAgentConfig:
-    """Gemini CLI: the Gemini API on the model server (``GOOGLE_GEMINI_BASE_URL``, a dummy
-    ``GEMINI_API_KEY``), API-key auth chosen in ``~/.gemini/settings.json``, a fixed model (no
-    model router), no telemetry, usage statistics, update checks or IDE connection. Folder
-    trust is off, so every workspace is trusted: Gemini CLI refuses its ``autoEdit`` and
-    ``yolo`` modes in a folder it does not trust (``session/set_mode`` fails with "Internal
-    error"), and the workspace of an offline run is a folder nobody could have trusted."""
+    """Gemini CLI: the Gemini API on the model server (``GOOGLE_GEMINI_BASE_URL``;
+    ``GEMINI_API_KEY`` is ``api_key``, default a dummy), API-key auth chosen in
+    ``~/.gemini/settings.json``, a fixed model (no model router), no telemetry, usage
+    statistics, update checks or IDE connection. Folder trust is off, so every workspace is
+    trusted: Gemini CLI refuses its ``autoEdit`` and ``yolo`` modes in a folder it does not
+    trust (``session/set_mode`` fails with "Internal error"), and the workspace of an offline
+    run is a folder nobody could have trusted."""
     home = fresh_home(directory)
     path = _write_settings(
         home / ".gemini",
@@ -95,7 +99,7 @@ def gemini_offline(
     )
     variables = {
         "GOOGLE_GEMINI_BASE_URL": server_root(server_url),
-        "GEMINI_API_KEY": "offline-not-a-real-key",
+        "GEMINI_API_KEY": api_key or "offline-not-a-real-key",
         "GEMINI_CLI_NO_RELAUNCH": "true",
         "NO_BROWSER": "1",
     }

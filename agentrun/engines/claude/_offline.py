@@ -37,14 +37,15 @@ def claude_offline(
     directory: str | os.PathLike[str],
     *,
     model: str | None = None,
-    api_key: str = "sk-ant-offline-test",
+    api_key: str | None = None,
     max_retries: int = 0,
     extra_env: Mapping[str, str] | None = None,
 ) -> OfflineAgentConfig:
-    """Claude Code: env only (no config files). Model ``None`` = the CLI's default."""
+    """Claude Code: env only (no config files). Model ``None`` = the CLI's default;
+    ``api_key``: its ``ANTHROPIC_API_KEY`` (default a dummy)."""
     variables = {
         "ANTHROPIC_BASE_URL": server_root(server_url),
-        "ANTHROPIC_API_KEY": api_key,
+        "ANTHROPIC_API_KEY": api_key or "sk-ant-offline-test",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
@@ -75,8 +76,9 @@ def claude_acp_offline(
     directory: str | os.PathLike[str],
     *,
     model: str | None = None,
+    api_key: str | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> OfflineAgentConfig:
     """claude-agent-acp: the ``claude_offline`` environment (the adapter runs Claude Code)."""
-    base = claude_offline(server_url, directory, model=model, extra_env=extra_env)
+    base = claude_offline(server_url, directory, model=model, api_key=api_key, extra_env=extra_env)
     return replace(base, agent="claude-acp")

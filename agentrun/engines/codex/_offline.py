@@ -127,10 +127,10 @@ def _sandbox_helper_folder(codex_home: Path) -> Path | None:
     return folder
 
 
-def _variables(codex_home: Path) -> dict[str, str]:
+def _variables(codex_home: Path, api_key: str | None) -> dict[str, str]:
     variables = {
         "CODEX_HOME": str(codex_home),
-        "FAKE_OPENAI_API_KEY": "sk-offline-not-a-real-key",
+        "FAKE_OPENAI_API_KEY": api_key or "sk-offline-not-a-real-key",
         "NO_COLOR": "1",
     }
     helper = _sandbox_helper_folder(codex_home)
@@ -146,9 +146,11 @@ def codex_offline(
     *,
     model: str = "fake-model",
     context_window: int | None = None,
+    api_key: str | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> OfflineAgentConfig:
-    """Codex: ``$CODEX_HOME/config.toml`` with provider ``fake`` (Responses API), no retries.
+    """Codex: ``$CODEX_HOME/config.toml`` with provider ``fake`` (Responses API), no retries;
+    its key ``api_key`` (default a dummy).
 
     ``context_window`` sets ``model_context_window``; Codex then reports 95 % of it. Without
     it an unknown slug gets fallback metadata (reported window 258400) and a warning item.
@@ -162,7 +164,7 @@ def codex_offline(
     return OfflineAgentConfig.build(
         "codex",
         home,
-        _variables(codex_home),
+        _variables(codex_home, api_key),
         extra_env=extra_env,
         model=model,
         context_window=reported,
@@ -206,11 +208,13 @@ def codex_acp_offline(
     *,
     model: str = "fake-model",
     context_window: int = 131_072,
+    api_key: str | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> OfflineAgentConfig:
-    """codex-acp: the ``codex_offline`` provider, **without** ``approval_policy`` and
-    ``sandbox_mode`` (so permission requests reach the client), with a model catalog entry for
-    ``model`` and without the adapter's prompt-suggestion model calls."""
+    """codex-acp: the ``codex_offline`` provider (its key ``api_key``), **without**
+    ``approval_policy`` and ``sandbox_mode`` (so permission requests reach the client), with a
+    model catalog entry for ``model`` and without the adapter's prompt-suggestion model
+    calls."""
     home = fresh_home(directory)
     codex_home = _codex_home(directory)
     catalog = write_codex_model_catalog(codex_home, model=model, context_window=context_window)
@@ -218,7 +222,7 @@ def codex_acp_offline(
     return OfflineAgentConfig.build(
         "codex-acp",
         home,
-        {**_variables(codex_home), "CODEX_ACP_PROMPT_SUGGESTIONS": "false"},
+        {**_variables(codex_home, api_key), "CODEX_ACP_PROMPT_SUGGESTIONS": "false"},
         extra_env=extra_env,
         model=model,
         context_window=context_window * 95 // 100,

@@ -54,6 +54,7 @@ def opencode_offline(
     output_limit: int = 8192,
     reasoning: bool = False,
     permission: Mapping[str, str] | None = None,
+    api_key: str | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> OfflineAgentConfig:
     """OpenCode (``run`` and ``acp``): ``opencode.json`` with provider ``fake`` + the stub.
@@ -61,7 +62,8 @@ def opencode_offline(
     The model to pass is ``fake/<model_id>``; its ``limit.context`` is ``context_window``
     (what ACP reports as ``usage_update.size``). Costs are 1 / 2 / 0.1 USD per million input /
     output / cache-read tokens. ``permission`` becomes ``OPENCODE_PERMISSION`` (e.g.
-    ``{"bash": "ask"}``); by default bash, edit and write are allowed.
+    ``{"bash": "ask"}``); by default bash, edit and write are allowed. ``api_key``: the
+    provider's key in ``opencode.json`` (default a dummy).
     """
     home = fresh_home(directory)
     xdg = {
@@ -87,7 +89,7 @@ def opencode_offline(
             "fake": {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "Fake Local",
-                "options": {"baseURL": base, "apiKey": "dummy-key-not-real"},
+                "options": {"baseURL": base, "apiKey": api_key or "dummy-key-not-real"},
                 "models": {
                     model_id: {
                         "name": "Fake Model",
