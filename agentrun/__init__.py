@@ -104,10 +104,10 @@ if TYPE_CHECKING:
         FleetTurnRecord,
     )
     from ._fleets.ray import RayEngine, RaySession
-    from ._vocabulary.atif import Trajectory
-    from ._vocabulary.trajectory_export import to_atif
-    from ._vocabulary.trajectory_import import from_atif
-    from ._vocabulary.trajectory_turns import ReplayedTurn
+    from ._store.trajectory.atif import Trajectory
+    from ._store.trajectory.export import to_atif
+    from ._store.trajectory.import_ import from_atif
+    from ._store.trajectory.turns import ReplayedTurn
     from .engines._replay import replay
     from .offline._proxy import CredentialProxy
 
@@ -129,10 +129,10 @@ _LAZY: dict[str, str] = {
     "RaySession": "._fleets.ray",
     "replay": ".engines._replay",
     "CredentialProxy": ".offline._proxy",
-    "Trajectory": "._vocabulary.atif",
-    "ReplayedTurn": "._vocabulary.trajectory_turns",
-    "from_atif": "._vocabulary.trajectory_import",
-    "to_atif": "._vocabulary.trajectory_export",
+    "Trajectory": "._store.trajectory.atif",
+    "ReplayedTurn": "._store.trajectory.turns",
+    "from_atif": "._store.trajectory.import_",
+    "to_atif": "._store.trajectory.export",
 }
 
 

@@ -33,6 +33,11 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "messages, summary, errors, options, policies, permissions, questions, prices, catalog",
         ("agentrun._vocabulary", "agentrun._version"),
     ),
+    (
+        "store",
+        "ATIF trajectories in and out",
+        ("agentrun._store",),
+    ),
     ("wire", "processes, line framing, JSON-RPC, finding programs", ("agentrun._wire",)),
     (
         "turn model",

@@ -347,7 +347,7 @@ def _turn_messages(
 
 def _export(journal_id: str, records: list[dict[str, Any]], *, atif: bool) -> int:
     if atif:
-        from .._vocabulary.trajectory import to_atif
+        from .._store.trajectory import to_atif
 
         turns, prompts = _turn_messages(journal_id, records)
         if not turns:

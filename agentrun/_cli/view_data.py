@@ -455,7 +455,7 @@ def _add_compare(run: CompareRun, data: ViewData, *, source: str) -> None:
 
 
 def _add_atif(path: Path, raw: bytes, data: ViewData) -> None:
-    from .._vocabulary.trajectory_import import from_atif
+    from .._store.trajectory.import_ import from_atif
 
     read = from_atif(raw)
     session_id = f"atif:{path}"
