@@ -9,6 +9,7 @@ light.
 from typing import TYPE_CHECKING, Any
 
 from ._bases.translator import Translator
+from ._store.journal import JsonlSessionStore
 from ._turns.engine import Engine
 from ._turns.run import run_turn
 from ._turns.session import Session, WireTap
@@ -44,7 +45,7 @@ from ._vocabulary.errors import (
     TurnTimeoutError,
     UsageError,
 )
-from ._vocabulary.journal import JsonlSessionStore, SessionStore
+from ._vocabulary.journal import SessionStore
 from ._vocabulary.messages import (
     BackgroundTask,
     ContextSource,

@@ -21,13 +21,13 @@ from pydantic import ValidationError
 
 from .._fleets.compare import CompareRun, FilesChanged
 from .._fleets.fleet import FleetTurnRecord
-from .._vocabulary.errors import ConfigurationError
-from .._vocabulary.journal import (
+from .._store.journal import (
     MAX_JOURNAL_BYTES,
     JsonlSessionStore,
     default_sessions_dir,
     read_records,
 )
+from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.messages import Message
 
 __all__ = [
