@@ -9,6 +9,7 @@ light.
 from typing import TYPE_CHECKING, Any
 
 from ._bases.translator import Translator
+from ._store.journal import JsonlSessionStore
 from ._turns.engine import Engine
 from ._turns.run import run_turn
 from ._turns.session import Session, WireTap
@@ -44,7 +45,7 @@ from ._vocabulary.errors import (
     TurnTimeoutError,
     UsageError,
 )
-from ._vocabulary.journal import JsonlSessionStore, SessionStore
+from ._vocabulary.journal import SessionStore
 from ._vocabulary.messages import (
     BackgroundTask,
     ContextSource,
@@ -104,10 +105,10 @@ if TYPE_CHECKING:
         FleetTurnRecord,
     )
     from ._fleets.ray import RayEngine, RaySession
-    from ._vocabulary.atif import Trajectory
-    from ._vocabulary.trajectory_export import to_atif
-    from ._vocabulary.trajectory_import import from_atif
-    from ._vocabulary.trajectory_turns import ReplayedTurn
+    from ._store.trajectory.atif import Trajectory
+    from ._store.trajectory.export import to_atif
+    from ._store.trajectory.import_ import from_atif
+    from ._store.trajectory.turns import ReplayedTurn
     from .engines._replay import replay
     from .offline._proxy import CredentialProxy
 
@@ -129,10 +130,10 @@ _LAZY: dict[str, str] = {
     "RaySession": "._fleets.ray",
     "replay": ".engines._replay",
     "CredentialProxy": ".offline._proxy",
-    "Trajectory": "._vocabulary.atif",
-    "ReplayedTurn": "._vocabulary.trajectory_turns",
-    "from_atif": "._vocabulary.trajectory_import",
-    "to_atif": "._vocabulary.trajectory_export",
+    "Trajectory": "._store.trajectory.atif",
+    "ReplayedTurn": "._store.trajectory.turns",
+    "from_atif": "._store.trajectory.import_",
+    "to_atif": "._store.trajectory.export",
 }
 
 

@@ -11,7 +11,18 @@ of the Harbor project), out and in: the library writes ATIF-v1.8 and reads v1.0 
 ``docs/trajectories.md`` has the mapping and examples.
 """
 
-from ._vocabulary.atif import (
+from ._store.trajectory import (
+    DIGEST_MAX_CHARS,
+    MAX_SUBAGENT_DEPTH,
+    ReplayedTurn,
+    TrajectorySource,
+    TrajectoryTurns,
+    from_atif,
+    load_trajectory,
+    to_atif,
+    trajectory_digest,
+)
+from ._store.trajectory.atif import (
     ATIF_VERSION,
     ATIF_VERSIONS,
     AtifAgent,
@@ -26,17 +37,6 @@ from ._vocabulary.atif import (
     AtifSubagentRef,
     AtifToolCall,
     Trajectory,
-)
-from ._vocabulary.trajectory import (
-    DIGEST_MAX_CHARS,
-    MAX_SUBAGENT_DEPTH,
-    ReplayedTurn,
-    TrajectorySource,
-    TrajectoryTurns,
-    from_atif,
-    load_trajectory,
-    to_atif,
-    trajectory_digest,
 )
 
 __all__ = [

@@ -12,7 +12,10 @@ The rules:
 * nothing outside ``agentrun/testing/`` imports :mod:`agentrun.testing`;
 * the package face (``agentrun/__init__.py``) is imported by no module of the library;
 * module-level imports form no cycle;
-* an engine's folder imports no other engine's folder.
+* an engine's folder imports no other engine's folder;
+* the vocabulary, the layer of values, opens no file: only ``_vocabulary/tables.py`` reads (the
+  read-only tables shipped in the package and the user's additions to them); what reads or writes
+  sessions' files is the store's.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ LAYERS: list[tuple[str, str, tuple[str, ...]]] = [
         "vocabulary",
         "messages, summary, errors, options, policies, permissions, questions, prices, catalog",
         ("agentrun._vocabulary", "agentrun._version"),
+    ),
+    (
+        "store",
+        "session journals on disk, ATIF trajectories in and out",
+        ("agentrun._store",),
     ),
     ("wire", "processes, line framing, JSON-RPC, finding programs", ("agentrun._wire",)),
     (
@@ -183,6 +191,71 @@ def violations() -> list[str]:
         if source_engine and target_engine and source_engine != target_engine:
             problems.append(f"{where}: an engine's folder imports no other engine's folder")
     problems += [f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(every)]
+    problems += values_opening_files()
+    return problems
+
+
+#: The layer of values, which opens no file, and its one module that reads the read-only tables.
+VALUES = "agentrun._vocabulary"
+READS_TABLES = "agentrun._vocabulary.tables"
+
+#: Calls that open, read, write, make or list files (``open(...)``, ``os.open``,
+#: ``Path.read_text``, ...), and modules that exist to work on files.
+FILE_FUNCTIONS = frozenset({"open", "fdopen"})
+FILE_METHODS = frozenset(
+    {
+        "open",
+        "fdopen",
+        "read_text",
+        "read_bytes",
+        "write_text",
+        "write_bytes",
+        "mkdir",
+        "touch",
+        "unlink",
+        "rmdir",
+        "iterdir",
+        "glob",
+        "rglob",
+    }
+)
+FILE_MODULES = frozenset({"fcntl", "shutil", "tempfile"})
+
+
+def file_access(source: str) -> list[int]:
+    """The lines of ``source`` that open, read, write, make or list files."""
+    lines: list[int] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id in FILE_FUNCTIONS) or (
+                isinstance(func, ast.Attribute) and func.attr in FILE_METHODS
+            ):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Import):
+            if any(alias.name.split(".")[0] in FILE_MODULES for alias in node.names):
+                lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and not node.level
+            and (node.module or "").split(".")[0] in FILE_MODULES
+        ):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def values_opening_files() -> list[str]:
+    """Each place a module of the vocabulary (but the table reader) works on files."""
+    problems: list[str] = []
+    for name, path in modules().items():
+        if not (name == VALUES or name.startswith(VALUES + ".")) or name == READS_TABLES:
+            continue
+        for line in file_access(path.read_text(encoding="utf-8")):
+            problems.append(
+                f"{name} (line {line}) works on files: the vocabulary holds values; "
+                "file I/O belongs to the store (or, for a read-only table, to "
+                f"{READS_TABLES})"
+            )
     return problems
 
 

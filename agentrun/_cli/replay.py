@@ -38,7 +38,7 @@ def replay(args: argparse.Namespace) -> int:
         )
     turns = replay_transcript(args.file, engine=args.engine)
     if getattr(args, "atif", False):
-        from .._vocabulary.trajectory import to_atif
+        from .._store.trajectory import to_atif
 
         print(to_atif(turns).model_dump_json(exclude_none=True, indent=2))
         return 0

@@ -505,7 +505,7 @@ async def _turns(
 def _write_atif(path: str, recorded: list[tuple[str, list[Message]]]) -> bool:
     """The trajectory written to ``path``; False (said on standard error) when it could not be
     after all (the path was checked before the turn started)."""
-    from .._vocabulary.trajectory import to_atif
+    from .._store.trajectory import to_atif
 
     trajectory = to_atif([m for _, m in recorded], prompts=[p for p, _ in recorded])
     try:

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
+from .._store.journal import JsonlSessionStore, check_journal_id, new_journal_id
 from .._vocabulary.errors import ConfigurationError, ForkNotSupportedError
-from .._vocabulary.journal import JsonlSessionStore, check_journal_id, new_journal_id
 from .._vocabulary.messages import Message
 from .._vocabulary.summary import SessionTotals
 from .render import clean
@@ -347,7 +347,7 @@ def _turn_messages(
 
 def _export(journal_id: str, records: list[dict[str, Any]], *, atif: bool) -> int:
     if atif:
-        from .._vocabulary.trajectory import to_atif
+        from .._store.trajectory import to_atif
 
         turns, prompts = _turn_messages(journal_id, records)
         if not turns:

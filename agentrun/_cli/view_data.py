@@ -21,13 +21,13 @@ from pydantic import ValidationError
 
 from .._fleets.compare import CompareRun, FilesChanged
 from .._fleets.fleet import FleetTurnRecord
-from .._vocabulary.errors import ConfigurationError
-from .._vocabulary.journal import (
+from .._store.journal import (
     MAX_JOURNAL_BYTES,
     JsonlSessionStore,
     default_sessions_dir,
     read_records,
 )
+from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.messages import Message
 
 __all__ = [
@@ -455,7 +455,7 @@ def _add_compare(run: CompareRun, data: ViewData, *, source: str) -> None:
 
 
 def _add_atif(path: Path, raw: bytes, data: ViewData) -> None:
-    from .._vocabulary.trajectory_import import from_atif
+    from .._store.trajectory.import_ import from_atif
 
     read = from_atif(raw)
     session_id = f"atif:{path}"

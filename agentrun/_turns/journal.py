@@ -11,8 +11,9 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._store.journal import JsonlSessionStore, new_journal_id
 from .._vocabulary.errors import JournalError
-from .._vocabulary.journal import JsonlSessionStore, SessionStore, new_journal_id
+from .._vocabulary.journal import SessionStore
 from .._vocabulary.messages import ErrorInfo
 from .._vocabulary.summary import SessionTotals
 

@@ -59,7 +59,7 @@ from .policies import TurnPolicy, session_policy
 from .turn import MessageCallback, Turn, TurnContext
 
 if TYPE_CHECKING:
-    from .._vocabulary.trajectory_load import TrajectorySource
+    from .._store.trajectory.load import TrajectorySource
     from .output import OutputSpec, OutputType
 
 __all__ = ["CANCEL_GRACE", "CLOSE_TURN_GRACE", "Session", "WireTap"]
@@ -500,8 +500,8 @@ class Session(ABC):
             )
         # The ATIF models load here, on first use: a program that only drives agents never
         # pays for them.
-        from .._vocabulary.trajectory_digest import trajectory_digest
-        from .._vocabulary.trajectory_load import load_trajectory
+        from .._store.trajectory.digest import trajectory_digest
+        from .._store.trajectory.load import load_trajectory
 
         loaded = load_trajectory(trajectory)
         text = digest if digest is not None else trajectory_digest(loaded)

@@ -14,15 +14,14 @@ through a :class:`ContextTracker`:
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from .errors import ConfigurationError
 from .messages import ContextSource, ContextWindow, Message, Usage, assemble
+from .tables import extend_from, packaged_json
 
 __all__ = ["Catalog", "ContextTracker", "ModelInfo", "default_catalog"]
 
@@ -263,60 +262,6 @@ def _tokens(entry: dict[str, Any], name: str, where: str) -> int | None:
             option="models",
         )
     return value
-
-
-@lru_cache(maxsize=4)
-def packaged_json(name: str) -> dict[str, Any]:
-    """A JSON table shipped in the package (``catalog.json``, ``prices.json``), read once."""
-    from importlib import resources
-
-    text = (
-        resources.files(__package__ or "agentrun._vocabulary")
-        .joinpath(name)
-        .read_text(encoding="utf-8")
-    )
-    return cast("dict[str, Any]", json.loads(text))
-
-
-def user_extension(env: str) -> tuple[str, Any] | None:
-    """The file named by ``$env`` and the JSON in it, which extends a built-in table; a file that
-    cannot be read or is not JSON is a :class:`ConfigurationError` naming the variable and the
-    file."""
-    path = os.environ.get(env)
-    if not path:
-        return None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return path, json.load(fh)
-    except FileNotFoundError:
-        problem = "no such file"
-    except IsADirectoryError:
-        problem = "it is a directory, not a file"
-    except OSError as exc:
-        problem = f"it cannot be read ({exc.strerror or exc})"
-    except UnicodeDecodeError:
-        problem = "it is not UTF-8 text"
-    except json.JSONDecodeError as exc:
-        problem = f"it is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-    raise user_file_error(env, path, problem)
-
-
-def user_file_error(env: str, path: str, problem: str) -> ConfigurationError:
-    """The error for the file named by ``$env`` (``problem``: what is wrong with it)."""
-    return ConfigurationError(f"${env} names {path!r}: {problem}", option=env)
-
-
-def extend_from(env: str, extend: Callable[[Any], None]) -> None:
-    """Merge the file named by ``$env`` (if any) through ``extend``; a table of the wrong shape
-    is a :class:`ConfigurationError` naming the variable and the file."""
-    extra = user_extension(env)
-    if extra is None:
-        return
-    path, data = extra
-    try:
-        extend(data)
-    except ConfigurationError as exc:
-        raise user_file_error(env, path, exc.message) from None
 
 
 def default_catalog() -> Catalog:

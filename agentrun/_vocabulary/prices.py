@@ -24,15 +24,14 @@ from .context import (
     SharedDefault,
     alias_list,
     check_table_keys,
-    extend_from,
     model_keys,
-    packaged_json,
     remember,
     table_entries,
     text_field,
 )
 from .errors import ConfigurationError
 from .messages import Usage, UsageSource, copy_with
+from .tables import extend_from, packaged_json
 
 __all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices", "estimate_cost"]
 

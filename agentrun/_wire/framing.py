@@ -1,15 +1,21 @@
-"""Split an agent's byte output into lines and decode JSON lines.
+"""An agent's byte output as lines, and each line as JSON.
 
 Agents write one JSON document per line on stdout, but a pipe delivers arbitrary chunks:
 a chunk may end inside a line, inside a multi-byte UTF-8 character or between ``\\r`` and
 ``\\n``.  :class:`LineFramer` reassembles complete lines from such chunks.  It works on bytes
-only (decoding happens per complete line in :func:`decode_json_line`) and uses
-``bytes.split`` / ``bytes.find`` so the per-byte work stays in C.
+only (decoding happens per complete line in :func:`decode_json_line`) and finds the newlines in
+C: ``bytes.find`` where a line began in an earlier chunk, and iterating a ``BytesIO`` view of
+the chunk (``memchr``, no copy) for the lines within it.
 
 A line longer than the limit is never held in memory in full: once the limit is passed the
 framer keeps only the first :data:`HEAD_BYTES` bytes, counts (and drops) the rest, and
 reports a single :class:`LineTooLong` when the line's newline finally arrives.  The lines
 after it come through unchanged.
+
+:class:`LineStream` (:func:`iter_lines`) reads a byte stream through a framer until end of file.
+:func:`decode_json_line` decodes one line (a :class:`JsonProblem` instead of an exception);
+containers nested deeper than :data:`MAX_NESTING` are cut (:func:`cap_nesting`), and
+:func:`capped` does the same, on a copy, for values a translator is handed already decoded.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._bases.translator import Translator, decoded_feed, frame_problem_message, line_feed
+from .._store.trajectory.turns import ReplayedTurn, replayed_turn
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import TurnContext
@@ -22,7 +23,6 @@ from .._vocabulary.errors import ConfigurationError, SendNotSupportedError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
-from .._vocabulary.trajectory_turns import ReplayedTurn, replayed_turn
 from .._wire.framing import (
     DEFAULT_MAX_LINE_BYTES,
     JsonProblem,

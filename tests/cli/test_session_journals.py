@@ -329,7 +329,7 @@ def test_records_nested_too_deep_are_damage(tmp_path: Path) -> None:
 def test_journals_and_records_larger_than_their_bounds_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentrun._vocabulary import journal
+    from agentrun._store import journal
 
     monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 400)
     monkeypatch.setattr(journal, "MAX_RECORD_BYTES", 100)

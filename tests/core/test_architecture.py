@@ -56,6 +56,26 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert lazy == []
 
 
+def test_the_vocabulary_opens_no_file() -> None:
+    assert architecture.values_opening_files() == []
+
+
+def test_the_file_rule_catches_each_way_of_opening_a_file() -> None:
+    # the checker itself must be able to fail: each spelling of file I/O the vocabulary had
+    for source in (
+        "with open(path) as fh: pass",
+        "fd = os.open(path, os.O_RDONLY)",
+        "data = Path(p).read_bytes()",
+        "text = resources.files(pkg).joinpath(name).read_text()",
+        "Path(p).write_text(text)",
+        "directory.mkdir(parents=True)",
+        "names = sorted(directory.glob('*.jsonl'))",
+        "import fcntl",
+    ):
+        assert architecture.file_access(source) == [1], source
+    assert architecture.file_access("text = value.replace('a', 'b')\nopened = False") == []
+
+
 def test_the_package_root_is_the_face() -> None:
     root = sorted(p.name for p in (REPO / "agentrun").glob("*.py"))
     assert len(root) <= 12, root

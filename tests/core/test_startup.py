@@ -10,11 +10,11 @@ import sys
 from repo_paths import REPO
 
 ATIF_MODULES = {
-    "agentrun._vocabulary.atif",
-    "agentrun._vocabulary.trajectory_load",
-    "agentrun._vocabulary.trajectory_export",
-    "agentrun._vocabulary.trajectory_import",
-    "agentrun._vocabulary.trajectory_digest",
+    "agentrun._store.trajectory.atif",
+    "agentrun._store.trajectory.load",
+    "agentrun._store.trajectory.export",
+    "agentrun._store.trajectory.import_",
+    "agentrun._store.trajectory.digest",
 }
 
 
@@ -47,10 +47,10 @@ def test_replay_does_not_load_the_trajectory_models() -> None:
 def test_the_trajectory_names_load_on_first_use() -> None:
     program = (
         "import agentrun\n"
-        "from agentrun._vocabulary.atif import Trajectory\n"
-        "from agentrun._vocabulary.trajectory_export import to_atif\n"
-        "from agentrun._vocabulary.trajectory_import import from_atif\n"
-        "from agentrun._vocabulary.trajectory_turns import ReplayedTurn\n"
+        "from agentrun._store.trajectory.atif import Trajectory\n"
+        "from agentrun._store.trajectory.export import to_atif\n"
+        "from agentrun._store.trajectory.import_ import from_atif\n"
+        "from agentrun._store.trajectory.turns import ReplayedTurn\n"
         "assert agentrun.Trajectory is Trajectory and agentrun.to_atif is to_atif\n"
         "assert agentrun.from_atif is from_atif and agentrun.ReplayedTurn is ReplayedTurn\n"
         "import agentrun.trajectory"

@@ -14,7 +14,7 @@ from repo_paths import FIXTURES
 
 import agentrun
 from agentrun import ConfigurationError, Message, MessageType, Usage
-from agentrun._vocabulary.trajectory_load import MAX_NESTING
+from agentrun._store.trajectory.load import MAX_NESTING
 from agentrun.trajectory import (
     DIGEST_MAX_CHARS,
     MAX_SUBAGENT_DEPTH,

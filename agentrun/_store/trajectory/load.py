@@ -1,8 +1,8 @@
-"""What the two directions of :mod:`.trajectory` share: the sources a reader takes
+"""What export and import share: the sources a reader takes
 (:data:`TrajectorySource`) and :func:`load_trajectory`, which validates one into a
 :class:`Trajectory`; plus the names both directions write and read (:data:`EXTRA_KEY`,
 :data:`ATIF_SYSTEM`). The turns a trajectory is read into (:class:`ReplayedTurn`,
-:class:`TrajectoryTurns`) are in :mod:`.trajectory_turns`, which replay imports without the
+:class:`TrajectoryTurns`) are in :mod:`.turns`, which replay imports without the
 ATIF models.
 """
 
@@ -15,8 +15,8 @@ from typing import Any, cast
 
 from pydantic import ValidationError
 
+from ..._vocabulary.errors import ConfigurationError
 from .atif import ATIF_VERSIONS, Trajectory
-from .errors import ConfigurationError
 
 __all__ = [
     "ATIF_SYSTEM",

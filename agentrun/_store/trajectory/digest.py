@@ -8,9 +8,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, cast
 
-from .trajectory_import import from_atif
-from .trajectory_load import TrajectorySource, load_trajectory
-from .trajectory_turns import ReplayedTurn
+from .import_ import from_atif
+from .load import TrajectorySource, load_trajectory
+from .turns import ReplayedTurn
 
 __all__ = ["DIGEST_MAX_CHARS", "trajectory_digest"]
 

@@ -32,6 +32,8 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..._vocabulary.messages import ContextWindow, Message, MessageType, ToolCall, Usage
+from ..._vocabulary.summary import TurnSummary
 from .atif import (
     ATIF_VERSION,
     AtifAgent,
@@ -45,10 +47,8 @@ from .atif import (
     AtifToolCall,
     Trajectory,
 )
-from .messages import ContextWindow, Message, MessageType, ToolCall, Usage
-from .summary import TurnSummary
-from .trajectory_load import ATIF_SYSTEM, CONTENT_KEY, EXTRA_KEY
-from .trajectory_turns import ReplayedTurn
+from .load import ATIF_SYSTEM, CONTENT_KEY, EXTRA_KEY
+from .turns import ReplayedTurn
 
 __all__ = ["to_atif"]
 

@@ -1,17 +1,19 @@
-"""One JSON-RPC 2.0 connection over newline-delimited JSON.
+"""One JSON-RPC 2.0 connection over newline-delimited JSON: :class:`JsonRpcConnection`, which
+sends requests and notifications, keeps the table of requests waiting for their responses, and
+reads and dispatches what the peer sends.
 
 The connection is transport-agnostic.  It writes through an async ``send_line`` callable and
 reads from an async iterator of framed lines (``bytes`` or
 :class:`~agentrun._wire.framing.LineTooLong`, as produced by
 :func:`agentrun._wire.framing.iter_lines`).
-It is shared by every JSON-RPC speaking engine (ACP agents now, the Codex app-server later).
 
 Writing
-    Every message is encoded as compact UTF-8 JSON **with its trailing** ``b"\\n"`` and handed
-    to ``send_line`` in one call, so a transport can write it with a single ``send``.  Writes
-    are serialized with a lock: one whole line at a time, in the order callers acquired it.
-    Pydantic models inside params or results are dumped with ``by_alias=True,
-    exclude_none=True`` (the wire form of :mod:`agentrun.engines.acp._schema`).
+    Every message is encoded as compact UTF-8 JSON **with its trailing** ``b"\\n"``
+    (:func:`~.codec.encode_line`) and handed to ``send_line`` in one call, so a transport can
+    write it with a single ``send``.  Writes are serialized with a lock: one whole line at a
+    time, in the order callers acquired it.  Pydantic models inside params or results are
+    dumped with ``by_alias=True, exclude_none=True`` (the wire form of
+    :mod:`agentrun.engines.acp._schema`).
 
 Reading (:meth:`JsonRpcConnection.run`)
     * Notifications are delivered to ``on_notification(method, params)`` **inline and in
@@ -49,56 +51,37 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import json
 import logging
-import re
 from collections.abc import AsyncIterable, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
-from pydantic import BaseModel
 
-from .._vocabulary.errors import (
-    AgentrunError,
-    LineTooLongError,
-    SessionTerminatedError,
-    UsageError,
+from ..._vocabulary.errors import LineTooLongError, UsageError
+from ..framing import JsonProblem, LineTooLong, decode_json_line
+from .codec import RequestId, encode_line, error_line, request_in_head, response_id_in_head
+from .errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    REQUEST_CANCELLED,
+    ConnectionClosedError,
+    JsonRpcError,
+    JsonRpcProblem,
+    RequestTimeoutError,
 )
-from .framing import JsonProblem, LineTooLong, decode_json_line
 
 __all__ = [
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
-    "PARSE_ERROR",
-    "REQUEST_CANCELLED",
-    "ConnectionClosedError",
     "JsonRpcConnection",
-    "JsonRpcError",
-    "JsonRpcProblem",
+    "LineTaker",
+    "MessageObserver",
     "NotificationHandler",
     "ProblemHandler",
     "RequestHandler",
-    "RequestId",
-    "RequestTimeoutError",
     "SendLine",
 ]
 
 logger = logging.getLogger("agentrun.jsonrpc")
-
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-#: The request was cancelled (``$/cancel_request`` in ACP; LSP uses the same code).
-REQUEST_CANCELLED: Final = -32800
-
-#: A JSON-RPC request id as we accept it from a peer.
-RequestId = int | str
 
 #: Writes one complete line (the bytes end with ``b"\n"``).
 SendLine = Callable[[bytes], Awaitable[None]]
@@ -120,118 +103,6 @@ LineTaker = Callable[[bytes], "Awaitable[bool] | bool"]
 # A late response to a request we gave up on (timeout, cancellation) is expected and
 # dropped quietly; remember that many abandoned ids at most.
 _MAX_ABANDONED = 1024
-# The id of an oversized response, when the line's head shows it unambiguously.
-_HEAD_ID = re.compile(
-    rb'^\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(\d{1,18})\s*,\s*"(?:result|error)"'
-)
-# The id and method of an oversized request of the peer, when the line's head shows them.
-_HEAD_REQUEST = re.compile(
-    rb'^\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(\d{1,18}|"[^"\\]{0,256}")\s*,'
-    rb'\s*"method"\s*:\s*"([^"\\]{1,256})"'
-)
-
-
-class JsonRpcError(AgentrunError):
-    """A JSON-RPC error object: received in a response, or raised by a request handler.
-
-    ``code`` is the JSON-RPC error code, ``message`` the peer's message unchanged and
-    ``data`` its optional ``data`` member.  ``method`` names the request it answered when
-    known.  Raise it from ``on_request`` to send this error to the peer.
-    """
-
-    error_code = "jsonrpc"
-
-    def __init__(
-        self,
-        code: int,
-        message: str,
-        data: Any = None,
-        *,
-        method: str | None = None,
-        engine: str | None = None,
-    ) -> None:
-        super().__init__(message, engine=engine)
-        self.code = code
-        self.data = data
-        self.method = method
-
-    def __str__(self) -> str:
-        where = f" ({self.method})" if self.method else ""
-        return f"JSON-RPC error {self.code}{where}: {self.message}"
-
-    def __repr__(self) -> str:
-        return f"JsonRpcError(code={self.code!r}, message={self.message!r}, data={self.data!r})"
-
-    def to_json(self) -> dict[str, Any]:
-        """The error object as sent on the wire."""
-        out: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            out["data"] = self.data
-        return out
-
-    @classmethod
-    def method_not_found(cls, method: str) -> JsonRpcError:
-        return cls(METHOD_NOT_FOUND, f"Method not found: {method}", method=method)
-
-    @classmethod
-    def invalid_params(cls, detail: str, data: Any = None) -> JsonRpcError:
-        return cls(INVALID_PARAMS, f"Invalid params: {detail}", data)
-
-
-class ConnectionClosedError(SessionTerminatedError):
-    """The connection ended (end of input, :meth:`JsonRpcConnection.close`, or a failed write).
-
-    Raised by a request that was still waiting for its response, and by any request or
-    notification made afterwards.  ``reason`` says why the connection ended and ``method``
-    names the request when there was one.
-    """
-
-    def __init__(
-        self, reason: str, *, method: str | None = None, engine: str | None = None
-    ) -> None:
-        what = f"{method}: " if method else ""
-        super().__init__(f"{what}JSON-RPC connection closed ({reason})", engine=engine)
-        self.reason = reason
-        self.method = method
-
-
-class RequestTimeoutError(AgentrunError):
-    """A request got no response within its ``timeout``; the request was abandoned."""
-
-    def __init__(self, method: str, timeout: float, *, engine: str | None = None) -> None:
-        super().__init__(f"{method}: no response within {timeout:g} s", engine=engine)
-        self.method = method
-        self.timeout = timeout
-
-
-@dataclass(frozen=True, slots=True)
-class JsonRpcProblem:
-    """Something that went wrong while reading; it was skipped and reading went on.
-
-    ``code`` is one of:
-
-    ``"line_too_long"``, ``"invalid_json"``, ``"invalid_utf8"``
-        the line could not be decoded (the codes of
-        :data:`agentrun._vocabulary.errors.ERROR_CODES`);
-    ``"protocol"``
-        valid JSON that is not a usable JSON-RPC message: not an object, no method and no
-        id, a bad id, a response to an id we never sent or a duplicate request id;
-    ``"handler_error"``
-        ``on_request`` raised (``exception`` holds it; the peer got ``-32603``);
-    ``"callback_error"``
-        ``on_notification`` raised (``exception`` holds it; the notification is lost);
-    ``"write_error"``
-        a response to the peer could not be written.
-
-    ``raw`` is the offending line (for ``line_too_long``: its first bytes) and ``message``
-    the decoded JSON when there was one.
-    """
-
-    code: str
-    detail: str
-    raw: bytes | None = None
-    message: Any = None
-    exception: BaseException | None = None
 
 
 class _Pending:
@@ -242,21 +113,6 @@ class _Pending:
         self.event = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json", by_alias=True, exclude_none=True)
-    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
-
-
-_dumps = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), default=_json_default, allow_nan=False
-).encode
-
-
-def _encode(message: dict[str, Any]) -> bytes:
-    return (_dumps(message) + "\n").encode("utf-8")
 
 
 class JsonRpcConnection:
@@ -342,7 +198,7 @@ class JsonRpcConnection:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
-        data = _encode(message)
+        data = encode_line(message)
         pending = _Pending(method)
         self._pending[request_id] = pending
         try:
@@ -373,7 +229,7 @@ class JsonRpcConnection:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
-        await self._write(_encode(message), method)
+        await self._write(encode_line(message), method)
 
     async def _write(self, data: bytes, method: str | None = None) -> None:
         async with self._write_lock:
@@ -405,7 +261,7 @@ class JsonRpcConnection:
             anyio.move_on_after(1.0),
             contextlib.suppress(ConnectionClosedError),
         ):
-            await self._write(_encode(message))
+            await self._write(encode_line(message))
 
     # -- closing ----------------------------------------------------------------------
 
@@ -621,9 +477,9 @@ class JsonRpcConnection:
                     if self._on_request is None:
                         raise JsonRpcError.method_not_found(method)
                     result = await self._on_request(method, params)
-                    data = _encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+                    data = encode_line({"jsonrpc": "2.0", "id": request_id, "result": result})
                 except JsonRpcError as exc:
-                    data = self._error_line(request_id, exc.to_json())
+                    data = error_line(request_id, exc.to_json())
                 except Exception as exc:
                     await self._problem(
                         JsonRpcProblem(
@@ -634,11 +490,11 @@ class JsonRpcConnection:
                             exc,
                         )
                     )
-                    data = self._error_line(
+                    data = error_line(
                         request_id, {"code": INTERNAL_ERROR, "message": "Internal error"}
                     )
             if data is None:  # cancelled by the peer's cancel notification
-                data = self._error_line(
+                data = error_line(
                     request_id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
                 )
         finally:
@@ -652,35 +508,23 @@ class JsonRpcConnection:
                 )
             )
 
-    @staticmethod
-    def _error_line(request_id: RequestId, error: dict[str, Any]) -> bytes:
-        try:
-            return _encode({"jsonrpc": "2.0", "id": request_id, "error": error})
-        except (TypeError, ValueError):  # un-encodable ``data``
-            error = {"code": error["code"], "message": error["message"]}
-            return _encode({"jsonrpc": "2.0", "id": request_id, "error": error})
-
     async def _on_too_long(self, item: LineTooLong) -> None:
         detail = f"line of {item.size} bytes exceeds the limit of {item.limit} bytes"
         await self._problem(JsonRpcProblem("line_too_long", detail, item.head))
         # If the line was clearly the response to one of our requests, fail that request
         # instead of leaving it waiting forever.
-        match = _HEAD_ID.match(item.head)
-        if match is not None:
-            pending = self._pending.pop(int(match.group(1)), None)
+        response_id = response_id_in_head(item.head)
+        if response_id is not None:
+            pending = self._pending.pop(response_id, None)
             if pending is not None:
                 pending.error = LineTooLongError(item.size, item.limit, engine=self._engine)
                 pending.event.set()
             return
         # A request of the peer that was too long: answer it with an error, so that the peer
         # does not wait for ever for an answer.
-        request = _HEAD_REQUEST.match(item.head)
+        request = request_in_head(item.head)
         if request is not None:
-            raw_id = request.group(1)
-            request_id: RequestId = (
-                raw_id[1:-1].decode("utf-8", "replace") if raw_id[:1] == b'"' else int(raw_id)
-            )
-            method = request.group(2).decode("utf-8", "replace")
+            request_id, method = request
             error = {
                 "code": INVALID_REQUEST,
                 "message": (
@@ -690,7 +534,7 @@ class JsonRpcConnection:
                 "data": {"size": item.size, "limit": item.limit},
             }
             try:
-                await self._write(self._error_line(request_id, error), method)
+                await self._write(error_line(request_id, error), method)
             except ConnectionClosedError as exc:
                 await self._problem(
                     JsonRpcProblem(

@@ -1,6 +1,6 @@
 """ATIF trajectories back into turns: :func:`from_atif`.
 
-A trajectory the library wrote (:mod:`.trajectory_export`) reads back into the messages it was
+A trajectory the library wrote (:mod:`.export`) reads back into the messages it was
 made of, from what it kept under ``extra["agentrun"]``; any other ATIF document reads as turns
 that begin at its ``user`` steps.
 
@@ -19,11 +19,18 @@ from typing import Any, cast, get_args
 
 from pydantic import ValidationError
 
+from ..._vocabulary.errors import ConfigurationError
+from ..._vocabulary.messages import (
+    ContextSource,
+    ContextWindow,
+    Message,
+    MessageType,
+    ToolCall,
+    Usage,
+)
+from ..._vocabulary.summary import TurnSummary
 from .atif import AtifContentPart, AtifMetrics, AtifStep, Trajectory
-from .errors import ConfigurationError
-from .messages import ContextSource, ContextWindow, Message, MessageType, ToolCall, Usage
-from .summary import TurnSummary
-from .trajectory_load import (
+from .load import (
     ATIF_SYSTEM,
     CONTENT_KEY,
     EXTRA_KEY,
@@ -31,7 +38,7 @@ from .trajectory_load import (
     load_trajectory,
     parts_text,
 )
-from .trajectory_turns import ReplayedTurn, TrajectoryTurns
+from .turns import ReplayedTurn, TrajectoryTurns
 
 __all__ = ["MAX_SUBAGENT_DEPTH", "from_atif"]
 

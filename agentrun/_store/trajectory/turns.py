@@ -1,5 +1,5 @@
 """The turns a replayed transcript or an imported trajectory is read into: :class:`ReplayedTurn`
-and :class:`TrajectoryTurns`. Apart from :mod:`.trajectory_load` so that replay, which returns
+and :class:`TrajectoryTurns`. Apart from :mod:`.load` so that replay, which returns
 these turns, does not load the ATIF models.
 """
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .messages import Message
-from .summary import TurnSummary
+from ..._vocabulary.messages import Message
+from ..._vocabulary.summary import TurnSummary
 
 __all__ = ["ReplayedTurn", "TrajectoryTurns", "replayed_turn"]
 
