@@ -3,8 +3,9 @@
 Agents write one JSON document per line on stdout, but a pipe delivers arbitrary chunks:
 a chunk may end inside a line, inside a multi-byte UTF-8 character or between ``\\r`` and
 ``\\n``.  :class:`LineFramer` reassembles complete lines from such chunks.  It works on bytes
-only (decoding happens per complete line in :func:`decode_json_line`) and uses
-``bytes.split`` / ``bytes.find`` so the per-byte work stays in C.
+only (decoding happens per complete line in :func:`decode_json_line`): a chunk's lines are
+read by iterating an ``io.BytesIO`` view of it and a held partial line is completed with
+``bytes.find``, both of which find each newline with ``memchr``, so the per-byte work stays in C.
 
 A line longer than the limit is never held in memory in full: once the limit is passed the
 framer keeps only the first :data:`HEAD_BYTES` bytes, counts (and drops) the rest, and
