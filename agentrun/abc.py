@@ -15,9 +15,10 @@ from its wire events to :class:`~agentrun.Message` objects. Everything else come
   the base also owns the connection and the table of the agent's requests it answers.
 * :class:`Session` — the turn model itself, for anything else: implement ``_run_turn``.
 
-:class:`Translator` is the one protocol of every translator (``feed``, ``finish``, and the
-optional ``sidecars`` / ``use_sidecars`` it inherits by subclassing); :class:`PerTurnTranslator`
-adds what the spawn-per-turn base needs. :class:`JsonRpcConnection` raises
+:class:`Translator` is the one protocol of every translator (it writes ``feed`` and ``finish``
+and inherits by subclassing ``feed_line``, ``feed_decoded``, ``sidecars`` / ``use_sidecars``);
+:class:`PerTurnTranslator` adds what the spawn-per-turn base needs, :class:`JsonRpcTranslator`
+what a JSON-RPC connection offers (``feed_received``). :class:`JsonRpcConnection` raises
 :class:`JsonRpcError`, :class:`RequestTimeoutError` and :class:`ConnectionClosedError`, all
 :class:`~agentrun.AgentrunError` subclasses.
 
@@ -38,7 +39,7 @@ from ._bases.spawn_per_turn import (
     TurnCommand,
     unsupported_message,
 )
-from ._bases.translator import Translator, decode_line
+from ._bases.translator import JsonRpcTranslator, Translator, decode_line
 from ._turns.engine import Engine, ProgramEngine
 from ._turns.session import Session
 from ._turns.turn import TurnContext
@@ -58,6 +59,7 @@ __all__ = [
     "JsonRpcConnection",
     "JsonRpcError",
     "JsonRpcSession",
+    "JsonRpcTranslator",
     "LongLivedSession",
     "PerTurnTranslator",
     "ProcessSpec",

@@ -44,7 +44,7 @@ from .._wire.framing import LineTooLong
 from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError, JsonRpcProblem
 from .._wire.process import AgentProcess
 from .long_lived import LongLivedSession
-from .translator import decoded_feed
+from .translator import JsonRpcTranslator
 
 __all__ = ["JsonRpcSession", "RequestHandlerTable"]
 
@@ -110,7 +110,7 @@ class JsonRpcSession(LongLivedSession):
         # A received message is what the connection's decoder made of a line (its nesting
         # already cut, so it is not walked again); a sent one is the library's own value.
         if direction == "recv":
-            await self._route(decoded_feed(self.translator)(event))
+            await self._route(self.translator.feed_decoded(event))
         else:
             await self._route(self.translator.feed(event))
 
@@ -120,7 +120,7 @@ class JsonRpcSession(LongLivedSession):
     def _line_taker(
         self, feed: Callable[[bytes], list[Message] | None]
     ) -> Callable[[bytes], Awaitable[bool] | bool]:
-        """The connection's ``on_line`` for a translator with a ``feed_received(line)``: a
+        """The connection's ``on_line`` for a :class:`JsonRpcTranslator`'s ``feed_received``: a
         received line it reads from its bytes in one pass (a notification its wire schema
         takes, read as ``{"dir": "recv", "msg": <the line decoded>}`` would be), its messages
         routed, the line not decoded nor dispatched; ``None`` from it for any other line."""
@@ -172,16 +172,16 @@ class JsonRpcSession(LongLivedSession):
 
     async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
         proc = await self._spawn(task_group)
-        feed_received: Callable[[bytes], list[Message] | None] | None = getattr(
-            self.translator, "feed_received", None
-        )
+        translator = self.translator
         conn = JsonRpcConnection(
             self._send_line,
             on_request=self._on_request,
             on_problem=self._on_problem,
             engine=self.engine_name,
             on_message=self._observe_received,
-            on_line=None if feed_received is None else self._line_taker(feed_received),
+            on_line=self._line_taker(translator.feed_received)
+            if isinstance(translator, JsonRpcTranslator)
+            else None,
         )
         self.conn = conn
         # Until the session is open, the agent has nothing to finish, and one still loading may

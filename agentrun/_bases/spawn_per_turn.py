@@ -268,8 +268,8 @@ class SpawnPerTurnSession(Session):
                 # In the background: input larger than the pipe buffer must not block reading
                 # stdout, and a program that died early must not hang the write.
                 tg.start_soon(self._send_stdin, proc, stdin)
-            # Each line is checked against the agent's wire schema in one pass where the
-            # translator has one, else decoded; a line that cannot be read is its problem's error.
+            # Each line goes to the translator's feed_line; one too long to hold is its problem's
+            # error.
             feed = line_feed(translator, engine=self.engine_name)
             async for item in proc.lines():
                 self._tap_received(item)

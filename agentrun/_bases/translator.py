@@ -1,17 +1,32 @@
 """What every engine's translator shares.
 
-A translator turns one agent's decoded wire events into normalized :class:`Message` objects. It
-is pure (no I/O, no clock), stateful for one session, and used both live (by the engine's
-process) and offline (by ``agentrun replay``), so recorded transcripts and real runs go through
-exactly the same code. What the agent writes elsewhere than its wire (Codex's rollout file) is
-read by the engine live, and by replay from the *sidecar* files a recording keeps beside the
-transcript; the translator is handed what was read, never a path.
+A translator turns one agent's output into normalized :class:`Message` objects. It is pure (no
+I/O, no clock), stateful for one session, and used both live (by the engine's process) and
+offline (by ``agentrun replay``), so recorded transcripts and real runs go through exactly the
+same code. What the agent writes elsewhere than its wire (Codex's rollout file) is read by the
+engine live, and by replay from the *sidecar* files a recording keeps beside the transcript; the
+translator is handed what was read, never a path.
 
-A translator may also take a framed line's bytes (``feed_line``): the line is parsed and checked
-against the agent's wire schema in one pass in pydantic-core (:func:`wire_event`), and the
-translator builds its messages from values that are already validated. A line the schema does not
-take (not JSON, an unknown shape, nested too deep) is decoded and fed as before, so what comes out
-never depends on which path a line took. :func:`line_feed` is what callers use.
+The contract is :class:`Translator`; everything a caller feeds it goes through one of its
+declared methods, never one found by name:
+
+* :meth:`~Translator.feed_line` -- one framed line of the agent's output, as its bytes. This is
+  how every reader of lines (replay, the spawn-per-turn base) feeds a translator. The default
+  decodes the line (:func:`decode_json_line`) and gives the event to ``feed_decoded``; a
+  translator with a wire schema overrides it to parse and check the line against the schema in
+  one pass in pydantic-core (:func:`wire_event`) and build its messages from values already
+  validated, handing any line the schema does not take (not JSON, an unknown shape, nested too
+  deep) to the default, so what comes out never depends on which path a line took.
+* :meth:`~Translator.feed_decoded` -- an event the line decoder made (its nesting already cut):
+  for readers that decode lines themselves (a JSON-RPC connection, Claude's control traffic).
+  The default is :meth:`~Translator.feed`.
+* :meth:`~Translator.feed` -- any event object, as a caller holds it (its nesting is cut here).
+* :meth:`~Translator.finish` -- the end of the stream.
+
+A translator of a JSON-RPC agent is a :class:`JsonRpcTranslator`: the connection offers it each
+received message's bytes before decoding them (:meth:`~JsonRpcTranslator.feed_received`).
+:func:`line_feed` is what readers of framed lines use (a line the framer could not hold is its
+problem's message, the rest goes to ``feed_line``).
 """
 
 from __future__ import annotations
@@ -29,9 +44,9 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentTranslator",
     "AgentTranslatorOptions",
+    "JsonRpcTranslator",
     "Translator",
     "decode_line",
-    "decoded_feed",
     "frame_problem_message",
     "line_feed",
     "wire_event",
@@ -43,10 +58,12 @@ _KEEP = 4096
 
 @runtime_checkable
 class Translator(Protocol):
-    """Turns decoded wire events into messages; ``finish`` is called at the end of the stream.
+    """Turns an agent's output into messages; ``finish`` is called at the end of the stream.
 
     The one translator protocol of every engine, long-lived or spawn-per-turn, live or in
-    replay. Subclass it to inherit the defaults of the optional members (no sidecar files).
+    replay. A translator writes :meth:`feed` and :meth:`finish`; subclass this protocol to
+    inherit the defaults of the other members (lines decoded and fed, no sidecar files), and
+    override :meth:`feed_line` or :meth:`feed_decoded` only to read them faster.
     """
 
     #: The sidecar files this translator can use, by the suffix a recording gives them beside
@@ -54,14 +71,57 @@ class Translator(Protocol):
     #: besides its wire output. Empty for agents whose wire says everything.
     sidecars: ClassVar[tuple[str, ...]] = ()
 
-    def feed(self, event: Any) -> list[Message]: ...
+    def feed(self, event: Any) -> list[Message]:
+        """The messages of one event object, as the caller holds it (the translator cuts its
+        nesting to what every message can serialize, leaving the caller's value as it was)."""
+        ...
 
-    def finish(self) -> list[Message]: ...
+    def finish(self) -> list[Message]:
+        """The messages the end of the stream makes (a turn left running, say)."""
+        ...
+
+    def feed_line(self, line: bytes, *, engine: str) -> list[Message]:
+        """The messages of one framed line of the agent's output (its bytes, no newline).
+
+        The default decodes it (:func:`decode_json_line`) and gives the event to
+        :meth:`feed_decoded`; a line that is not JSON is its problem's ``error`` message, named
+        after ``engine`` (the name the caller runs the translator under). Override it to read
+        lines faster from their bytes, handing every line the fast path does not take to this
+        default."""
+        event = decode_json_line(line)
+        if isinstance(event, JsonProblem):
+            return [frame_problem_message(event, engine=engine)]
+        return self.feed_decoded(event)
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        """:meth:`feed` of an event :func:`decode_json_line` made (its nesting already cut, so
+        a translator may skip walking it again). The default is :meth:`feed`."""
+        return self.feed(event)
 
     def use_sidecars(self, files: Mapping[str, Sequence[bytes]], events: Sequence[Any]) -> None:
         """Replay, before the first :meth:`feed`: the lines of the sidecar files found beside
         the transcript (by suffix, only those that exist) and the transcript's decoded events,
         which are then fed in this order. The default ignores them."""
+
+
+class JsonRpcTranslator(Translator):
+    """A translator of a JSON-RPC agent's traffic (ACP, ``codex app-server``).
+
+    Live, a JSON-RPC connection reads the agent's messages: it must decode a response to match
+    it with its request and a request to answer it, and gives every message it decoded to the
+    session, which feeds the translator ``{"dir": "recv", "msg": <message>}`` through
+    :meth:`~Translator.feed_decoded`. Before decoding, the connection offers each received
+    line's bytes to :meth:`feed_received`: a translator that reads some messages faster from
+    their bytes (a notification its wire schema takes) returns their messages there, and the
+    connection neither decodes nor dispatches that line. Replay reads the recorded lines
+    (``{"dir": ..., "msg": ...}``) through :meth:`~Translator.feed_line` as for any agent."""
+
+    def feed_received(self, line: bytes) -> list[Message] | None:
+        """The messages of a message the live connection received (a bare JSON-RPC message's
+        bytes), read as ``{"dir": "recv", "msg": <the line decoded>}`` would be; ``None`` to
+        leave the line to the connection (decoded, dispatched, then fed). The default leaves
+        every line."""
+        return None
 
 
 class AgentTranslatorOptions(TypedDict, total=False):
@@ -155,38 +215,18 @@ class AgentTranslator(Translator):
         )
 
 
-def decoded_feed(translator: Translator) -> Callable[[Any], list[Message]]:
-    """What feeds ``translator`` the events :func:`decode_json_line` made: its ``feed_decoded``
-    (which does not walk them again for their nesting, the decoder cut it) when it has one, else
-    its ``feed``."""
-    feed: Callable[[Any], list[Message]] | None = getattr(translator, "feed_decoded", None)
-    return feed if feed is not None else translator.feed
-
-
 def line_feed(
     translator: Translator, *, engine: str
 ) -> Callable[[bytes | LineTooLong], list[Message]]:
-    """What feeds ``translator`` one framed line (``engine`` names it in problem messages).
-
-    A translator with a ``feed_line(line: bytes) -> list[Message] | None`` is given the line's
-    bytes first: it validates them against its wire schema in one pass and returns its messages,
-    or ``None`` when the schema does not take the line. Every other line is decoded
-    (:func:`decode_json_line`) and fed to :func:`decoded_feed`; a line that cannot be framed or
-    decoded is its problem's ``error`` message."""
-    feed = decoded_feed(translator)
-    fast: Callable[[bytes], list[Message] | None] | None = getattr(translator, "feed_line", None)
+    """What feeds ``translator`` the items a :class:`~agentrun._wire.framing.LineFramer` yields
+    (``engine`` names it in problem messages): a line too long to hold is its problem's
+    ``error`` message, every other line goes to :meth:`Translator.feed_line`."""
+    feed_line = translator.feed_line
 
     def from_line(item: bytes | LineTooLong) -> list[Message]:
         if isinstance(item, LineTooLong):
             return [frame_problem_message(item, engine=engine)]
-        if fast is not None:
-            out = fast(item)
-            if out is not None:
-                return out
-        event = decode_json_line(item)
-        if isinstance(event, JsonProblem):
-            return [frame_problem_message(event, engine=engine)]
-        return feed(event)
+        return feed_line(item, engine=engine)
 
     return from_line
 

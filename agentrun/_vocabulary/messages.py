@@ -126,9 +126,9 @@ def unvalidated(
 ) -> _B:
     """An instance of ``cls`` holding ``fields`` (every field, in order), ``fields_set`` marked
     set, not validated: for values that already are what validation returns and that the
-    library made itself (constants, figures it computed, fields of models it validated; never
-    a value read from an agent's event). Only for models with no extra fields; a model with
-    private attributes is given every one of them in ``private``."""
+    library made or checked (constants, figures it computed, fields of its models, which hold
+    agent values a translator checked for :func:`assemble`). Only for models with no extra
+    fields; a model with private attributes is given every one of them in ``private``."""
     model = _new(cls)
     _set_dict(model, fields)
     _set_fields_set(model, fields_set)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._bases.translator import Translator, decoded_feed, frame_problem_message, line_feed
+from .._bases.translator import Translator, frame_problem_message, line_feed
 from .._store.trajectory.turns import ReplayedTurn, replayed_turn
 from .._turns.engine import Engine
 from .._turns.session import Session
@@ -125,9 +125,8 @@ class _Recognition:
 def translate_lines(
     items: Iterable[bytes | LineTooLong], translator: Translator, *, engine: str
 ) -> Iterator[Message]:
-    """Every message a translator makes of a transcript's framed lines (each validated by the
-    translator's wire schema in one pass where it has one: :func:`line_feed`), then of the end
-    of the stream."""
+    """Every message a translator makes of a transcript's framed lines (each given to its
+    ``feed_line``: :func:`line_feed`), then of the end of the stream."""
     feed = line_feed(translator, engine=engine)
     for item in items:
         yield from feed(item)
@@ -143,7 +142,7 @@ def _line_chunks(lines: Iterable[str | bytes]) -> Iterator[bytes]:
 def translate_events(events: Iterable[Any | Message], translator: Translator) -> Iterator[Message]:
     """Every message a translator makes of ``events`` (as the line decoder made them), then of
     the end of the stream."""
-    feed = decoded_feed(translator)
+    feed = translator.feed_decoded
     for event in events:
         if isinstance(event, Message):
             yield event
@@ -342,7 +341,7 @@ def recognised(events: Iterable[Any | Message], engine: str) -> bool:
     recognised. A Claude transcript replayed as Codex is all pass-through; a Codex one replayed
     as OpenCode has one event in five that both know (``error``)."""
     translator = get_translator(engine)
-    feed = decoded_feed(translator)
+    feed = translator.feed_decoded
     known = foreign = 0
     for seen, event in enumerate(events):
         if seen >= RECOGNITION_SAMPLE:

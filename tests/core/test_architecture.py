@@ -3,11 +3,14 @@ is the one the code's imports give."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from types import ModuleType
 
 from repo_paths import REPO
+
+from agentrun._bases.translator import JsonRpcTranslator, Translator
 
 
 def _architecture() -> ModuleType:
@@ -86,3 +89,56 @@ def test_the_picture_in_the_docs_is_the_code() -> None:
     assert architecture.render_doc(doc) == doc, (
         "docs/architecture.md is out of date: run python scripts/architecture.py --write"
     )
+
+
+# -- the translator contract ---------------------------------------------------------------------
+
+#: What a caller may ask of a translator: the members the contract declares, and any ``feed*``
+#: name (a way of feeding it that the contract does not declare).
+_TRANSLATOR_MEMBERS = frozenset(
+    name for kind in (Translator, JsonRpcTranslator) for name in vars(kind) if name[0] != "_"
+)
+
+
+def _member_lookups(source: str) -> list[tuple[int, str]]:
+    """Where ``source`` looks a translator's member up by its name (``getattr``, ``hasattr``):
+    ``(line, name)``."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+        ):
+            name = node.args[1]
+            if (
+                isinstance(name, ast.Constant)
+                and isinstance(name.value, str)
+                and (name.value in _TRANSLATOR_MEMBERS or name.value.startswith("feed"))
+            ):
+                found.append((node.lineno, name.value))
+    return found
+
+
+def test_no_translator_method_is_found_by_its_name() -> None:
+    # Callers feed a translator through the methods its protocol declares (feed_line,
+    # feed_decoded, feed, finish; a JSON-RPC translator's feed_received), never one they
+    # discover: what an engine author must write is what the protocol says.
+    found = {
+        str(path.relative_to(REPO)): lookups
+        for path in sorted((REPO / "agentrun").rglob("*.py"))
+        if (lookups := _member_lookups(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}
+
+
+def test_the_translator_rule_catches_what_it_forbids() -> None:
+    assert {"feed", "feed_line", "feed_decoded", "finish", "feed_received"} <= _TRANSLATOR_MEMBERS
+    source = (
+        "a = getattr(t, 'feed_line', None)\n"
+        "b = hasattr(t, 'feed_received')\n"
+        "c = getattr(t, 'feed_anything')\n"
+        "d = getattr(t, 'model', None)\n"
+    )
+    assert _member_lookups(source) == [(1, "feed_line"), (2, "feed_received"), (3, "feed_anything")]

@@ -10,7 +10,7 @@ from repo_paths import FIXTURES
 
 from agentrun import Message, TurnSummary, Usage, get_translator
 from agentrun._bases import translator as base_translator
-from agentrun._bases.translator import decoded_feed, line_feed
+from agentrun._bases.translator import line_feed
 from agentrun._wire import framing
 from agentrun._wire.framing import MAX_NESTING, NESTING_MARKER, decode_json_line
 from agentrun.engines._replay import replay_turns
@@ -97,7 +97,7 @@ def test_replay_walks_a_lines_nesting_once_in_the_decoder(
     via_feed = get_translator(engine).feed(event)
     assert len(walks) == 1
     assert [m.model_dump_json() for m in via_feed] == [
-        m.model_dump_json() for m in decoded_feed(get_translator(engine))(event)
+        m.model_dump_json() for m in get_translator(engine).feed_decoded(event)
     ]
 
 
@@ -133,7 +133,7 @@ def test_a_lone_surrogate_escape_becomes_a_replacement_character_so_every_messag
         "utf-8", "surrogatepass"
     ).decode("utf-8", "surrogatepass")
     assert "\ufffd" in json.dumps(decoded, ensure_ascii=False)
-    messages = decoded_feed(get_translator(engine))(decoded)
+    messages = get_translator(engine).feed_decoded(decoded)
     messages += get_translator(engine).finish()
     for message in messages:
         json.loads(message.model_dump_json())

@@ -6,6 +6,7 @@ The connection is transport-agnostic.  It writes through an async ``send_line`` 
 reads from an async iterator of framed lines (``bytes`` or
 :class:`~agentrun._wire.framing.LineTooLong`, as produced by
 :func:`agentrun._wire.framing.iter_lines`).
+It is shared by every JSON-RPC speaking engine (the ACP agents and the Codex app-server).
 
 Writing
     Every message is encoded as compact UTF-8 JSON **with its trailing** ``b"\\n"``

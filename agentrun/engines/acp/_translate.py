@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ..._bases.translator import Translator, wire_event
+from ..._bases.translator import JsonRpcTranslator, wire_event
 from ..._vocabulary.context import Catalog
 from ..._vocabulary.jsonvalues import as_dict as _dict
 from ..._vocabulary.messages import Message, ProcessMeta
@@ -49,7 +49,7 @@ from ._state import AcpState
 __all__ = ["AcpState", "AcpTranslator", "config_values"]
 
 
-class AcpTranslator(Translator):
+class AcpTranslator(JsonRpcTranslator):
     """Turns one session's ACP traffic into messages (see the module docstring).
 
     ``feed`` takes one decoded line: ``{"dir": "send"|"recv"|"stderr", "msg": {...}}`` or a bare
@@ -89,22 +89,22 @@ class AcpTranslator(Translator):
         # Nested no deeper than every message can serialize.
         return self.feed_decoded(capped(event))
 
-    def feed_line(self, line: bytes) -> list[Message] | None:
-        """The messages of a transcript line (its bytes) that is a received ``session/update``
-        the wire schema takes (:mod:`._schema.wire`): parsed and validated in one pass, the
-        messages made from its values. ``None`` for every other line (decoded and fed as
-        before)."""
-        if b"session/update" not in line or self._bare:
-            return None
-        event = wire_event(wire_line_schema(), line)
-        if event is None:
-            return None
-        return self._wire_update(cast("WireLine", event)["msg"]["params"], line)
+    def feed_line(self, line: bytes, *, engine: str) -> list[Message]:
+        """A transcript line that is a received ``session/update`` the wire schema takes
+        (:mod:`._schema.wire`) is parsed and validated in one pass, its messages made from its
+        values; every other line is decoded and fed as every translator does."""
+        if b"session/update" in line and not self._bare:
+            event = wire_event(wire_line_schema(), line)
+            if event is not None:
+                out = self._wire_update(cast("WireLine", event)["msg"]["params"], line)
+                if out is not None:
+                    return out
+        return super().feed_line(line, engine=engine)
 
     def feed_received(self, line: bytes) -> list[Message] | None:
-        """:meth:`feed_line` of a line the live engine received from the agent (a bare
-        JSON-RPC message, read as :meth:`feed` reads ``{"dir": "recv", "msg": ...}`` of it
-        decoded)."""
+        """:meth:`feed_line`'s schema, for a line the live engine received from the agent (a
+        bare JSON-RPC message, read as :meth:`feed` reads ``{"dir": "recv", "msg": ...}`` of it
+        decoded); ``None`` for every line the schema does not take."""
         if b"session/update" not in line or self._bare:
             return None
         event = wire_event(wire_notification_schema(), line)

@@ -36,7 +36,7 @@ from typing import Any
 from typing_extensions import Unpack
 
 from ..._bases.cumulative import RunningTotals
-from ..._bases.translator import AgentTranslator, AgentTranslatorOptions
+from ..._bases.translator import AgentTranslator, AgentTranslatorOptions, JsonRpcTranslator
 from ..._vocabulary.jsonvalues import as_dict, as_int, as_list, as_object, as_str
 from ..._vocabulary.messages import (
     ContextWindow,
@@ -113,7 +113,7 @@ def _camel_totals(value: object) -> dict[str, int]:
     return out
 
 
-class CodexAppServerTranslator(AgentTranslator):
+class CodexAppServerTranslator(AgentTranslator, JsonRpcTranslator):
     """Turns one ``codex app-server`` session's wire messages into messages."""
 
     agent_name = "codex"
@@ -168,15 +168,15 @@ class CodexAppServerTranslator(AgentTranslator):
             return self._outgoing(msg)
         return self._incoming(msg)
 
-    def feed_line(self, line: bytes) -> list[Message] | None:
+    def feed_line(self, line: bytes, *, engine: str) -> list[Message]:
         """The messages of one line, read through the wire schema (:mod:`._app_wire`) from its
-        bytes, or ``None`` when the schema leaves the line to :meth:`feed_decoded`. The view the
-        schema makes goes through the same code as a decoded message does."""
+        bytes; a line the schema leaves is decoded and fed as :class:`AgentTranslator` does.
+        The view the schema makes goes through the same code as a decoded message does."""
         if line.startswith(DECODED_HEADS):
-            return None
+            return super().feed_line(line, engine=engine)
         view = wire_view(line)
         if view is None:
-            return None
+            return super().feed_line(line, engine=engine)
         if "ignored" in view:
             return []
         method: str | None = view.get("method")
@@ -192,13 +192,15 @@ class CodexAppServerTranslator(AgentTranslator):
                 sent in ("turn/start", "thread/compact/start")
                 and as_dict(msg.get("error")) is not None
             ):
-                return None  # its error message keeps the whole response
+                # Its error message keeps the whole response: the decoding path makes it.
+                return super().feed_line(line, engine=engine)
             del self._sent[msg_id]
             return self._response(sent, msg)
         msg = view.get("request")
         if msg is not None:
             return self._outgoing(msg)
-        return None  # a kind the schema leaves to the decoding path
+        # A kind the schema leaves to the decoding path.
+        return super().feed_line(line, engine=engine)
 
     def finish(self) -> list[Message]:
         """The end of the stream: a turn that was running ends without its result."""

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from repo_paths import FIXTURES
 
 from agentrun import Message, Usage
-from agentrun._bases.translator import line_feed
+from agentrun._bases.translator import frame_problem_message, line_feed
 from agentrun._wire.framing import JsonProblem, decode_json_line
 from agentrun.engines.acp import AcpTranslator
 from agentrun.engines.acp._schema import Usage as AcpUsage
@@ -83,13 +83,23 @@ def dumped(messages: list[Message]) -> list[tuple[str, str, str]]:
     ]
 
 
+class _Counting(AcpTranslator):
+    """Counts the events it was given decoded (the lines its wire schema left)."""
+
+    decoded = 0
+
+    def feed_decoded(self, event: Any) -> list[Message]:
+        self.decoded += 1
+        return super().feed_decoded(event)
+
+
 class BothPaths:
     """Translators fed the same lines: one through ``line_feed`` (the wire schema first), one
     through ``feed_decoded`` only, and one as the live engine feeds it (a received message's
     bytes to ``feed_received`` first)."""
 
     def __init__(self) -> None:
-        self.fast = AcpTranslator(engine="opencode-acp")
+        self.fast = _Counting(engine="opencode-acp")
         self.slow = AcpTranslator(engine="opencode-acp")
         self.feed_fast = line_feed(self.fast, engine="opencode-acp")
         self.live = AcpTranslator(engine="opencode-acp")
@@ -97,14 +107,16 @@ class BothPaths:
         self.nan = False
 
     def both(self, data: bytes) -> None:
-        taken = self.fast.feed_line(data)
+        left = self.fast.decoded
+        got = self.feed_fast(data)
         decoded = decode_json_line(data)
-        expected = self.slow.feed_decoded(decoded)
-        if taken is None:
-            got = self.fast.feed_decoded(decode_json_line(data))
-        else:
+        expected = (
+            [frame_problem_message(decoded, engine="opencode-acp")]
+            if isinstance(decoded, JsonProblem)
+            else self.slow.feed_decoded(decoded)
+        )
+        if self.fast.decoded == left and not isinstance(decoded, JsonProblem):
             self.taken += 1
-            got = taken
         self.nan = self.nan or b"NaN" in data
         self.same(got, expected, data)
         if isinstance(decoded, JsonProblem):
