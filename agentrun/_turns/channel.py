@@ -43,7 +43,7 @@ class _ReceivesNowait(Protocol[T_co]):
 async def send_soon(stream: _SendsNowait[T], item: T) -> None:
     """Send ``item``; wait only when the stream is full."""
     if isinstance(stream, Sender):
-        await stream.send(item)  # pyright: ignore[reportUnknownMemberType]
+        await stream.send(item)
         return
     try:
         stream.send_nowait(item)
@@ -56,7 +56,7 @@ async def send_soon(stream: _SendsNowait[T], item: T) -> None:
 async def receive_soon(stream: _ReceivesNowait[T]) -> T:
     """The next item; wait only when none is buffered."""
     if isinstance(stream, Receiver):
-        return await stream.receive()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        return await stream.receive()
     try:
         return stream.receive_nowait()
     except anyio.WouldBlock:
