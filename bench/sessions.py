@@ -5,11 +5,18 @@
   and the event loop's lag p99 measured by a 10 ms ticker while they run their turns (target
   <= 50 ms): with the caller on a CPU of its own and the agents on the others (the library's
   own loop; median of three runs), and with everything sharing the CPUs (the machine).
+* **A fleet on a minimal agent** (``_fleet.py``): N sessions of ``_minimal_acp_agent.py`` (small
+  enough that 500 fit in memory), driven by the library and by a hand-written asyncio loop in the
+  same process, interleaved rounds, medians. Reported: the loop's lag p99 of each (targets 20 ms
+  at 200 sessions, 50 ms at 500), the library's CPU per turn against the plain loop's, and its CPU
+  per turn at the larger fleet against one session (target <= 1.2x). Printed beside the table:
+  the counts that do not depend on the machine's load (event-loop callbacks per turn, full
+  garbage collections per 1000 turns, objects the collector tracks per session).
 * **Large lines**: a program prints one 100 MB JSON line within the limit; the caller's peak RSS
   growth against the line's size (target <= 3x). Then a line beyond a 16 MB limit: the peak
   growth stays near the limit (reported against the limit).
 
-    python bench/sessions.py [--sessions 200]
+    python bench/sessions.py [--sessions 200]   # and a fleet of 500 (5/2 of it)
 """
 
 from __future__ import annotations
@@ -133,6 +140,56 @@ def _child(code: str, *args: str) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _script(name: str, *args: str) -> dict[str, dict[str, float]]:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / name), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def fleet_rows(sessions: int, rounds: int = 3) -> list[Row]:
+    """The minimal-agent fleet at ``sessions`` and at 5/2 of it, and one session alone."""
+    larger = sessions * 5 // 2
+    alone = _script("_fleet.py", "1", "300", str(rounds))
+    fleets = {n: _script("_fleet.py", str(n), "10", str(rounds)) for n in (sessions, larger)}
+    rows: list[Row] = []
+    for n, fleet in fleets.items():
+        library, plain = fleet["library"], fleet["plain"]
+        target = 20 if n <= 200 else 50
+        rows += [
+            Row(f"{n} sessions loop lag p99, minimal agent", "10 ms ticker, the library's fleet",
+                f"{target} ms", library["lag_p99_ms"] / target, library["lag_p99_ms"] / 1000, 0.0,
+                "<= 1.0x"),
+            Row("  same, plain asyncio loop", "10 ms ticker, a hand-written fleet", f"{target} ms",
+                plain["lag_p99_ms"] / target, plain["lag_p99_ms"] / 1000, 0.0),
+            Row(f"{n} sessions caller CPU per turn", "the library's fleet", "a plain asyncio loop",
+                library["cpu_per_turn_ms"] / plain["cpu_per_turn_ms"],
+                library["cpu_per_turn_ms"] / 1000, 0.0),
+        ]  # fmt: skip
+        print(
+            f"# {n} sessions, per turn: event-loop callbacks {library['callbacks_per_turn']:.1f} "
+            f"(plain {plain['callbacks_per_turn']:.1f}); full collections per 1000 turns "
+            f"{library['full_gcs_per_1000_turns']:.1f} (plain "
+            f"{plain['full_gcs_per_1000_turns']:.1f}), longest {library['gc_pause_ms']:.0f} ms, "
+            f"objects they walked per turn {library['gc_walked_per_turn']:.0f} "
+            f"(plain {plain['gc_walked_per_turn']:.0f}); "
+            f"tracked objects per session {library['tracked_per_session']:.0f} "
+            f"(plain {plain['tracked_per_session']:.0f})"
+        )
+    one = alone["library"]["cpu_per_turn_ms"]
+    many = fleets[larger]["library"]["cpu_per_turn_ms"]
+    plain_growth = fleets[larger]["plain"]["cpu_per_turn_ms"] / alone["plain"]["cpu_per_turn_ms"]
+    what = f"the library (plain loop {plain_growth:.2f}x)"
+    rows.append(
+        Row(f"caller CPU per turn, {larger} sessions", what, "the library, 1 session",
+            many / one, many / 1000, 0.0, "<= 1.2x")
+    )  # fmt: skip
+    return rows
+
+
 def measure(sessions: int) -> list[Row]:
     fake = str(ROOT / "tests" / "fakes" / "acp_agent.py")
     many = _child(MANY, fake, str(sessions), "shared")
@@ -157,6 +214,7 @@ def measure(sessions: int) -> list[Row]:
             "<= 1.0x"),
         Row("  same, all on shared CPUs", "10 ms ticker, agents beside the caller", "50 ms",
             many["lag_p99_ms"] / 50, many["lag_p99_ms"] / 1000, 0.0),
+        *fleet_rows(sessions),
         Row("large line within limit", "peak RSS growth, 100 MB line", "the line's size",
             within["growth_mb"] / 100, 0.0, 0.0, "<= 3x"),
         Row("large line beyond limit", "peak RSS growth, 100 MB line", "the 16 MB limit",

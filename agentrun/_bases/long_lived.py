@@ -393,17 +393,16 @@ class LongLivedSession(Session):
 
     async def _pump(self, ctx: TurnContext, recv: Receiver[Message | _Ended]) -> None:
         while True:
+            # Idle only while it waits: a buffered item is taken without passing the event loop.
+            # (Not waiting inside an ``except WouldBlock``, which would hold the exception,
+            # its traceback and frames for the whole wait.)
+            self._pump_idle = True
             try:
-                try:
-                    item = recv.receive_nowait()
-                except anyio.WouldBlock:
-                    self._pump_idle = True
-                    try:
-                        item = await recv.receive()
-                    finally:
-                        self._pump_idle = False
+                item = await recv.receive()
             except anyio.EndOfStream:
                 return
+            finally:
+                self._pump_idle = False
             if isinstance(item, _Ended):
                 if item.error is not None:
                     raise item.error

@@ -64,6 +64,10 @@ MessageCallback = Callable[[Message], "Awaitable[None] | None"]
 BUFFER = 256
 
 
+def _unchanged() -> None:
+    """What the clocks of an ended turn tell when their deadline moves: nobody listens."""
+
+
 class TurnContext:
     """What an engine's ``_run_turn`` gets: the prompt, the session, and ``emit``."""
 
@@ -278,6 +282,9 @@ class Turn:
             return None
         finally:
             self._task_group = None
+            # The clocks point back at the turn: cut the cycle so that the turn, its summary
+            # and scopes are freed when the caller lets go of them, not by the cyclic collector.
+            self.clocks.on_change = _unchanged
             self.session._end_turn(self)  # pyright: ignore[reportPrivateUsage]
 
     def cancel(self) -> None:

@@ -152,7 +152,8 @@ class JsonRpcConnection:
         self._on_problem = on_problem
         self._cancel_method = cancel_method
         self._engine = engine
-        self._write_lock = anyio.Lock()
+        # Taken without a trip through the event loop when free: the write itself yields once.
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self._next_id = 1
         self._pending: dict[int, _Pending] = {}
         self._abandoned: dict[int, None] = {}

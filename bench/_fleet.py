@@ -1,0 +1,230 @@
+"""A fleet of N sessions on the minimal ACP agent, the library against a plain asyncio loop.
+
+``python _fleet.py SESSIONS TURNS ROUNDS``: in this one process, ROUNDS interleaved rounds of
+two fleets of SESSIONS agents each (``_minimal_acp_agent.py``): one driven through agentrun
+(``AcpEngine`` and ``run_turn``), one by a hand-written loop on asyncio's subprocess streams
+(the same argv, handshake and prompts; each line decoded with ``json.loads``). Every session
+runs one turn to warm up, then TURNS turns back to back while a 10 ms ticker measures the
+event loop's lag. Printed as one JSON object, per fleet the medians over the rounds of:
+
+* ``lag_p99_ms`` / ``lag_p50_ms``: the ticker's lateness (wall clock: noisy on a shared machine);
+* ``cpu_per_turn_ms``: this process's CPU time over the turns, per turn (the agents are other
+  processes, so this is the caller's own work; noisy with the machine's load);
+* ``callbacks_per_turn``: event-loop callbacks run per turn (how often a turn passes through
+  the loop: independent of the load);
+* ``full_gcs_per_1000_turns`` and ``gc_pause_ms``: the cyclic garbage collector's full
+  collections during the turns, and the longest one (a pause of the whole loop, of the order
+  of the heap: the stall that grows with the number of sessions);
+* ``gc_walked_per_turn``: objects those full collections walked, per turn (their CPU cost,
+  independent of the load);
+* ``tracked_per_session``: objects the collector tracks per open session (what a full
+  collection walks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.events
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from agentrun import SessionOptions, run_turn
+from agentrun.engines.acp import AcpEngine
+
+AGENT = str(Path(__file__).with_name("_minimal_acp_agent.py"))
+ARGV = (sys.executable, AGENT)
+TICK = 0.01
+
+_callbacks = [0]
+_original_run = asyncio.events.Handle._run  # pyright: ignore[reportPrivateUsage]
+
+
+def _counting_run(self: asyncio.events.Handle) -> None:
+    _callbacks[0] += 1
+    _original_run(self)
+
+
+asyncio.events.Handle._run = _counting_run  # type: ignore[method-assign]
+
+_gc_started = [0.0]
+_gc_pauses: list[float] = []
+#: Objects the full collections walked (the survivors and the collected), and the CPU time
+#: spent counting them (taken out of the reading).
+_gc_walked = [0]
+_gc_counting = [0.0]
+
+
+def _on_gc(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_started[0] = time.perf_counter()
+    elif info["generation"] == 2:
+        _gc_pauses.append(time.perf_counter() - _gc_started[0])
+        counting = time.process_time()
+        _gc_walked[0] += len(gc.get_objects(2)) + info["collected"]
+        _gc_counting[0] += time.process_time() - counting
+
+
+gc.callbacks.append(_on_gc)
+
+
+class Gate:
+    """Opens once ``count`` sessions arrived."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.open = anyio.Event()
+
+    def arrive(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.open.set()
+
+
+Session = Callable[[int, anyio.Event, anyio.Event, Gate, Gate, int], Coroutine[Any, Any, None]]
+
+
+async def library_session(
+    i: int, go: anyio.Event, close: anyio.Event, ready: Gate, done: Gate, turns: int
+) -> None:
+    async with AcpEngine(list(ARGV)).start(SessionOptions(cwd="/tmp")) as session:
+        await run_turn(session, f"warm {i}", timeout=600)
+        ready.arrive()
+        await go.wait()
+        for turn in range(turns):
+            summary = await run_turn(session, f"turn {turn} of {i}", timeout=600)
+            assert summary.text == f"turn {turn} of {i}", summary.text
+        done.arrive()
+        await close.wait()
+
+
+async def plain_session(
+    i: int, go: anyio.Event, close: anyio.Event, ready: Gate, done: Gate, turns: int
+) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        *ARGV,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd="/tmp",
+        limit=1 << 20,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+    next_id = [0]
+
+    async def call(method: str, params: dict[str, Any]) -> tuple[Any, str]:
+        next_id[0] += 1
+        ident = next_id[0]
+        request = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+        stdin.write(json.dumps(request).encode() + b"\n")
+        await stdin.drain()
+        text = ""
+        while True:
+            message = json.loads(await stdout.readline())
+            if message.get("id") == ident:
+                return message["result"], text
+            update = message.get("params", {}).get("update", {})
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                text += update["content"]["text"]
+
+    async def prompt(words: str) -> str:
+        body = {"sessionId": sid, "prompt": [{"type": "text", "text": words}]}
+        result, text = await call("session/prompt", body)
+        assert result["stopReason"] == "end_turn"
+        return text
+
+    try:
+        await call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        sid = (await call("session/new", {"cwd": "/tmp", "mcpServers": []}))[0]["sessionId"]
+        await prompt(f"warm {i}")
+        ready.arrive()
+        await go.wait()
+        for turn in range(turns):
+            text = await prompt(f"turn {turn} of {i}")
+            assert text == f"turn {turn} of {i}", text
+        done.arrive()
+        await close.wait()
+    finally:
+        stdin.close()
+        await proc.wait()
+
+
+def tracked() -> int:
+    gc.collect()
+    return len(gc.get_objects())
+
+
+async def fleet(session: Session, sessions: int, turns: int) -> dict[str, float]:
+    go, close, stop = anyio.Event(), anyio.Event(), anyio.Event()
+    ready, done = Gate(sessions), Gate(sessions)
+    lags: list[float] = []
+
+    async def ticker() -> None:
+        while not stop.is_set():
+            start = time.perf_counter()
+            await anyio.sleep(TICK)
+            lags.append(time.perf_counter() - start - TICK)
+
+    before = tracked()
+    async with anyio.create_task_group() as group:
+        for i in range(sessions):
+            group.start_soon(session, i, go, close, ready, done, turns)
+        await ready.open.wait()
+        per_session = (tracked() - before) / sessions
+        gcs = gc.get_stats()[2]["collections"]
+        del _gc_pauses[:]
+        _gc_walked[0] = 0
+        _gc_counting[0] = 0.0
+        callbacks, cpu = _callbacks[0], time.process_time()
+        async with anyio.create_task_group() as ticking:
+            ticking.start_soon(ticker)
+            go.set()
+            await done.open.wait()
+            stop.set()
+        cpu, callbacks = time.process_time() - cpu - _gc_counting[0], _callbacks[0] - callbacks
+        full_gcs = gc.get_stats()[2]["collections"] - gcs
+        lags.sort()
+        count = sessions * turns
+        result = {
+            "lag_p99_ms": lags[min(len(lags) - 1, int(len(lags) * 0.99))] * 1000,
+            "lag_p50_ms": statistics.median(lags) * 1000,
+            "cpu_per_turn_ms": cpu / count * 1000,
+            "callbacks_per_turn": callbacks / count,
+            "full_gcs_per_1000_turns": full_gcs / count * 1000,
+            "gc_pause_ms": max(_gc_pauses, default=0.0) * 1000,
+            "gc_walked_per_turn": _gc_walked[0] / count,
+            "tracked_per_session": per_session,
+        }
+        close.set()
+    return result
+
+
+async def main() -> None:
+    sessions, turns, rounds = (int(arg) for arg in sys.argv[1:4])
+    kinds: dict[str, Session] = {"library": library_session, "plain": plain_session}
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in kinds}
+    for round_ in range(rounds):
+        order = list(kinds) if round_ % 2 == 0 else list(reversed(kinds))
+        for name in order:
+            results[name].append(await fleet(kinds[name], sessions, turns))
+    print(
+        json.dumps(
+            {
+                name: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+                for name, runs in results.items()
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    anyio.run(main)
