@@ -45,6 +45,7 @@ from ._vocabulary.errors import (
     UsageError,
 )
 from ._vocabulary.journal import JsonlSessionStore, SessionStore
+from ._vocabulary.limits import TurnLimits
 from ._vocabulary.messages import (
     BackgroundTask,
     ContextSource,
@@ -238,6 +239,7 @@ __all__ = [
     "TurnContext",
     "TurnError",
     "TurnInProgressError",
+    "TurnLimits",
     "TurnSummary",
     "TurnTimeoutError",
     "Usage",

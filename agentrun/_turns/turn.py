@@ -42,10 +42,11 @@ from .._vocabulary.errors import (
     account_error,
     account_failure,
 )
+from .._vocabulary.limits import NO_LIMITS, TurnLimits
 from .._vocabulary.messages import ErrorInfo, Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import SteeredInput, TurnSummary, WindDown, WoundDown
-from .boundary import check_turn_arguments, failure_code, wind_down_spec
+from .._vocabulary.summary import SteeredInput, TurnSummary, WoundDown
+from .boundary import check_turn_arguments, failure_code
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
 from .observe import OBSERVERS, Observer
@@ -136,22 +137,12 @@ class Turn:
         session: Session,
         prompt: str,
         *,
-        timeout: float | None = None,
-        idle_timeout: float | None = None,
-        tool_timeout: float | None = None,
-        stall_after: float | None = None,
+        limits: TurnLimits = NO_LIMITS,
         output: OutputSpec | None = None,
-        wind_down: float | WindDown | None = None,
     ) -> None:
-        check_turn_arguments(
-            prompt,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            tool_timeout=tool_timeout,
-            stall_after=stall_after,
-        )
-        #: Steer the agent to wrap up this long before the deadline (``None``: never).
-        self.wind_down: WindDown | None = wind_down_spec(wind_down, timeout)
+        check_turn_arguments(prompt)
+        #: The turn's limits (``timeout``, ``idle_timeout``, ... ``wind_down``), checked.
+        self.limits: TurnLimits = limits
         self.session: Session = session
         #: The schema of the final answer (structured output), if any.
         self.output_spec: OutputSpec | None = output
@@ -163,17 +154,8 @@ class Turn:
         self.output_repairable: bool = False
         #: What was wrong with the final answer (empty when it validated or was not checked).
         self.output_errors: list[str] = []
-        self.timeout: float | None = timeout
-        self.idle_timeout: float | None = idle_timeout
-        self.tool_timeout: float | None = tool_timeout
-        self.stall_after: float | None = stall_after
         #: The deadline and the quiet clocks.
-        self.clocks: TurnClocks = TurnClocks(
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            tool_timeout=tool_timeout,
-            stall_after=stall_after,
-        )
+        self.clocks: TurnClocks = TurnClocks(limits)
         self.clocks.on_change = self._refresh_deadline
         self._quiet_watch: anyio.CancelScope | None = None
         self._wind_down_watch: anyio.CancelScope | None = None
@@ -250,9 +232,10 @@ class Turn:
         if self.clocks.watching:
             self._quiet_watch = anyio.CancelScope()
             task_group.start_soon(self._watch_quiet, self._quiet_watch)
-        if self.wind_down is not None and self.timeout is not None:
+        limits = self.limits
+        if limits.wind_down is not None and limits.timeout is not None:
             self._wind_down_watch = anyio.CancelScope()
-            acts_at = now + self.timeout - self.wind_down.seconds
+            acts_at = now + limits.timeout - limits.wind_down.seconds
             task_group.start_soon(self._wind_down_at, acts_at, self._wind_down_watch)
         return self
 
@@ -314,7 +297,7 @@ class Turn:
         steer the agent with the wrap-up text where the engine takes input during a turn, and
         say what happened in a ``system`` ``wind_down`` message either way (never an error: the
         turn goes on, and its deadline still holds)."""
-        spec = self.wind_down
+        spec = self.limits.wind_down
         assert spec is not None
         session = self.session
         engine = session.engine_name
@@ -416,7 +399,7 @@ class Turn:
         the turn's error). A slow async callback cannot stretch the call past ``timeout +
         cancel_grace`` either."""
         session = self.session
-        timeout = self.timeout
+        timeout = self.limits.timeout
         async with self:
             with anyio.CancelScope() as bound:
                 if timeout is not None:
