@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentrun import ConfigurationError, TurnLimits, WindDown, run_turn
+from agentrun import ConfigurationError, FleetTask, TurnLimits, WindDown, run_turn
 from agentrun.testing import ScriptedEngine
 
 pytestmark = pytest.mark.anyio
@@ -130,3 +130,11 @@ async def test_limits_that_are_no_turn_limits_are_refused(limits: Any) -> None:
             session.turn("hi", limits=limits)
         assert session.turns == 0
 
+
+def test_a_fleet_task_refuses_limits_no_turn_could_run_with() -> None:
+    # Refused where the task is made, not when its first turn starts.
+    for fields in ({"timeout": math.inf}, {"idle_timeout": math.inf}):
+        with pytest.raises(ConfigurationError, match="positive number of seconds"):
+            FleetTask(engine="claude", prompts=("hi",), **fields)
+    task = FleetTask(engine="claude", prompts=("hi",), timeout=60, idle_timeout=9, wind_down=5)
+    assert task.limits == TurnLimits(timeout=60, idle_timeout=9, wind_down=5)
