@@ -46,6 +46,7 @@ from ._vocabulary.errors import (
     UsageError,
 )
 from ._vocabulary.journal import SessionStore
+from ._vocabulary.limits import TurnLimits
 from ._vocabulary.messages import (
     BackgroundTask,
     ContextSource,
@@ -239,6 +240,7 @@ __all__ = [
     "TurnContext",
     "TurnError",
     "TurnInProgressError",
+    "TurnLimits",
     "TurnSummary",
     "TurnTimeoutError",
     "Usage",

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from .._turns.boundary import check_turn_arguments, wind_down_spec
+from .._turns.boundary import check_turn_arguments
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError
+from .._vocabulary.limits import NO_LIMITS, TurnLimits
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.sandbox import Sandbox
@@ -69,8 +70,9 @@ class _Plan:
     options: dict[str, str]
     #: ``--output-schema``: the JSON Schema of each turn's final answer.
     output_schema: dict[str, Any] | None = None
-    #: ``--wind-down`` (and ``--wind-down-text``), checked against ``--timeout``.
-    wind_down: WindDown | None = None
+    #: ``--timeout``, ``--idle-timeout``, ``--tool-timeout``, ``--stall-after`` and
+    #: ``--wind-down`` (with ``--wind-down-text``), checked together.
+    limits: TurnLimits = NO_LIMITS
 
 
 @dataclass
@@ -212,19 +214,20 @@ def _plan(args: argparse.Namespace) -> _Plan:
         )
     prompts = [read_prompt(args), *args.then]
     for prompt in prompts:
-        check_turn_arguments(
-            prompt,
-            timeout=args.timeout,
-            idle_timeout=args.idle_timeout,
-            tool_timeout=args.tool_timeout,
-            stall_after=args.stall_after,
-        )
+        check_turn_arguments(prompt)
+    limits = TurnLimits(
+        timeout=args.timeout,
+        idle_timeout=args.idle_timeout,
+        tool_timeout=args.tool_timeout,
+        stall_after=args.stall_after,
+        wind_down=_wind_down(args),
+    )
     return _Plan(
         prompts=prompts,
         script=load_script(args.script),
         options=parse_options(args.option),
         output_schema=load_output_schema(getattr(args, "output_schema", None)),
-        wind_down=_wind_down(args),
+        limits=limits,
     )
 
 
@@ -259,8 +262,7 @@ def _wind_down(args: argparse.Namespace) -> WindDown | None:
                 "--wind-down-text needs --wind-down S", option="wind_down_text"
             )
         return None
-    spec = WindDown(seconds=seconds) if text is None else WindDown(seconds=seconds, text=text)
-    return wind_down_spec(spec, args.timeout)
+    return WindDown(seconds=seconds) if text is None else WindDown(seconds=seconds, text=text)
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -542,15 +544,7 @@ async def _session_turns(
             else:
                 renderer.message(message)
 
-        turn = process.turn(
-            prompt,
-            timeout=args.timeout,
-            idle_timeout=args.idle_timeout,
-            tool_timeout=args.tool_timeout,
-            stall_after=args.stall_after,
-            output=plan.output_schema,
-            wind_down=plan.wind_down,
-        )
+        turn = process.turn(prompt, limits=plan.limits, output=plan.output_schema)
         try:
             async with turn:
                 interrupt.turn = turn

@@ -51,13 +51,14 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .._turns.boundary import failure_code, single_error, wind_down_spec
+from .._turns.boundary import failure_code, single_error
 from .._turns.engine import Engine
 from .._turns.run import run_turn
 from .._turns.session import Session
 from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, configuration_error
 from .._vocabulary.journal import SessionStore
+from .._vocabulary.limits import TurnLimits
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary, WindDown, WoundDown
@@ -123,12 +124,20 @@ class FleetTask(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _wind_down(self) -> FleetTask:
+    def _limits(self) -> FleetTask:
         try:
-            wind_down_spec(self.wind_down, self.timeout)
+            self.limits  # noqa: B018 - checked here, where a bad task is refused
         except ConfigurationError as exc:
             raise ValueError(exc.message) from None
         return self
+
+    @property
+    def limits(self) -> TurnLimits:
+        """The limits of each of the task's turns (``timeout``, ``idle_timeout``,
+        ``wind_down``) as one :class:`~agentrun.TurnLimits`."""
+        return TurnLimits(
+            timeout=self.timeout, idle_timeout=self.idle_timeout, wind_down=self.wind_down
+        )
 
 
 class FleetTurnRecord(BaseModel):
@@ -553,9 +562,7 @@ class FleetRun:
             session,
             prompt,
             on_message=peak.see,
-            timeout=task.timeout,
-            idle_timeout=task.idle_timeout,
-            wind_down=task.wind_down,
+            limits=task.limits,
         )
         return _record(task, name, summary, peak), summary
 

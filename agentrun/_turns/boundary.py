@@ -10,7 +10,6 @@ Imports only the vocabulary.
 
 from __future__ import annotations
 
-import math
 from typing import cast
 
 from .._vocabulary.errors import (
@@ -22,7 +21,7 @@ from .._vocabulary.errors import (
     SessionTerminatedError,
     TurnTimeoutError,
 )
-from .._vocabulary.summary import WindDown
+from .._vocabulary.limits import check_seconds, wind_down_spec
 
 __all__ = ["check_turn_arguments", "failure_code", "single_error", "wind_down_spec"]
 
@@ -46,57 +45,12 @@ def check_turn_arguments(
         raise ConfigurationError("prompt is empty", option="prompt")
     if "\0" in prompt:
         raise ConfigurationError("prompt contains a NUL character", option="prompt")
-    for name, value in (
-        ("timeout", timeout),
-        ("idle_timeout", idle_timeout),
-        ("tool_timeout", tool_timeout),
-        ("stall_after", stall_after),
-    ):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigurationError(
-                f"{name} must be a number of seconds, got {type(value).__name__}", option=name
-            )
-        if not (value > 0 and math.isfinite(value)):
-            raise ConfigurationError(
-                f"{name} must be a positive number of seconds, got {value!r}", option=name
-            )
+    check_seconds("timeout", timeout)
+    check_seconds("idle_timeout", idle_timeout)
+    check_seconds("tool_timeout", tool_timeout)
+    check_seconds("stall_after", stall_after)
     if on_message is not None and not callable(on_message):
         raise ConfigurationError("on_message must be callable", option="on_message")
-
-
-def wind_down_spec(wind_down: object, timeout: object) -> WindDown | None:
-    """``wind_down`` (seconds or a :class:`WindDown`) checked against the turn's ``timeout``: it
-    needs one, and must be more than 0 and less than it. ``timeout`` is checked already."""
-    if wind_down is None:
-        return None
-    if isinstance(wind_down, WindDown):
-        spec = wind_down
-    elif isinstance(wind_down, bool) or not isinstance(wind_down, (int, float)):
-        raise ConfigurationError(
-            f"wind_down must be a number of seconds or a WindDown, got {type(wind_down).__name__}",
-            option="wind_down",
-        )
-    else:
-        if not (wind_down > 0 and math.isfinite(wind_down)):
-            raise ConfigurationError(
-                f"wind_down must be a positive number of seconds, got {wind_down!r}",
-                option="wind_down",
-            )
-        spec = WindDown(seconds=wind_down)
-    if timeout is None:
-        raise ConfigurationError(
-            "wind_down needs a timeout: it acts that many seconds before the deadline",
-            option="wind_down",
-        )
-    assert isinstance(timeout, (int, float))
-    if spec.seconds >= timeout:
-        raise ConfigurationError(
-            f"wind_down ({spec.seconds:g} s) must be less than the timeout ({timeout:g} s)",
-            option="wind_down",
-        )
-    return spec
 
 
 def single_error(exc: BaseException) -> BaseException:

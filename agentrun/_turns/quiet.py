@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from .._vocabulary.errors import TurnTimeoutError
+from .._vocabulary.limits import TurnLimits
 from .._vocabulary.messages import Message, MessageType
 
 __all__ = ["QUIET_POLL", "TurnClocks"]
@@ -32,18 +33,10 @@ QUIET_POLL = 0.5
 class TurnClocks:
     """The deadline and quiet clocks of one turn (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        timeout: float | None,
-        idle_timeout: float | None,
-        tool_timeout: float | None,
-        stall_after: float | None,
-    ) -> None:
-        self.timeout: float | None = timeout
-        self.idle_timeout: float | None = idle_timeout
-        self.tool_timeout: float | None = tool_timeout
-        self.stall_after: float | None = stall_after
+    def __init__(self, limits: TurnLimits) -> None:
+        #: The limits the clocks apply (``timeout``, ``idle_timeout``, ``tool_timeout``,
+        #: ``stall_after``).
+        self.limits: TurnLimits = limits
         #: When the turn started.
         self.started_at: float = 0.0
         #: The total deadline (``timeout`` or a policy's wall limit, whichever comes first).
@@ -53,7 +46,9 @@ class TurnClocks:
         #: Whether anything reads the quiet clocks (an idle or tool timeout, stall reports):
         #: without, a message needs no note of when it came or what it was.
         self.watching: bool = (
-            stall_after is not None or idle_timeout is not None or tool_timeout is not None
+            limits.stall_after is not None
+            or limits.idle_timeout is not None
+            or limits.tool_timeout is not None
         )
         # What the agent's quiet means: the tool calls it has open, the caller's pending
         # answers, a retry delay it announced, what it said last and when.
@@ -69,8 +64,9 @@ class TurnClocks:
     def start(self, now: float, wall_limit: float | None) -> None:
         """The turn starts at ``now``; a policy may allow at most ``wall_limit`` seconds."""
         self.started_at = self.quiet_since = now
-        if self.timeout is not None:
-            self.deadline = now + self.timeout
+        timeout = self.limits.timeout
+        if timeout is not None:
+            self.deadline = now + timeout
         if wall_limit is not None and now + wall_limit < self.deadline:
             self.deadline = now + wall_limit
             self.deadline_from_policy = True
@@ -86,9 +82,10 @@ class TurnClocks:
         ``tool_timeout`` while a tool call is open (when set), else ``idle_timeout``."""
         if self.caller_waits:
             return None
-        if self.open_tools and self.tool_timeout is not None:
-            return self.tool_timeout
-        return self.idle_timeout
+        limits = self.limits
+        if self.open_tools and limits.tool_timeout is not None:
+            return limits.tool_timeout
+        return limits.idle_timeout
 
     def next_deadline(self) -> float:
         """When the turn times out now: the total deadline or the end of the allowed quiet."""
@@ -135,8 +132,9 @@ class TurnClocks:
     def _stall_delay(self) -> float | None:
         if self.caller_waits:
             return None
-        if self.stall_after is not None:
-            return self.stall_after
+        stall_after = self.limits.stall_after
+        if stall_after is not None:
+            return stall_after
         limit = self.idle_limit()
         return None if limit is None else limit / 2
 
@@ -196,17 +194,17 @@ class TurnClocks:
 
     def timeout_error(self, engine: str, number: int) -> TurnTimeoutError:
         """The error of a turn one of these clocks ended: the total or the idle limit."""
-        if self.timeout is not None and self.ran_out(anyio.current_time()):
+        timeout = self.limits.timeout
+        if timeout is not None and self.ran_out(anyio.current_time()):
             return TurnTimeoutError(
-                f"{engine} turn {number} exceeded its timeout of {self.timeout:g}s "
-                "and was cancelled",
+                f"{engine} turn {number} exceeded its timeout of {timeout:g}s and was cancelled",
                 kind="total",
-                seconds=self.timeout,
+                seconds=timeout,
                 engine=engine,
             )
         limit = self.idle_limit()
         seconds = limit if limit is not None else math.nan
-        if self.open_tools and self.tool_timeout is not None:
+        if self.open_tools and self.limits.tool_timeout is not None:
             names = ", ".join(str(n or i) for i, n in self.open_tools.items())
             why = f"tool timeout, while {names} ran"
         else:

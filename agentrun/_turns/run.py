@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._vocabulary.errors import ConfigurationError
+from .._vocabulary.limits import TurnLimits, merged_limits
 from .._vocabulary.summary import TurnSummary, WindDown
-from .boundary import check_turn_arguments, wind_down_spec
+from .boundary import check_turn_arguments
 from .handoff import follow_context_policy
 from .session import Session
 from .turn import MessageCallback
@@ -33,6 +34,7 @@ async def run_turn(
     stall_after: float | None = None,
     output: OutputType | None = None,
     wind_down: float | WindDown | None = None,
+    limits: TurnLimits | None = None,
 ) -> TurnSummary:
     """Run one turn to its end and return its :class:`TurnSummary`.
 
@@ -59,21 +61,25 @@ async def run_turn(
     with a wrap-up instruction so it can end the turn by itself (``summary.wound_down`` says
     whether it did); engines that take no input during a turn get a ``system`` ``wind_down``
     message instead. At the deadline the turn is cancelled as without it.
+
+    ``limits`` (a :class:`TurnLimits`) holds ``timeout``, ``idle_timeout``, ``tool_timeout``,
+    ``stall_after`` and ``wind_down`` as one value, checked when it was made; a field it sets
+    may not be given as a keyword argument too (:class:`ConfigurationError`).
     """
     if not isinstance(session, Session):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ConfigurationError(
             f"session must be a Session (from engine.start(...)), got {type(session).__name__}",
             option="session",
         )
-    check_turn_arguments(
-        prompt,
+    check_turn_arguments(prompt, on_message=on_message)
+    limits = merged_limits(
+        limits,
         timeout=timeout,
         idle_timeout=idle_timeout,
         tool_timeout=tool_timeout,
         stall_after=stall_after,
-        on_message=on_message,
+        wind_down=wind_down,
     )
-    wind_down_spec(wind_down, timeout)
     spec = None
     if output is not None:
         from .output import output_spec  # structured output loads on first use
@@ -81,12 +87,8 @@ async def run_turn(
         spec = output_spec(output)
     turn = session.turn(
         prompt,
-        timeout=timeout,
-        idle_timeout=idle_timeout,
-        tool_timeout=tool_timeout,
-        stall_after=stall_after,
+        limits=limits,
         output=spec,
-        wind_down=wind_down,
     )
     turn.output_repairable = True
     summary = await turn.run_to_end(on_message)
@@ -96,12 +98,8 @@ async def run_turn(
     # The answer did not validate: ask once more, in the same session.
     repair = session.turn(
         spec.repair_prompt(turn.output_errors),
-        timeout=timeout,
-        idle_timeout=idle_timeout,
-        tool_timeout=tool_timeout,
-        stall_after=stall_after,
+        limits=limits,
         output=spec,
-        wind_down=wind_down,
     )
     repair.summary.output_repairs = 1
     summary = await repair.run_to_end(on_message)

@@ -43,6 +43,7 @@ from .._vocabulary.errors import (
     SteeringNotSupportedError,
     TurnInProgressError,
 )
+from .._vocabulary.limits import TurnLimits, merged_limits
 from .._vocabulary.messages import Message, Usage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask_permission
@@ -354,32 +355,33 @@ class Session(ABC):
         stall_after: float | None = None,
         output: OutputType | OutputSpec | None = None,
         wind_down: float | WindDown | None = None,
+        limits: TurnLimits | None = None,
     ) -> Turn:
         """A turn for ``prompt``: ``async with session.turn(p) as t: async for m in t: ...``.
-        See :func:`run_turn` for the arguments. With ``output=``, ``turn.summary.output`` holds
-        the validated answer once the iteration ended, or the iteration's end raises
-        :class:`OutputValidationError` (the streaming form makes no repair turn). With
-        ``wind_down=``, ``wind_down`` seconds before ``timeout`` the agent is told to wrap up."""
+        See :func:`run_turn` for the arguments (``limits=`` or the same names as keywords).
+        With ``output=``, ``turn.summary.output`` holds the validated answer once the iteration
+        ended, or the iteration's end raises :class:`OutputValidationError` (the streaming form
+        makes no repair turn). With ``wind_down=``, ``wind_down`` seconds before ``timeout``
+        the agent is told to wrap up."""
+        limits = merged_limits(
+            limits,
+            timeout=timeout,
+            idle_timeout=idle_timeout,
+            tool_timeout=tool_timeout,
+            stall_after=stall_after,
+            wind_down=wind_down,
+        )
         spec = None
         if output is not None:
             from .output import output_spec  # structured output loads on first use
 
             spec = output_spec(output)
-        return Turn(
-            self,
-            prompt,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            tool_timeout=tool_timeout,
-            stall_after=stall_after,
-            output=spec,
-            wind_down=wind_down,
-        )
+        return Turn(self, prompt, limits=limits, output=spec)
 
     def _housekeeping_turn(self, prompt: str, *, timeout: float | None, compacting: bool) -> Turn:
         """A turn the library runs to look after the context (the context policy never acts
         on it): a compaction, or a hand-off summary."""
-        turn = Turn(self, prompt, timeout=timeout)
+        turn = Turn(self, prompt, limits=merged_limits(None, timeout=timeout))
         turn.housekeeping = True
         turn.compacting = compacting
         return turn

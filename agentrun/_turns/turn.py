@@ -15,9 +15,12 @@ what it emits, tagged with the turn's number, to the one consumer (the ``async f
   with a wrap-up instruction (a ``system`` ``wind_down`` message says so, or says that the
   engine takes no input during a turn), recorded in ``summary.wound_down``.
 
+When the driver is done, :func:`~.ending.turn_ending` decides which failure ended the turn.
+
 :class:`TurnContext` is what an engine sees of it. Imports the vocabulary, the wire's framing
-types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.handoff`,
-:mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; the session only for typing.
+types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.ending`,
+:mod:`.handoff`, :mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; the session only for
+typing.
 """
 
 from __future__ import annotations
@@ -34,19 +37,17 @@ import anyio.abc
 from .._vocabulary.errors import (
     AgentAccountError,
     AgentrunError,
-    NoResultError,
     OutputValidationError,
-    ProcessExitError,
-    SessionClosedError,
     UsageError,
-    account_error,
     account_failure,
 )
+from .._vocabulary.limits import NO_LIMITS, TurnLimits
 from .._vocabulary.messages import ErrorInfo, Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import SteeredInput, TurnSummary, WindDown, WoundDown
-from .boundary import check_turn_arguments, failure_code, wind_down_spec
+from .._vocabulary.summary import SteeredInput, TurnSummary, WoundDown
+from .boundary import check_turn_arguments, failure_code
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
+from .ending import TurnOutcome, turn_ending
 from .handoff import HandoffSeed
 from .observe import OBSERVERS, Observer
 from .policies import PolicyStop, TurnPolicy
@@ -140,22 +141,12 @@ class Turn:
         session: Session,
         prompt: str,
         *,
-        timeout: float | None = None,
-        idle_timeout: float | None = None,
-        tool_timeout: float | None = None,
-        stall_after: float | None = None,
+        limits: TurnLimits = NO_LIMITS,
         output: OutputSpec | None = None,
-        wind_down: float | WindDown | None = None,
     ) -> None:
-        check_turn_arguments(
-            prompt,
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            tool_timeout=tool_timeout,
-            stall_after=stall_after,
-        )
-        #: Steer the agent to wrap up this long before the deadline (``None``: never).
-        self.wind_down: WindDown | None = wind_down_spec(wind_down, timeout)
+        check_turn_arguments(prompt)
+        #: The turn's limits (``timeout``, ``idle_timeout``, ... ``wind_down``), checked.
+        self.limits: TurnLimits = limits
         self.session: Session = session
         #: The schema of the final answer (structured output), if any.
         self.output_spec: OutputSpec | None = output
@@ -167,17 +158,8 @@ class Turn:
         self.output_repairable: bool = False
         #: What was wrong with the final answer (empty when it validated or was not checked).
         self.output_errors: list[str] = []
-        self.timeout: float | None = timeout
-        self.idle_timeout: float | None = idle_timeout
-        self.tool_timeout: float | None = tool_timeout
-        self.stall_after: float | None = stall_after
         #: The deadline and the quiet clocks.
-        self.clocks: TurnClocks = TurnClocks(
-            timeout=timeout,
-            idle_timeout=idle_timeout,
-            tool_timeout=tool_timeout,
-            stall_after=stall_after,
-        )
+        self.clocks: TurnClocks = TurnClocks(limits)
         self.clocks.on_change = self._refresh_deadline
         self._quiet_watch: anyio.CancelScope | None = None
         self._wind_down_watch: anyio.CancelScope | None = None
@@ -254,9 +236,10 @@ class Turn:
         if self.clocks.watching:
             self._quiet_watch = anyio.CancelScope()
             task_group.start_soon(self._watch_quiet, self._quiet_watch)
-        if self.wind_down is not None and self.timeout is not None:
+        limits = self.limits
+        if limits.wind_down is not None and limits.timeout is not None:
             self._wind_down_watch = anyio.CancelScope()
-            acts_at = now + self.timeout - self.wind_down.seconds
+            acts_at = now + limits.timeout - limits.wind_down.seconds
             task_group.start_soon(self._wind_down_at, acts_at, self._wind_down_watch)
         return self
 
@@ -321,7 +304,7 @@ class Turn:
         steer the agent with the wrap-up text where the engine takes input during a turn, and
         say what happened in a ``system`` ``wind_down`` message either way (never an error: the
         turn goes on, and its deadline still holds)."""
-        spec = self.wind_down
+        spec = self.limits.wind_down
         assert spec is not None
         session = self.session
         engine = session.engine_name
@@ -423,7 +406,7 @@ class Turn:
         the turn's error). A slow async callback cannot stretch the call past ``timeout +
         cancel_grace`` either."""
         session = self.session
-        timeout = self.timeout
+        timeout = self.limits.timeout
         async with self:
             with anyio.CancelScope() as bound:
                 if timeout is not None:
@@ -605,7 +588,13 @@ class Turn:
                     # ExceptionGroup.
                     failure = AgentrunError(f"{engine} engine failed: {exc!r}", engine=engine)
                     failure.__cause__ = exc
-            timed_out = self._scope.cancel_called and not self.cancelling and not completed
+            outcome = TurnOutcome(
+                completed=completed,
+                raised=failure,
+                cancelled_by_caller=self.cancelling,
+                scope_cancelled=self._scope.cancel_called,
+                closed_by_session=self.closed_by_session,
+            )
             if self._wind_down_watch is not None:
                 self._wind_down_watch.cancel()
             wound = self.summary.wound_down
@@ -614,45 +603,25 @@ class Turn:
             policy = self._policy
             if policy is not None:
                 ran_out = (
-                    timed_out
+                    outcome.timed_out
                     and self.clocks.deadline_from_policy
                     and self.clocks.ran_out(anyio.current_time())
                 )
                 self.stopped_by_policy = policy.settle(
                     self.summary, engine=engine, number=self.number, ran_out_of_wall=ran_out
                 )
-            if not completed and (self.cancelling or self._scope.cancel_called):
-                # Cancelled, timed out, stopped by a policy or by closing the session: the
-                # same stop reason on every engine, whatever the agent's last word was.
-                self.summary.stop_reason = "cancelled"
+            ending = turn_ending(
+                outcome,
+                self.summary,
+                self.stopped_by_policy,
+                engine=engine,
+                number=self.number,
+                timeout_error=self._timeout_error,
+            )
+            if ending.stop_reason is not None:
+                self.summary.stop_reason = ending.stop_reason
                 self.summary.ok = False
-            stop = self.stopped_by_policy
-            if stop is not None and not self.closed_by_session:
-                self.summary.stop_reason = stop.stop_reason
-                self.summary.ok = False
-                failure = stop.error
-            elif self.closed_by_session:
-                failure = SessionClosedError(
-                    f"the {engine} session was closed during turn {self.number}", engine=engine
-                )
-            elif timed_out:
-                # A timeout explains whatever the engine's cancellation path ran into.
-                failure = self._timeout_error()
-            elif failure is None and not self.summary.has_result and not self.cancelling:
-                failure = NoResultError(
-                    f"{engine} turn {self.number} ended without a result", engine=engine
-                )
-            if (
-                (failure is None or isinstance(failure, NoResultError | ProcessExitError))
-                and not self.summary.ok
-                and not self.cancelling
-            ):
-                # A turn the agent could not run at all (not logged in, no credit) raises
-                # rather than ending as an empty summary; checked once, at the end.
-                account = account_error(self.summary.errors, engine)
-                if account is not None:
-                    account.__cause__ = failure
-                    failure = account
+            failure = ending.failure
             if failure is not None:
                 code = failure_code(failure)
                 errors = self.summary.errors

@@ -38,7 +38,7 @@ PUBLIC = {
     "NotAuthenticatedError", "QuotaExceededError", "PermissionRequest", "RayEngine", "RaySession", "SessionClosedError", "SessionLostError", "Session", "ProcessExitError", "ProcessMeta", "ProtocolError",
     "Sandbox", "SandboxBackend", "SendNotSupportedError", "SessionOptions", "SessionStore", "SessionNotFoundError", "SessionTerminatedError",
     "ToolCall", "ToolCallSummary", "Translator", "Turn", "TurnContext", "TurnError",
-    "TurnInProgressError", "TurnSummary", "TurnTimeoutError", "Usage", "UsageError", "WireTap",
+    "TurnInProgressError", "TurnLimits", "TurnSummary", "TurnTimeoutError", "Usage", "UsageError", "WireTap",
     "Budget", "BudgetExceededError", "BudgetLimit", "ContextPolicy",
     "ModelPrice", "PriceCatalog", "UsageSource", "default_prices",
     "Question", "QuestionAnswer", "QuestionHandler", "QuestionOption", "QuestionRecord",

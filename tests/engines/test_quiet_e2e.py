@@ -5,11 +5,12 @@ retries is a typed ``retry`` message, never answer text or a turn error; a long 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents_support import require_engine
 
-from agentrun import Message, MessageType, TurnTimeoutError, run_turn
+from agentrun import Message, MessageType, TurnLimits, TurnTimeoutError, run_turn
 from agentrun.offline import (
     ModelServer,
     ModelTurn,
@@ -148,3 +149,41 @@ async def test_a_turn_that_leaves_background_work_running_says_so(tmp_path: Path
     # The next turn still sees it, and its answer is its own.
     assert [t.id for t in second.background_tasks] == [task.id]
     assert second.text == "Still going."
+
+
+@pytest.mark.parametrize("spelling", ["keywords", "limits"])
+async def test_limits_given_as_one_value_are_the_keywords_limits(
+    spelling: str, tmp_path: Path
+) -> None:
+    """``limits=TurnLimits(...)`` reaches a real agent's turn as the keywords do: the tool timeout
+    and the stall report act on the running tool, the idle timeout ends a quiet turn."""
+    require_engine("claude")
+    script = Script(
+        turns=[
+            ModelTurn.shell("sleep 3", say="Running the slow step."),
+            ModelTurn.text("The slow step finished."),
+            ModelTurn.shell("sleep 3", say="Running it again."),
+            ModelTurn.text("Unreachable."),
+        ]
+    )
+
+    def spelled(**limits: Any) -> dict[str, Any]:
+        return limits if spelling == "keywords" else {"limits": TurnLimits(**limits)}
+
+    async with ModelServer(script) as server:
+        engine, options = embedded_engine("claude", server.url, tmp_path / "agent", hitl=False)
+        seen: list[Message] = []
+        async with engine.start(options) as session:
+            # No idle timeout here: a loaded machine's slow start cannot end the turn.
+            summary = await run_turn(
+                session,
+                "run the slow step",
+                on_message=seen.append,
+                **spelled(tool_timeout=60, stall_after=1, timeout=120),
+            )
+            assert summary.ok and summary.text == "The slow step finished."
+            stalls = [m.data for m in seen if m.type is MessageType.STALL]
+            assert any(data is not None and data["waiting_for"] == "tool" for data in stalls)
+            with pytest.raises(TurnTimeoutError) as info:
+                await run_turn(session, "again", **spelled(idle_timeout=1.5, timeout=120))
+            assert info.value.kind == "idle" and info.value.seconds == 1.5
