@@ -8,16 +8,17 @@ what it emits, tagged with the turn's number, to the one consumer (the ``async f
   driver, which cancels the turn in the agent;
 * the cancel bound: once the engine's cancellation path began (:meth:`TurnContext.begin_cancel`)
   it has :attr:`Session.cancel_grace` seconds to end the turn, then the agent is stopped by
-  force (:meth:`Session._force_stop`);
+  force (:meth:`TurnHost.force_stop`);
 * the session's policy (:class:`~.policies.TurnPolicy`), told of every delivered message;
 * the hand-off note of the first turn after a hand-off;
 * the wind-down (``wind_down``): that many seconds before the deadline the agent is steered
   with a wrap-up instruction (a ``system`` ``wind_down`` message says so, or says that the
   engine takes no input during a turn), recorded in ``summary.wound_down``.
 
-:class:`TurnContext` is what an engine sees of it. Imports the vocabulary, the wire's framing
-types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.handoff`,
-:mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; the session only for typing.
+:class:`TurnContext` is what an engine's driver sees of it; :class:`TurnHost` is what it asks of
+its session (public names only; the session implements it). Imports the vocabulary, the wire's
+framing types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.handoff`,
+:mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; never the session.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 import anyio
 import anyio.abc
@@ -44,7 +45,7 @@ from .._vocabulary.errors import (
 )
 from .._vocabulary.messages import ErrorInfo, Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import SteeredInput, TurnSummary, WindDown, WoundDown
+from .._vocabulary.summary import SessionTotals, SteeredInput, TurnSummary, WindDown, WoundDown
 from .boundary import check_turn_arguments, failure_code, wind_down_spec
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .handoff import HandoffSeed
@@ -54,9 +55,8 @@ from .quiet import TurnClocks
 
 if TYPE_CHECKING:
     from .output import OutputSpec
-    from .session import Session
 
-__all__ = ["MessageCallback", "Turn", "TurnContext"]
+__all__ = ["MessageCallback", "Turn", "TurnContext", "TurnHost"]
 
 MessageCallback = Callable[[Message], "Awaitable[None] | None"]
 
@@ -64,8 +64,76 @@ MessageCallback = Callable[[Message], "Awaitable[None] | None"]
 BUFFER = 256
 
 
+class TurnHost(Protocol):
+    """What a :class:`Turn` asks of its session (:class:`~.session.Session` implements it)."""
+
+    @property
+    def engine_name(self) -> str: ...
+
+    @property
+    def options(self) -> SessionOptions: ...
+
+    @property
+    def resume_id(self) -> str | None: ...
+
+    @property
+    def cancel_grace(self) -> float: ...
+
+    @property
+    def native_output(self) -> bool: ...
+
+    @property
+    def can_steer(self) -> bool: ...
+
+    @property
+    def totals(self) -> SessionTotals: ...
+
+    @property
+    def observers(self) -> tuple[Observer, ...]: ...
+
+    @property
+    def handoffs(self) -> list[tuple[str | None, str | None]]: ...
+
+    @property
+    def turn_policy(self) -> TurnPolicy | None:
+        """The context thresholds and the budget (``None``: none)."""
+        ...
+
+    def begin_turn(self, turn: Turn) -> int:
+        """Admit ``turn`` as the running one (raise when it may not run); its number."""
+        ...
+
+    def end_turn(self, turn: Turn) -> None:
+        """``turn`` is over (its ``async with`` block was left)."""
+        ...
+
+    def take_handoff_seed(self) -> HandoffSeed | None:
+        """The summary the next turn begins with after a hand-off (once)."""
+        ...
+
+    def take_caller_error(self) -> Exception | None:
+        """The exception a caller's callback (the wire tap) raised during the turn (once)."""
+        ...
+
+    def account_turn(self, number: int, summary: TurnSummary) -> None:
+        """Add an ended turn's usage to the session's totals (once per turn)."""
+        ...
+
+    async def run_turn(self, ctx: TurnContext) -> None:
+        """Run the turn in the agent (the engine driver's ``run_turn``)."""
+        ...
+
+    async def steer(self, ctx: TurnContext, text: str) -> None:
+        """Add ``text`` to the running turn in the agent (the driver's ``steer``)."""
+        ...
+
+    def force_stop(self) -> None:
+        """Stop the agent at once: a cancel overran :attr:`cancel_grace`."""
+        ...
+
+
 class TurnContext:
-    """What an engine's ``_run_turn`` gets: the prompt, the session, and ``emit``."""
+    """What an engine driver's ``run_turn`` gets: the prompt, the options, and ``emit``."""
 
     def __init__(self, turn: Turn) -> None:
         self._turn = turn
@@ -105,11 +173,16 @@ class TurnContext:
         blocks (the consumer may be gone), dropping messages nobody waits for. The turn then
         has :attr:`Session.cancel_grace` seconds to end before the agent is stopped by force."""
         self._turn.nonblocking = True
-        self._turn._start_watchdog()  # pyright: ignore[reportPrivateUsage]
+        self._turn.start_watchdog()
 
     @property
     def has_result(self) -> bool:
         return self._turn.summary.has_result
+
+    @property
+    def done(self) -> bool:
+        """True once the turn ended (its result or failure is known)."""
+        return self._turn.done
 
     async def emit(self, message: Message) -> None:
         """Deliver one message of this turn (tagged with its number) to the consumer."""
@@ -133,7 +206,7 @@ class Turn:
 
     def __init__(
         self,
-        session: Session,
+        session: TurnHost,
         prompt: str,
         *,
         timeout: float | None = None,
@@ -152,7 +225,10 @@ class Turn:
         )
         #: Steer the agent to wrap up this long before the deadline (``None``: never).
         self.wind_down: WindDown | None = wind_down_spec(wind_down, timeout)
-        self.session: Session = session
+        #: The session the turn runs in, as the turn sees it.
+        self.session: TurnHost = session
+        #: What the engine driver sees of this turn.
+        self.context: TurnContext = TurnContext(self)
         #: The schema of the final answer (structured output), if any.
         self.output_spec: OutputSpec | None = output
         if output is not None and not session.native_output:
@@ -180,7 +256,7 @@ class Turn:
         #: Set on the first turn after a hand-off.
         self._handoff_from: HandoffSeed | None = None
         #: The session's policy (``None``: it has none).
-        self._policy: TurnPolicy | None = session._turn_policy  # pyright: ignore[reportPrivateUsage]
+        self._policy: TurnPolicy | None = session.turn_policy
         #: Who is told of the turn and its messages (set when the turn starts; empty: nobody).
         self._observers: tuple[Observer, ...] = ()
         #: The turn's number in its session (1, 2, ...), set when the turn starts.
@@ -224,11 +300,10 @@ class Turn:
 
     async def __aenter__(self) -> Turn:
         session = self.session
-        self.number = session._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
+        self.number = session.begin_turn(self)
         self.summary.turn = self.number
-        seed = session._handoff  # pyright: ignore[reportPrivateUsage]
+        seed = session.take_handoff_seed()
         if seed is not None:
-            session._handoff = None  # pyright: ignore[reportPrivateUsage]
             self._handoff_from = seed
             self.prompt = seed.prompt(self.prompt)
         now = anyio.current_time()
@@ -278,7 +353,7 @@ class Turn:
             return None
         finally:
             self._task_group = None
-            self.session._end_turn(self)  # pyright: ignore[reportPrivateUsage]
+            self.session.end_turn(self)
 
     def cancel(self) -> None:
         """Cancel the turn in the agent (the engine interrupts it) without raising here."""
@@ -298,7 +373,7 @@ class Turn:
         check_turn_arguments(text)
         session = self.session
         if not session.can_steer:
-            await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+            await session.steer(self.context, text)
         if self._task_group is None or self._done or self.cancelling:
             raise UsageError(
                 "steer a turn while it runs (inside 'async with session.turn(...)', before its "
@@ -306,7 +381,7 @@ class Turn:
                 engine=session.engine_name,
             )
         at = round(anyio.current_time() - self.clocks.started_at, 6)
-        await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+        await session.steer(self.context, text)
         self.summary.steered.append(SteeredInput(text=text, at_s=at))
 
     async def _wind_down_at(self, when: float, scope: anyio.CancelScope) -> None:
@@ -374,10 +449,9 @@ class Turn:
         try:
             message = await receive_soon(self._recv)
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            caller_error = self.session._caller_error  # pyright: ignore[reportPrivateUsage]
+            caller_error = self.session.take_caller_error()
             if caller_error is not None:
                 # The caller's own callback failed: that exception, as itself.
-                self.session._caller_error = None  # pyright: ignore[reportPrivateUsage]
                 self._failure = None
                 raise caller_error from None
             if self._failure is not None:
@@ -556,7 +630,7 @@ class Turn:
 
     # -- the cancel bound --------------------------------------------------------------------
 
-    def _start_watchdog(self) -> None:
+    def start_watchdog(self) -> None:
         """The engine's cancellation path began: start the watchdog that bounds it (once).
 
         Shielded: whatever cancels the turn — its timeout, the caller's cancel scope or task
@@ -574,7 +648,7 @@ class Turn:
                 await self._finished.wait()
             if not self._done:
                 self.stopped_by_force = True
-                self.session._force_stop()  # pyright: ignore[reportPrivateUsage]
+                self.session.force_stop()
 
     # -- the driver --------------------------------------------------------------------------
 
@@ -583,13 +657,13 @@ class Turn:
         assert self._send is not None
         session = self.session
         engine = session.engine_name
-        ctx = TurnContext(self)
+        ctx = self.context
         failure: AgentrunError | None = None
         completed = False
         try:
             with self._scope:
                 try:
-                    await session._run_turn(ctx)  # pyright: ignore[reportPrivateUsage]
+                    await session.run_turn(ctx)
                     completed = True
                 except AgentrunError as exc:
                     failure = exc
@@ -671,7 +745,7 @@ class Turn:
                 session.handoffs.append((previous, current if current != previous else None))
                 self._handoff_from = None
             self.summary.duration_s = round(anyio.current_time() - self.clocks.started_at, 6)
-            session._account_turn(self.number, self.summary)  # pyright: ignore[reportPrivateUsage]
+            session.account_turn(self.number, self.summary)
             if self._observers:
                 for observer in self._observers:
                     observer.turn_ended(self, self._failure)

@@ -18,12 +18,12 @@ from ..._wire.jsonrpc import JsonRpcError
 from ._elicitation import elicitation_question, elicitation_value
 from ._fs import WorkspaceFiles
 from ._schema import Method, RequestPermissionRequest
-from ._session_core import AcpSessionCore
+from ._session_core import AcpDriverCore
 
 __all__ = ["ClientRequests"]
 
 
-class ClientRequests(AcpSessionCore):
+class ClientRequests(AcpDriverCore):
     """Answers the agent's requests (on top of the session core)."""
 
     @property
@@ -100,7 +100,7 @@ class ClientRequests(AcpSessionCore):
         self._permission_scopes.add(scope)
         try:
             with scope:
-                answer, notes = await self._ask_question(request)
+                answer, notes = await self.ask_question(request)
                 await self._route(notes)
         finally:
             self._permission_scopes.discard(scope)
@@ -125,7 +125,7 @@ class ClientRequests(AcpSessionCore):
             return allows[0] if allows else None
         # Asked with a handler, or denied without one; the translator records a denial from the
         # answer on the wire, so the shared flow's own denial note is dropped.
-        decision, notes = await self._ask_permission(ask, hitl=True)
+        decision, notes = await self.ask_permission(ask, hitl=True)
         await self._route([n for n in notes if n.type is not MessageType.SYSTEM])
         chosen = decision.choose(options)
         if chosen is None and not decision.allow:

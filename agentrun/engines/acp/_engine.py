@@ -2,7 +2,7 @@
 
 :class:`AcpEngine` runs any Agent Client Protocol agent given its command line; the
 :func:`opencode_acp` preset runs the pinned ``opencode acp``. See ``docs/engines/acp.md``.
-An :class:`AcpSession` is its session core (:mod:`._session_core`: the process, the handshake,
+An :class:`AcpDriver` is its session core (:mod:`._session_core`: the process, the handshake,
 turns, closing), the session options (:mod:`._session_options`) and the answers to the agent's
 requests (:mod:`._client_requests`).
 """
@@ -15,8 +15,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from ..._bases.first_start import opencode_database, store_lock
+from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import Engine
-from ..._turns.session import CANCEL_GRACE
+from ..._turns.session import Session
 from ..._vocabulary.context import Catalog
 from ..._vocabulary.errors import ConfigurationError, EngineUnavailableError
 from ..._vocabulary.options import SessionOptions
@@ -25,7 +26,7 @@ from ._client_requests import ClientRequests
 from ._session_core import AcpTimeoutError, session_cwd
 from ._session_options import SessionSettings
 
-__all__ = ["AcpEngine", "AcpSession", "AcpTimeoutError", "opencode_acp"]
+__all__ = ["AcpDriver", "AcpEngine", "AcpTimeoutError", "opencode_acp"]
 
 CommandSpec = Sequence[str] | Callable[[SessionOptions], Sequence[str]]
 #: Awaited with the agent's environment before it starts; returns what ends the guard, if any.
@@ -110,8 +111,8 @@ class AcpEngine(Engine):
         self.default_mode = default_mode
         self.start_guard = start_guard
 
-    def start(self, options: SessionOptions | None = None) -> AcpSession:
-        return AcpSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(AcpDriver(self, options))
 
     def check(self) -> None:
         self.command_for(SessionOptions())
@@ -163,6 +164,6 @@ def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     return AcpEngine(command, **options)
 
 
-class AcpSession(ClientRequests, SessionSettings):
+class AcpDriver(ClientRequests, SessionSettings):
     """One ACP session (one agent process): the session core, its options and the answers to
     the agent's requests."""

@@ -1,10 +1,10 @@
 """The core of an ACP session: one long-lived agent process, spoken to over JSON-RPC.
 
-Lifecycle (all in :meth:`AcpSession._start`): spawn the agent (own process group, stdin piped),
+Lifecycle (all in :meth:`AcpDriver._start`): spawn the agent (own process group, stdin piped),
 run the JSON-RPC reader as a background task, ``initialize``, then open the session:
 ``session/new`` (bounded by ``session_timeout``: agents can hang starting MCP servers), or for
 ``SessionOptions.resume_id`` ``session/load`` (the agent replays history, delivered with
-``replayed=True`` at the start of the first turn and kept in :attr:`AcpSession.replayed`) or
+``replayed=True`` at the start of the first turn and kept in :attr:`AcpDriver.replayed`) or
 ``session/resume`` (no replay), or ``session/fork`` with ``SessionOptions.fork``; then the session
 options (model, mode, config options) with ids the agent advertised. Each turn is one
 ``session/prompt``; its response ends the turn. Cancelling a turn sends ``session/cancel``, answers
@@ -20,7 +20,7 @@ start.
 
 The session options (model, mode, config options) are applied by :mod:`._session_options`, the
 agent's requests to the client (permissions, elicitations, files) are answered by
-:mod:`._client_requests`; :class:`~._engine.AcpSession` is the three together.
+:mod:`._client_requests`; :class:`~._engine.AcpDriver` is the three together.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from ..._bases.jsonrpc_session import JsonRpcSession
+from ..._bases.jsonrpc_session import JsonRpcDriver
 from ..._turns.turn import TurnContext
 from ..._version import VERSION
 from ..._vocabulary.errors import (
@@ -64,7 +64,7 @@ from ._translate import AcpTranslator
 if TYPE_CHECKING:
     from ._engine import AcpEngine
 
-__all__ = ["AUTH_REQUIRED", "AcpSessionCore", "AcpTimeoutError", "session_cwd"]
+__all__ = ["AUTH_REQUIRED", "AcpDriverCore", "AcpTimeoutError", "session_cwd"]
 
 #: ACP's "authentication required" error code.
 AUTH_REQUIRED = -32000
@@ -101,7 +101,7 @@ def session_cwd(session: SessionOptions) -> str:
     return session.cwd if session.cwd is not None else os.getcwd()
 
 
-class AcpSessionCore(JsonRpcSession):
+class AcpDriverCore(JsonRpcDriver):
     """One ACP session (one agent process), on the long-lived JSON-RPC base: its lifecycle."""
 
     engine_name: str = "acp"
@@ -142,10 +142,10 @@ class AcpSessionCore(JsonRpcSession):
         """A new session of the same agent (``session/new``)."""
         return True
 
-    async def _start_fresh(self) -> None:
+    async def start_fresh(self) -> None:
         # The earlier session stays open in the agent (some agents end their process on
         # session/close); the next prompt goes to the new one.
-        self._forget_resume()
+        self.forget_resume()
         await self._open_session()
         await self._configure()
 
@@ -166,11 +166,11 @@ class AcpSessionCore(JsonRpcSession):
             deltas=options.partial_messages,
         )
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         guard = self.engine.start_guard
         done = None if guard is None else await guard(self.env)
         try:
-            await super()._start(task_group)
+            await super().start(task_group)
         finally:
             if done is not None:
                 done()
@@ -227,7 +227,7 @@ class AcpSessionCore(JsonRpcSession):
         self.replayed.extend(m for m in messages if m.replayed)
         await super()._route(messages)
 
-    async def _shutdown(self) -> None:
+    async def shutdown(self) -> None:
         for scope in list(self._permission_scopes):
             scope.cancel()
         caps = self.acp_translator.state.capabilities.session_capabilities
@@ -237,7 +237,7 @@ class AcpSessionCore(JsonRpcSession):
             # close_stdin_timeout; session/close lets them end at once.
             with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError, OSError):
                 await conn.request(Method.SESSION_CLOSE, {"sessionId": self.session_id})
-        await super()._shutdown()
+        await super().shutdown()
 
     async def _call(self, method: str, params: Any, timeout: float) -> Any:
         """A start-up request: timeouts and a dead agent become typed errors."""

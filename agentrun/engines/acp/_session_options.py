@@ -11,13 +11,13 @@ from ..._vocabulary.errors import ConfigurationError
 from ..._vocabulary.messages import Message, MessageType
 from ..._wire.jsonrpc import JsonRpcError
 from ._schema import Method, SessionConfigOption
-from ._session_core import AcpSessionCore
+from ._session_core import AcpDriverCore
 from ._session_state import config_values
 
 __all__ = ["SessionSettings"]
 
 
-class SessionSettings(AcpSessionCore):
+class SessionSettings(AcpDriverCore):
     """Applies the session options (on top of the session core)."""
 
     def _option(self, category: str) -> SessionConfigOption | None:
