@@ -6,7 +6,7 @@ process per session. :class:`LongLivedDriver` owns what they share; an engine on
 * :meth:`~LongLivedDriver._argv` — the command line (and :meth:`_extra_env` for its
   environment);
 * :meth:`~LongLivedDriver._new_translator` — one translator for the session;
-* :meth:`~LongLivedDriver._start` — start the process with :meth:`_spawn` and a reader task
+* :meth:`~LongLivedDriver.start` — start the process with :meth:`_spawn` and a reader task
   that feeds the translator and hands what it makes to :meth:`_route`; call
   :meth:`_output_ended` when the agent's output ends;
 * :meth:`~LongLivedDriver._send_prompt` — what starts a turn (run in a task of its own, so it

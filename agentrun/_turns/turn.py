@@ -1,11 +1,11 @@
 """A turn: one prompt and everything the agent does until its result.
 
-:class:`Turn` runs the engine's ``_run_turn`` in a task of its own (the driver) and delivers
-what it emits, tagged with the turn's number, to the one consumer (the ``async for``); its
-:class:`~agentrun.TurnSummary` is kept up to date on the way. Around the driver it keeps:
+:class:`Turn` runs the engine driver's ``run_turn`` in a task of its own (``_drive``) and
+delivers what it emits, tagged with the turn's number, to the one consumer (the ``async for``);
+its :class:`~agentrun.TurnSummary` is kept up to date on the way. Around that task it keeps:
 
 * the deadline and the quiet clocks (:class:`~.quiet.TurnClocks`): a timeout cancels the
-  driver, which cancels the turn in the agent;
+  task, which cancels the turn in the agent;
 * the cancel bound: once the engine's cancellation path began (:meth:`TurnContext.begin_cancel`)
   it has :attr:`Session.cancel_grace` seconds to end the turn, then the agent is stopped by
   force (:meth:`TurnHost.force_stop`);

@@ -1,6 +1,6 @@
 """The core of an ACP session: one long-lived agent process, spoken to over JSON-RPC.
 
-Lifecycle (all in :meth:`AcpDriver._start`): spawn the agent (own process group, stdin piped),
+Lifecycle (all in :meth:`AcpDriver.start`): spawn the agent (own process group, stdin piped),
 run the JSON-RPC reader as a background task, ``initialize``, then open the session:
 ``session/new`` (bounded by ``session_timeout``: agents can hang starting MCP servers), or for
 ``SessionOptions.resume_id`` ``session/load`` (the agent replays history, delivered with
