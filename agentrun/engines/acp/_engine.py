@@ -2,9 +2,9 @@
 
 :class:`AcpEngine` runs any Agent Client Protocol agent given its command line; the
 :func:`opencode_acp` preset runs the pinned ``opencode acp``. See ``docs/engines/acp.md``.
-An :class:`AcpDriver` is its session core (:mod:`._session_core`: the process, the handshake,
-turns, closing), the session options (:mod:`._session_options`) and the answers to the agent's
-requests (:mod:`._client_requests`).
+An :class:`AcpDriver` (:mod:`._session_core`: the process, the handshake, turns, closing) holds
+the session options (:mod:`._session_options`) and the answers to the agent's requests
+(:mod:`._client_requests`) as collaborators.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from ..._vocabulary.context import Catalog
 from ..._vocabulary.errors import ConfigurationError, EngineUnavailableError
 from ..._vocabulary.options import SessionOptions
 from ..._wire.programs import resolve_binary
-from ._client_requests import ClientRequests
-from ._session_core import AcpTimeoutError, session_cwd
-from ._session_options import SessionSettings
+from ._session_core import AcpDriver, AcpTimeoutError, session_cwd
 
 __all__ = ["AcpDriver", "AcpEngine", "AcpTimeoutError", "opencode_acp"]
 
@@ -162,8 +160,3 @@ def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     options.setdefault("session_env", session_env)
     options.setdefault("start_guard", start_guard)
     return AcpEngine(command, **options)
-
-
-class AcpDriver(ClientRequests, SessionSettings):
-    """One ACP session (one agent process): the session core, its options and the answers to
-    the agent's requests."""
