@@ -116,7 +116,9 @@ async def test_an_interrupted_turn_leaves_the_thread_resumable(tmp_path: Path) -
                 await run_turn(session, "count slowly", timeout=2)
             first = caught.value.summary
             assert first is not None and first.stop_reason == "cancelled"
-            thread = session.driver.session_id
+            driver = session.driver
+            assert isinstance(driver, CodexDriver)
+            thread = driver.session_id
             assert thread is not None  # printed before the interrupt
             with anyio.fail_after(120):
                 second = await run_turn(session, "say done")
