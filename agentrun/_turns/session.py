@@ -20,7 +20,7 @@ nothing a cancelled turn emits late reaches the next; a cancel is bounded by
 (:meth:`EngineDriver.force_stop`). The session is the driver's :class:`~.driver.DriverHost`
 and the turn's :class:`~.turn.TurnHost`.
 
-Imports the vocabulary, the wire's framing types, and the sibling modules :mod:`.boundary`,
+Imports the vocabulary, the wire's sandbox check, and the sibling modules :mod:`.boundary`,
 :mod:`.driver`, :mod:`.handoff`, :mod:`.journal`, :mod:`.observe`, :mod:`.policies` and
 :mod:`.turn`.
 """
