@@ -1,19 +1,23 @@
-"""Writing an engine: the bases and protocols an agent's module is built from.
+"""Writing an engine: the interface and the bases an agent's module is built from.
 
-An engine is one small module: how to start the agent (its argv or handshake) and a translator
-from its wire events to :class:`~agentrun.Message` objects. Everything else comes from a base:
+An engine is one small module: an :class:`Engine` whose ``start(options)`` returns
+``Session(driver)``, a driver that runs the agent, and a translator from its wire events to
+:class:`~agentrun.Message` objects. Every driver implements :class:`EngineDriver` — one
+coroutine, ``run_turn(ctx)``, plus optional ``start`` / ``shutdown`` / ``force_stop`` /
+``steer`` / ``start_fresh`` — and reaches its session only through :class:`DriverHost`
+(``self.host``). Most of it comes from a base:
 
-* :class:`SpawnPerTurnSession` — one agent process per turn (``opencode run``, ``codex exec``):
+* :class:`SpawnPerTurnDriver` — one agent process per turn (``opencode run``, ``codex exec``):
   implement ``_command`` and ``_new_translator``; the base spawns, streams, captures the resume
   id and cancels with a signal.
-* :class:`LongLivedSession` — one long-lived process for the whole session, prompts written to
-  its stdin (Claude Code): implement ``_argv``, ``_new_translator``, ``_start`` (spawn with
+* :class:`LongLivedDriver` — one long-lived process for the whole session, prompts written to
+  its stdin (Claude Code): implement ``_argv``, ``_new_translator``, ``start`` (spawn with
   ``_spawn`` and read, handing messages to ``_route``), ``_send_prompt`` and ``_interrupt``; the
   base owns the turn fence, bounded cancellation and the process.
-* :class:`JsonRpcSession` — the same for JSON-RPC agents (ACP agents, ``codex app-server``):
+* :class:`JsonRpcDriver` — the same for JSON-RPC agents (ACP agents, ``codex app-server``):
   implement ``_argv``, ``_new_translator``, ``_handshake``, ``_send_prompt`` and ``_interrupt``;
   the base also owns the connection and the table of the agent's requests it answers.
-* :class:`Session` — the turn model itself, for anything else: implement ``_run_turn``.
+* :class:`EngineDriver` itself, for anything else: implement ``run_turn``.
 
 :class:`Translator` is the one protocol of every translator (it writes ``feed`` and ``finish``
 and inherits by subclassing ``feed_line``, ``feed_decoded``, ``sidecars`` / ``use_sidecars``);
@@ -31,15 +35,16 @@ find it. ``docs/engines/writing-an-engine.md`` walks through a complete one.
 """
 
 from ._bases.cumulative import RunningTotals, TotalsScope
-from ._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
-from ._bases.long_lived import LongLivedSession
+from ._bases.jsonrpc_session import JsonRpcDriver, RequestHandlerTable
+from ._bases.long_lived import LongLivedDriver
 from ._bases.spawn_per_turn import (
     PerTurnTranslator,
-    SpawnPerTurnSession,
+    SpawnPerTurnDriver,
     TurnCommand,
     unsupported_message,
 )
 from ._bases.translator import JsonRpcTranslator, Translator, decode_line
+from ._turns.driver import DriverHost, EngineDriver
 from ._turns.engine import Engine, ProgramEngine
 from ._turns.session import Session
 from ._turns.turn import TurnContext
@@ -55,12 +60,14 @@ from ._wire.process import AgentProcess, ProcessSpec, merge_env, open_process
 __all__ = [
     "AgentProcess",
     "ConnectionClosedError",
+    "DriverHost",
     "Engine",
+    "EngineDriver",
     "JsonRpcConnection",
+    "JsonRpcDriver",
     "JsonRpcError",
-    "JsonRpcSession",
     "JsonRpcTranslator",
-    "LongLivedSession",
+    "LongLivedDriver",
     "PerTurnTranslator",
     "ProcessSpec",
     "ProgramEngine",
@@ -68,7 +75,7 @@ __all__ = [
     "RequestTimeoutError",
     "RunningTotals",
     "Session",
-    "SpawnPerTurnSession",
+    "SpawnPerTurnDriver",
     "TotalsScope",
     "Translator",
     "TurnCommand",

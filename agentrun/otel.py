@@ -217,7 +217,7 @@ class _Telemetry:
     # -- agent processes -------------------------------------------------------------------
 
     def spawn_env(self, session: Session) -> dict[str, str]:
-        active = session._active  # pyright: ignore[reportPrivateUsage]
+        active = session.active_turn
         span = self._turns.get(id(active)) if active is not None else None
         if span is None:
             span = self._sessions.get(id(session))

@@ -33,7 +33,7 @@ import anyio
 from _common import Row, print_table
 
 from agentrun import run_turn
-from agentrun.engines.claude import ClaudeEngine, ClaudeSession
+from agentrun.engines.claude import ClaudeDriver, ClaudeEngine
 from agentrun.offline import ModelServer, Script, embedded_engine
 
 
@@ -169,8 +169,8 @@ async def _measure(turns: int, server_in_caller: bool) -> dict[str, dict[str, li
             engine, options = embedded_engine("claude", url, Path(tmp) / "agent")
             assert isinstance(engine, ClaudeEngine)
             options = options.model_copy(update={"partial_messages": False})
-            probe = engine.start(options)
-            assert isinstance(probe, ClaudeSession)
+            probe = engine.start(options).driver
+            assert isinstance(probe, ClaudeDriver)
             argv = engine.command(options)
             raw = RawClaude(argv, dict(probe.env), options.cwd)
             plain = AsyncioClaude(argv, dict(probe.env), options.cwd)

@@ -1,27 +1,27 @@
 """The long-lived JSON-RPC base: one agent process per session, spoken to over JSON-RPC.
 
 Agents such as ACP agents and ``codex app-server`` keep one process for the whole session and
-exchange JSON-RPC messages over stdio. :class:`JsonRpcSession` adds the connection to the
-long-lived base (:class:`~agentrun._bases.long_lived.LongLivedSession`: turns, the fence
+exchange JSON-RPC messages over stdio. :class:`JsonRpcDriver` adds the connection to the
+long-lived base (:class:`~agentrun._bases.long_lived.LongLivedDriver`: turns, the fence
 between them,
 bounded cancellation). An engine on it says only:
 
-* :meth:`~LongLivedSession._argv` — the command line;
-* :meth:`~LongLivedSession._new_translator` — one translator for the session, fed every wire
+* :meth:`~LongLivedDriver._argv` — the command line;
+* :meth:`~LongLivedDriver._new_translator` — one translator for the session, fed every wire
   message in both directions as ``{"dir": "send"|"recv", "msg": {...}}``: the same events
   ``agentrun replay`` feeds it from a recording, so live runs and replays agree;
-* :meth:`~JsonRpcSession._handshake` — the requests that open the session;
-* :meth:`~LongLivedSession._send_prompt` — the request that starts a turn (it may wait for the
+* :meth:`~JsonRpcDriver._handshake` — the requests that open the session;
+* :meth:`~LongLivedDriver._send_prompt` — the request that starts a turn (it may wait for the
   whole turn, as ACP's ``session/prompt`` does);
-* :meth:`~JsonRpcSession._prompt_rejected` — what an error answer to it means beyond the failed
+* :meth:`~JsonRpcDriver._prompt_rejected` — what an error answer to it means beyond the failed
   result the translator makes of it (optional);
-* :meth:`~LongLivedSession._interrupt` — how to interrupt a turn (the cancellation hook);
-* :attr:`~JsonRpcSession.request_handlers` — the agent's requests it answers (approvals, fs...),
+* :meth:`~LongLivedDriver._interrupt` — how to interrupt a turn (the cancellation hook);
+* :attr:`~JsonRpcDriver.request_handlers` — the agent's requests it answers (approvals, fs...),
   one table.
 
 A turn ends when the translator emits its ``result`` — on the response to the prompt (ACP) or on
 a notification (Codex ``turn/completed``): the base does not care which. Peers that omit
-``"jsonrpc"`` are accepted, and :attr:`~JsonRpcSession.jsonrpc_field` leaves it out of what is
+``"jsonrpc"`` are accepted, and :attr:`~JsonRpcDriver.jsonrpc_field` leaves it out of what is
 sent.
 """
 
@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 import anyio
 import anyio.abc
 
-from .._turns.session import CANCEL_GRACE
+from .._turns.driver import CANCEL_GRACE
 from .._turns.turn import TurnContext
 from .._vocabulary.errors import LineTooLongError, SessionTerminatedError
 from .._vocabulary.messages import Message
@@ -43,15 +43,15 @@ from .._vocabulary.options import SessionOptions
 from .._wire.framing import LineTooLong
 from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError, JsonRpcProblem
 from .._wire.process import AgentProcess
-from .long_lived import LongLivedSession
+from .long_lived import LongLivedDriver
 from .translator import JsonRpcTranslator
 
-__all__ = ["JsonRpcSession", "RequestHandlerTable"]
+__all__ = ["JsonRpcDriver", "RequestHandlerTable"]
 
 RequestHandlerTable = Mapping[str, Callable[[Any], Awaitable[Any]]]
 
 
-class JsonRpcSession(LongLivedSession):
+class JsonRpcDriver(LongLivedDriver):
     """A session with one long-lived JSON-RPC agent process. See the module docstring."""
 
     #: Whether sent messages carry ``"jsonrpc": "2.0"`` (Codex app-server omits it).
@@ -145,7 +145,7 @@ class JsonRpcSession(LongLivedSession):
         if not self.jsonrpc_field:
             decoded.pop("jsonrpc", None)
             data = (json.dumps(decoded, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-        self._tap("send", data.rstrip(b"\n"))
+        self.tap("send", data.rstrip(b"\n"))
         await self._observe("send", decoded)
         await self._write_line(data, prompt=prompt)
 
@@ -170,7 +170,7 @@ class JsonRpcSession(LongLivedSession):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         proc = await self._spawn(task_group)
         translator = self.translator
         conn = JsonRpcConnection(
@@ -204,7 +204,7 @@ class JsonRpcSession(LongLivedSession):
     async def _read(self, conn: JsonRpcConnection, proc: AgentProcess) -> None:
         async def lines() -> AsyncIterator[bytes | LineTooLong]:
             async for item in proc.lines():
-                self._tap_received(item)
+                self.tap_received(item)
                 yield item
 
         try:
@@ -215,16 +215,16 @@ class JsonRpcSession(LongLivedSession):
             conn.close("the agent's output ended")
             await self._output_ended()
 
-    async def _shutdown(self) -> None:
-        await super()._shutdown()
+    async def shutdown(self) -> None:
+        await super().shutdown()
         if self.conn is not None:
             self.conn.close("the session was closed")
 
     # -- turns -------------------------------------------------------------------------------
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         self._prompt_failure = None
-        await super()._run_turn(ctx)
+        await super().run_turn(ctx)
 
     async def _answer_too_long(self, ctx: TurnContext, error: LineTooLongError) -> bool:
         """The answer to the prompt request was a line over the limit (reported to the turn as an

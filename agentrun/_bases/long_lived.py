@@ -1,17 +1,17 @@
 """The long-lived base: one agent process for the whole session, prompts over its stdin.
 
 Claude Code (stream-json lines) and every JSON-RPC agent (ACP, Codex ``app-server``) keep one
-process per session. :class:`LongLivedSession` owns what they share; an engine on it says only:
+process per session. :class:`LongLivedDriver` owns what they share; an engine on it says only:
 
-* :meth:`~LongLivedSession._argv` — the command line (and :meth:`_extra_env` for its
+* :meth:`~LongLivedDriver._argv` — the command line (and :meth:`_extra_env` for its
   environment);
-* :meth:`~LongLivedSession._new_translator` — one translator for the session;
-* :meth:`~LongLivedSession._start` — start the process with :meth:`_spawn` and a reader task
+* :meth:`~LongLivedDriver._new_translator` — one translator for the session;
+* :meth:`~LongLivedDriver.start` — start the process with :meth:`_spawn` and a reader task
   that feeds the translator and hands what it makes to :meth:`_route`; call
   :meth:`_output_ended` when the agent's output ends;
-* :meth:`~LongLivedSession._send_prompt` — what starts a turn (run in a task of its own, so it
+* :meth:`~LongLivedDriver._send_prompt` — what starts a turn (run in a task of its own, so it
   may wait for the whole turn);
-* :meth:`~LongLivedSession._interrupt` — how to interrupt a turn (the cancellation hook).
+* :meth:`~LongLivedDriver._interrupt` — how to interrupt a turn (the cancellation hook).
 
 The turn ends when the translator emits its ``result``; the base does not care what on the wire
 caused it. Messages made before the first turn (the ``init``, replayed history) are delivered at
@@ -36,8 +36,7 @@ import anyio
 import anyio.abc
 
 from .._turns.channel import Receiver, Sender, channel, send_soon
-from .._turns.observe import spawn_env
-from .._turns.session import CANCEL_GRACE, Session
+from .._turns.driver import CANCEL_GRACE, EngineDriver
 from .._turns.turn import TurnContext
 from .._vocabulary.errors import AgentrunError, SessionTerminatedError
 from .._vocabulary.messages import Message, MessageType
@@ -45,7 +44,7 @@ from .._vocabulary.options import SessionOptions
 from .._wire.process import AgentProcess, ProcessHost, ProcessSpec, merge_env
 from .translator import Translator
 
-__all__ = ["LongLivedSession"]
+__all__ = ["LongLivedDriver"]
 
 _log = logging.getLogger("agentrun.session")
 
@@ -55,8 +54,8 @@ PROMPT_ANSWER_WAIT = 5.0
 #: Seconds the prompt's line may take to be written (the agent reads it) before the agent is
 #: considered stuck.
 PROMPT_WRITE_LIMIT = 60.0
-#: The session whose prompt the current task is sending (see ``LongLivedSession._prompt_line``).
-_SENDING_PROMPT: contextvars.ContextVar[tuple[LongLivedSession, anyio.CancelScope] | None] = (
+#: The session whose prompt the current task is sending (see ``LongLivedDriver._prompt_line``).
+_SENDING_PROMPT: contextvars.ContextVar[tuple[LongLivedDriver, anyio.CancelScope] | None] = (
     contextvars.ContextVar("agentrun_sending_prompt", default=None)
 )
 
@@ -72,7 +71,7 @@ class _Ended:
         self.error = error
 
 
-class LongLivedSession(Session):
+class LongLivedDriver(EngineDriver):
     """A session with one long-lived agent process. See the module docstring."""
 
     #: Whether sending the prompt may wait while the agent answers (a JSON-RPC request whose
@@ -103,6 +102,8 @@ class LongLivedSession(Session):
         self.argv: tuple[str, ...] = ()
         self.translator: Translator = self._new_translator()
         self._proc: AgentProcess | None = None
+        #: The session's task group (given to ``start``), for the prompt's own task.
+        self._task_group: anyio.abc.TaskGroup | None = None
         self._host: ProcessHost | None = None
         self._queue: Sender[Message | _Ended] | None = None
         #: The running turn (set with ``_queue``).
@@ -181,16 +182,17 @@ class LongLivedSession(Session):
         spec = ProcessSpec(
             argv=self.argv,
             cwd=self.options.cwd,
-            env=spawn_env(self, self.env),
+            env=self.host.spawn_env(self.env),
             stdin="pipe",
             engine=self.engine_name,
-            on_stderr=self._tap_stderr,
+            on_stderr=self.tap_stderr,
             sandbox=self.options.sandbox,
             close_stdin_timeout=self.close_stdin_timeout,
             terminate_timeout=self.terminate_timeout,
             **limits,
         )
-        # A managed process is entered and left by one task: _shutdown runs in another.
+        self._task_group = task_group
+        # A managed process is entered and left by one task: shutdown runs in another.
         self._host = ProcessHost(spec)
         self._proc = await self._host.start(task_group)
         return self._proc
@@ -244,12 +246,12 @@ class LongLivedSession(Session):
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await queue.send(_Ended())
 
-    async def _shutdown(self) -> None:
+    async def shutdown(self) -> None:
         if self._host is not None:
             # End of input asks the agent to exit; the process manager escalates.
             await self._host.aclose()
 
-    def _force_stop(self) -> None:
+    def force_stop(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
             self._terminated = self._terminated or self._overran()
             self._proc.send_signal_group(_SIGKILL)
@@ -318,7 +320,7 @@ class LongLivedSession(Session):
 
     # -- turns -------------------------------------------------------------------------------
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         if self._terminated is not None:
             raise SessionTerminatedError(self._terminated, engine=self.engine_name)
         if self._proc is None or self._ended:

@@ -1,15 +1,15 @@
 """The spawn-per-turn base: one agent process per turn, one session to the caller.
 
 Agents such as ``opencode run`` and ``codex exec`` run exactly one turn per process and continue
-a conversation by an id the previous process printed. :class:`SpawnPerTurnSession` makes that
+a conversation by an id the previous process printed. :class:`SpawnPerTurnDriver` makes that
 invisible: ``engine.start()`` starts nothing, every turn (the first included) spawns the agent,
 and the id the translator captured is handed to the next turn's command line. An engine written
 on it says only:
 
-* :meth:`~SpawnPerTurnSession._command` — the argv (and optional stdin bytes) of this turn;
-* :meth:`~SpawnPerTurnSession._new_translator` — a fresh translator for the turn's output;
-* optionally :meth:`~SpawnPerTurnSession._conclude` — how the exit status ends the turn, and
-  :meth:`~SpawnPerTurnSession._before_finish` — what to read once the process has exited.
+* :meth:`~SpawnPerTurnDriver._command` — the argv (and optional stdin bytes) of this turn;
+* :meth:`~SpawnPerTurnDriver._new_translator` — a fresh translator for the turn's output;
+* optionally :meth:`~SpawnPerTurnDriver._conclude` — how the exit status ends the turn, and
+  :meth:`~SpawnPerTurnDriver._before_finish` — what to read once the process has exited.
 
 The base owns the rest: spawning in its own process group with the session's environment,
 writing stdin in the background (a large prompt never blocks reading), framing stdout and
@@ -32,8 +32,7 @@ from typing import ClassVar, Protocol
 import anyio
 import anyio.abc
 
-from .._turns.observe import spawn_env
-from .._turns.session import CANCEL_GRACE, Session
+from .._turns.driver import CANCEL_GRACE, EngineDriver
 from .._turns.turn import TurnContext
 from .._vocabulary.errors import ProcessExitError, SessionNotFoundError, SessionTerminatedError
 from .._vocabulary.messages import Message, MessageType, ProcessMeta
@@ -43,7 +42,7 @@ from .translator import Translator, line_feed
 
 _SIGKILL = getattr(signal, "SIGKILL", signal.SIGTERM)
 
-__all__ = ["PerTurnTranslator", "SpawnPerTurnSession", "TurnCommand", "unsupported_message"]
+__all__ = ["PerTurnTranslator", "SpawnPerTurnDriver", "TurnCommand", "unsupported_message"]
 
 
 class PerTurnTranslator(Translator, Protocol):
@@ -99,7 +98,7 @@ def unsupported_message(agent: str, unsupported: Sequence[tuple[str, str]]) -> M
     )
 
 
-class SpawnPerTurnSession(Session):
+class SpawnPerTurnDriver(EngineDriver):
     """A session whose agent runs one process per turn. See the module docstring."""
 
     #: The signal that asks the agent to stop its turn.
@@ -137,8 +136,8 @@ class SpawnPerTurnSession(Session):
         """Every turn is a process: the next one can just as well start a new session."""
         return True
 
-    async def _start_fresh(self) -> None:
-        self._forget_resume()
+    async def start_fresh(self) -> None:
+        self.forget_resume()
         self.session_id = None
         self.resume_id = None
 
@@ -198,10 +197,10 @@ class SpawnPerTurnSession(Session):
         return ProcessSpec(
             argv=command.argv,
             cwd=self.options.cwd,
-            env=spawn_env(self, command.env if command.env is not None else self.env),
+            env=self.host.spawn_env(command.env if command.env is not None else self.env),
             stdin="pipe" if command.stdin is not None else "devnull",
             engine=self.engine_name,
-            on_stderr=self._tap_stderr,
+            on_stderr=self.tap_stderr,
             sandbox=self.options.sandbox,
             close_stdin_timeout=1.0,
             terminate_timeout=3.0,
@@ -220,7 +219,7 @@ class SpawnPerTurnSession(Session):
         for message in translator.finish():
             await ctx.emit(message)
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         command = self._command(ctx)
         translator = self._new_translator()
         code = -1
@@ -272,7 +271,7 @@ class SpawnPerTurnSession(Session):
             # error.
             feed = line_feed(translator, engine=self.engine_name)
             async for item in proc.lines():
-                self._tap_received(item)
+                self.tap_received(item)
                 messages = feed(item)
                 self._capture(translator)
                 for message in messages:
@@ -282,7 +281,7 @@ class SpawnPerTurnSession(Session):
         return code
 
     async def _send_stdin(self, proc: AgentProcess, data: bytes) -> None:
-        self._tap("send", data)
+        self.tap("send", data)
         try:
             await proc.write(data)
         except (SessionTerminatedError, ProcessExitError):
@@ -306,13 +305,13 @@ class SpawnPerTurnSession(Session):
         if proc.returncode is None:
             proc.send_signal_group(_SIGKILL)
 
-    def _force_stop(self) -> None:
+    def force_stop(self) -> None:
         # The turn's process only: the next turn starts a new one and resumes the thread.
         current = self.current
         if current is not None and current.returncode is None:
             current.send_signal_group(_SIGKILL)
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         """Nothing runs between turns; subclasses check here that the program exists."""
 
 

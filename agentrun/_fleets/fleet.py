@@ -606,7 +606,7 @@ class _Live:
         if session is None:
             self.scope.cancel()
             return
-        turn = session._active  # pyright: ignore[reportPrivateUsage]
+        turn = session.active_turn
         if isinstance(turn, Turn) and not turn.done:
             self.turn_cancelled = True
             turn.cancel()

@@ -1,10 +1,10 @@
 """Sessions on a Ray cluster: each one a Ray actor that owns one agent process.
 
-:class:`RayEngine` wraps any engine factory: its sessions are :class:`RaySession` objects in the
-driver whose turns run in an actor, possibly on another node. The driver's ``Turn`` does what it
-does for every engine — turn numbering, timeouts, the ``TurnSummary`` — on the messages the actor
-streams back (a Ray streaming generator, one normalized message per item), so a fleet, a compare
-or a plain ``run_turn`` works the same locally and on Ray.
+:class:`RayEngine` wraps any engine factory: its sessions, in the calling process, hold a
+:class:`RayDriver` whose turns run in an actor, possibly on another node. The calling process's
+``Turn`` does what it does for every engine — turn numbering, timeouts, the ``TurnSummary`` — on
+the messages the actor streams back (a Ray streaming generator, one normalized message per
+item), so a fleet, a compare or a plain ``run_turn`` works the same locally and on Ray.
 
 Failure semantics (``docs/scale-out.md``):
 
@@ -34,6 +34,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .._turns.driver import EngineDriver
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import TurnContext
@@ -47,7 +48,7 @@ from .._vocabulary.errors import (
 from .._vocabulary.messages import Message
 from .._vocabulary.options import SessionOptions
 
-__all__ = ["RayEngine", "RaySession", "SessionLostError"]
+__all__ = ["RayDriver", "RayEngine", "RaySession", "SessionLostError"]
 
 
 def _import_ray() -> Any:
@@ -204,8 +205,8 @@ class RayEngine(Engine):
         #: as long as it takes (an autoscaling cluster that will add such a node).
         self.infeasible_timeout = infeasible_timeout
 
-    def start(self, options: SessionOptions | None = None) -> RaySession:
-        return RaySession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(RayDriver(self, options))
 
     def check(self) -> None:
         _import_ray()
@@ -217,8 +218,9 @@ def _registry_engine(name: str) -> Engine:
     return get_engine(name)
 
 
-class RaySession(Session):
-    """A session whose agent runs in a Ray actor. ``actor`` is its handle once started."""
+class RayDriver(EngineDriver):
+    """Drives a session whose agent runs in a Ray actor. ``actor`` is its handle once
+    started."""
 
     engine_name: str = "ray"
 
@@ -246,7 +248,7 @@ class RaySession(Session):
         )
         return self._lost
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         ray = _import_ray()
         options = dict(self.engine.actor_options)
         options.update(max_restarts=0, max_task_retries=0)
@@ -285,7 +287,7 @@ class RaySession(Session):
         self.worker_pid = info.get("pid")
         self.engine_name: str = f"ray:{info.get('engine')}"
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         if self._lost is not None:
             raise self._lost
         ray = _import_ray()
@@ -330,7 +332,7 @@ class RaySession(Session):
                 continue
             await ctx.emit(Message.model_validate(item))
 
-    async def _shutdown(self) -> None:
+    async def shutdown(self) -> None:
         if self.actor is None:
             return
         ray = _import_ray()
@@ -410,3 +412,7 @@ class _Fetch:
         if self._error is not None:
             raise self._error
         return self._item
+
+
+#: The name of :class:`RayDriver` from before sessions held their engine as a driver.
+RaySession = RayDriver

@@ -1,14 +1,15 @@
 """Compaction and hand-off: the turns the library runs to look after an agent's context.
 
-* :func:`compact` — the agent compacts its context now, as a turn of its own;
-* :func:`handoff` — the agent writes a hand-off summary (a turn of its own), a fresh agent-side
-  session starts, and the next prompt begins with that summary (:class:`HandoffSeed`; the next
-  turn shows a ``compaction`` message with ``trigger="handoff"``);
+* :meth:`Session.compact` — the agent compacts its context now, as a turn of its own;
+* :meth:`Session.handoff` — the agent writes a hand-off summary (a turn of its own), a fresh
+  agent-side session starts, and the next prompt begins with that summary
+  (:class:`HandoffSeed`; the next turn shows a ``compaction`` message with
+  ``trigger="handoff"``);
 * :func:`follow_context_policy` — after a prompt turn that left the context past the policy's
   ``compact_at``: compact or hand off, as ``SessionOptions.context_policy`` says.
 
-Imports the vocabulary and :mod:`.boundary`; sessions and turns are reached through the
-session passed in (:meth:`Session._housekeeping_turn`), never imported.
+Imports the vocabulary only; the session is reached through the :class:`ContextKeeper` passed
+in, never imported.
 """
 
 from __future__ import annotations
@@ -16,27 +17,53 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .._vocabulary.errors import AgentrunError, CompactionNotSupportedError, NoResultError
+from .._vocabulary.errors import AgentrunError
 from .._vocabulary.messages import Message
+from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import TurnSummary
-from .boundary import check_turn_arguments
-
-if TYPE_CHECKING:
-    from .session import Session
-    from .turn import Turn
 
 __all__ = [
     "HANDOFF_PREAMBLE",
     "HANDOFF_PROMPT",
+    "ContextKeeper",
     "HandoffSeed",
-    "compact",
     "follow_context_policy",
-    "handoff",
 ]
 
 MessageCallback = Callable[[Message], "Awaitable[None] | None"]
+
+
+class ContextKeeper(Protocol):
+    """What :func:`follow_context_policy` uses of a session."""
+
+    @property
+    def options(self) -> SessionOptions: ...
+
+    @property
+    def can_compact(self) -> bool: ...
+
+    @property
+    def can_handoff(self) -> bool: ...
+
+    async def compact(
+        self, *, timeout: float | None = ..., on_message: MessageCallback | None = ...
+    ) -> TurnSummary: ...
+
+    async def handoff(
+        self,
+        *,
+        prompt: str = ...,
+        timeout: float | None = ...,
+        on_message: MessageCallback | None = ...,
+    ) -> TurnSummary: ...
+
+
+class _EndedTurn(Protocol):
+    @property
+    def housekeeping(self) -> bool: ...
+
 
 #: What :meth:`Session.handoff` asks the agent for.
 HANDOFF_PROMPT = (
@@ -73,50 +100,11 @@ class HandoffSeed:
         return note.model_copy(update={"data": data})
 
 
-async def compact(
-    session: Session, *, timeout: float | None, on_message: MessageCallback | None
-) -> TurnSummary:
-    """See :meth:`Session.compact`."""
-    if not session.can_compact:
-        raise CompactionNotSupportedError(
-            f"{session.engine_name} offers no way to compact its context",
-            engine=session.engine_name,
-        )
-    prompt = session._compact_prompt  # pyright: ignore[reportPrivateUsage]
-    check_turn_arguments(prompt, timeout=timeout, on_message=on_message)
-    turn = session._housekeeping_turn(  # pyright: ignore[reportPrivateUsage]
-        prompt, timeout=timeout, compacting=True
-    )
-    return await turn.run_to_end(on_message)
-
-
-async def handoff(
-    session: Session, *, prompt: str, timeout: float | None, on_message: MessageCallback | None
-) -> TurnSummary:
-    """See :meth:`Session.handoff`."""
-    engine = session.engine_name
-    if not session.can_handoff:
-        raise CompactionNotSupportedError(
-            f"{engine} cannot hand off to a fresh session", engine=engine
-        )
-    check_turn_arguments(prompt, timeout=timeout, on_message=on_message)
-    turn = session._housekeeping_turn(  # pyright: ignore[reportPrivateUsage]
-        prompt, timeout=timeout, compacting=False
-    )
-    summary = await turn.run_to_end(on_message)
-    if not summary.ok or not summary.text.strip():
-        raise NoResultError(
-            f"{engine} gave no hand-off summary; the session goes on unchanged", engine=engine
-        )
-    before = summary.context.used if summary.context is not None else None
-    previous = session.resume_id
-    await session._start_fresh()  # pyright: ignore[reportPrivateUsage]
-    session._handoff = HandoffSeed(summary.text, previous, before)  # pyright: ignore[reportPrivateUsage]
-    return summary
-
-
 async def follow_context_policy(
-    session: Session, turn: Turn, summary: TurnSummary, on_message: MessageCallback | None
+    session: ContextKeeper,
+    turn: _EndedTurn,
+    summary: TurnSummary,
+    on_message: MessageCallback | None,
 ) -> TurnSummary:
     """A prompt turn that left the context past the policy's ``compact_at`` is followed by a
     compaction or a hand-off when the policy says so; a failed one is recorded as an

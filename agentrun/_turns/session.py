@@ -1,8 +1,9 @@
 """Sessions: the one turn model every engine plugs into.
 
-A :class:`Session` is an async context manager that owns whatever runs the agent (a long-lived
-program, a JSON-RPC connection, or nothing until the first turn for spawn-per-turn agents).
-Every prompt, the first included, goes through a turn::
+A :class:`Session` is an async context manager that holds the engine's driver
+(:class:`~.driver.EngineDriver`), which runs the agent (a long-lived program, a JSON-RPC
+connection, or nothing until the first turn for spawn-per-turn agents). Every prompt, the first
+included, goes through a turn::
 
     async with engine.start(SessionOptions(cwd=".")) as session:
         summary = await run_turn(session, "fix the failing test")
@@ -11,27 +12,25 @@ Every prompt, the first included, goes through a turn::
                 ...
             print(turn.summary.text)
 
-Writing an engine means implementing one coroutine, :meth:`Session._run_turn`: send the prompt,
-translate what the agent says into :class:`Message` objects passed to :meth:`TurnContext.emit`,
-and return once the turn's ``result`` message has been emitted. Everything else is done by the
-turn (:mod:`.turn`): turns run one at a time, every message is tagged with its turn number and
-nothing a cancelled turn emits late reaches the next; timeouts and the caller's cancel cancel
-``_run_turn``, which engines treat as "cancel the turn in the agent" (call
-:meth:`TurnContext.begin_cancel`, interrupt inside ``anyio.CancelScope(shield=True)`` with a
-bound, re-raise); a cancel is bounded by :attr:`Session.cancel_grace`, after which the agent is
-stopped by force (:meth:`Session._force_stop`).
+Writing an engine means writing a driver (:mod:`.driver`): one coroutine,
+:meth:`EngineDriver.run_turn`. Everything else is done by the session and the turn
+(:mod:`.turn`): turns run one at a time, every message is tagged with its turn number and
+nothing a cancelled turn emits late reaches the next; a cancel is bounded by
+:attr:`Session.cancel_grace`, after which the agent is stopped by force
+(:meth:`EngineDriver.force_stop`). The session is the driver's :class:`~.driver.DriverHost`
+and the turn's :class:`~.turn.TurnHost`.
 
-Imports the vocabulary, the wire's framing types, and the sibling modules :mod:`.boundary`,
-:mod:`.handoff`, :mod:`.observe`, :mod:`.policies` and :mod:`.turn`.
+Imports the vocabulary, the wire's sandbox check, and the sibling modules :mod:`.boundary`,
+:mod:`.driver`, :mod:`.handoff`, :mod:`.journal`, :mod:`.observe`, :mod:`.policies` and
+:mod:`.turn`.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import AsyncExitStack, contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, final
 
 import anyio
 import anyio.abc
@@ -39,8 +38,8 @@ import anyio.abc
 from .._vocabulary.errors import (
     CompactionNotSupportedError,
     JournalError,
+    NoResultError,
     SessionTerminatedError,
-    SteeringNotSupportedError,
     TurnInProgressError,
 )
 from .._vocabulary.limits import TurnLimits, merged_limits
@@ -49,13 +48,12 @@ from .._vocabulary.options import SessionOptions
 from .._vocabulary.permissions import PermissionDecision, PermissionRequest, ask_permission
 from .._vocabulary.questions import QuestionAnswer, QuestionRequest, ask_question
 from .._vocabulary.summary import SessionTotals, TurnSummary, WindDown
-from .._wire.framing import LineTooLong
 from .._wire.sandbox import check_sandbox
-from . import handoff as _handoff
-from .boundary import single_error
+from .boundary import check_turn_arguments, single_error
+from .driver import CANCEL_GRACE, EngineDriver
 from .handoff import HANDOFF_PROMPT, HandoffSeed
 from .journal import JournalObserver, journal_observer
-from .observe import OBSERVERS, Observer
+from .observe import OBSERVERS, Observer, spawn_env
 from .policies import TurnPolicy, session_policy
 from .turn import MessageCallback, Turn, TurnContext
 
@@ -71,28 +69,17 @@ WireTap = Callable[[str, bytes], None]
 
 #: Seconds ``Session.aclose()`` lets a running turn interrupt its agent before stopping it.
 CLOSE_TURN_GRACE = 10.0
-#: Default of :attr:`Session.cancel_grace`.
-CANCEL_GRACE = 3.0
 
 
-class Session(ABC):
-    """One agent session. Use as an async context manager; see the module docstring."""
+@final
+class Session:
+    """One agent session. Use as an async context manager; see the module docstring.
 
-    #: The engine name, for messages and errors.
-    engine_name: str = "engine"
-    #: Seconds an engine may take to end a cancelled turn (a timeout, the caller's cancel) once
-    #: its cancellation path began; then the agent is stopped by force and the session may be
-    #: over. ``run_turn``'s wall time is at most about ``timeout + cancel_grace``.
-    cancel_grace: float = CANCEL_GRACE
-    #: True when the engine gives a turn's output schema (``output=``) to the agent its own way
-    #: (``TurnContext.output_schema``); otherwise the schema goes with the prompt.
-    native_output: ClassVar[bool] = False
+    Made by an engine (``engine.start(options)``) around the engine's driver."""
 
-    def __init__(self, options: SessionOptions | None = None) -> None:
-        #: What this session runs with (model, cwd, permissions, ...), validated and immutable.
-        self.options: SessionOptions = options if options is not None else SessionOptions()
-        #: The latest id that resumes this session (``SessionOptions(resume_id=...)``), once known.
-        self.resume_id: str | None = self.options.resume_id
+    def __init__(self, driver: EngineDriver) -> None:
+        self._driver = driver
+        driver.host = self
         self._turns = 0
         self._active: Turn | None = None
         self._closed = False
@@ -119,8 +106,61 @@ class Session(ABC):
         self._unaccounted: list[range] = []
         self._totals = SessionTotals()
 
-    def _tap(self, direction: str, line: bytes) -> None:
-        """Engines call this for every raw line they read or write.
+    # -- the driver and what it runs with ----------------------------------------------------
+
+    @property
+    def driver(self) -> EngineDriver:
+        """The engine's driver, which runs the agent (its engine-specific extras live there)."""
+        return self._driver
+
+    @property
+    def engine_name(self) -> str:
+        """The engine name, for messages and errors."""
+        return self._driver.engine_name
+
+    @property
+    def options(self) -> SessionOptions:
+        """What this session runs with (model, cwd, permissions, ...), validated and
+        immutable."""
+        return self._driver.options
+
+    @property
+    def resume_id(self) -> str | None:
+        """The latest id that resumes this session (``SessionOptions(resume_id=...)``), once
+        known."""
+        return self._driver.resume_id
+
+    @property
+    def cancel_grace(self) -> float:
+        """Seconds the engine may take to end a cancelled turn (a timeout, the caller's cancel)
+        once its cancellation path began; then the agent is stopped by force and the session
+        may be over. ``run_turn``'s wall time is at most about ``timeout + cancel_grace``."""
+        return self._driver.cancel_grace
+
+    @cancel_grace.setter
+    def cancel_grace(self, seconds: float) -> None:
+        self._driver.cancel_grace = seconds
+
+    @property
+    def native_output(self) -> bool:
+        """True when the engine gives a turn's output schema (``output=``) to the agent its own
+        way; otherwise the schema goes with the prompt."""
+        return self._driver.native_output
+
+    @property
+    def active_turn(self) -> Turn | None:
+        """The running turn, if any."""
+        return self._active
+
+    # -- the driver's host (DriverHost) ------------------------------------------------------
+
+    @property
+    def tapping(self) -> bool:
+        """Whether a wire tap is set."""
+        return self.wire_tap is not None
+
+    def tap(self, direction: str, line: bytes) -> None:
+        """The driver shows every raw line it reads or writes here.
 
         A tap that raises is the caller's error, not the engine's: it is not called again, the
         running turn is cancelled in the agent, and the turn raises that exception itself."""
@@ -136,32 +176,38 @@ class Session(ABC):
             if self._active is not None:
                 self._active.cancel()
 
-    def _tap_received(self, item: bytes | LineTooLong) -> None:
-        """Tap one framed stdout line (an oversized one by the head that was kept)."""
-        if self.wire_tap is not None:
-            self._tap("recv", item.head if isinstance(item, LineTooLong) else item)
+    def spawn_env(self, env: Mapping[str, str]) -> Mapping[str, str]:
+        """``env`` with what the observers add for a program the driver spawns now."""
+        return spawn_env(self, env)
 
-    def _tap_stderr(self, line: str) -> None:
-        """Tap one line of the agent's stderr (use as ``ProcessSpec.on_stderr``)."""
-        if self.wire_tap is not None:
-            self._tap("stderr", line.encode("utf-8", "replace"))
+    # -- what a turn asks of its session (TurnHost) ------------------------------------------
 
-    # -- engine hooks ------------------------------------------------------------------------
+    @property
+    def turn_policy(self) -> TurnPolicy | None:
+        """The context thresholds and the budget, behind one hook the turns call."""
+        return self._turn_policy
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Start what must run for the whole session (long-lived engines). Background tasks go
-        into ``task_group``, which is cancelled after :meth:`_shutdown`."""
+    def take_handoff_seed(self) -> HandoffSeed | None:
+        """The summary the next turn begins with after a hand-off (once)."""
+        seed, self._handoff = self._handoff, None
+        return seed
 
-    @abstractmethod
-    async def _run_turn(self, ctx: TurnContext) -> None:
-        """Run one turn: send ``ctx.prompt``, emit its messages, return after its result."""
+    def take_caller_error(self) -> Exception | None:
+        """The exception the caller's wire tap raised, if any (once)."""
+        error, self._caller_error = self._caller_error, None
+        return error
 
-    async def _shutdown(self) -> None:
-        """Stop the session's program(s). Called shielded; must bound its own waits."""
+    async def run_turn(self, ctx: TurnContext) -> None:
+        """Run ``ctx``'s turn in the agent (the driver's ``run_turn``)."""
+        await self._driver.run_turn(ctx)
 
-    def _force_stop(self) -> None:
-        """Stop the agent at once, without waiting: a cancelled turn overran
-        :attr:`cancel_grace`. Its cancellation path must then end promptly (it sees the exit)."""
+    async def steer(self, ctx: TurnContext, text: str) -> None:
+        """Add ``text`` to the running turn in the agent (:meth:`Turn.steer` calls this)."""
+        await self._driver.steer(ctx, text)
+
+    def force_stop(self) -> None:
+        """Stop the agent at once: a cancelled turn overran :attr:`cancel_grace`."""
+        self._driver.force_stop()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -213,7 +259,7 @@ class Session(ABC):
         ``cost_usd`` is ``None`` once a turn's cost is not known. See :class:`SessionTotals`."""
         return self._totals
 
-    def _account_turn(self, number: int, summary: TurnSummary) -> None:
+    def account_turn(self, number: int, summary: TurnSummary) -> None:
         """Add an ended turn's usage to the session's totals (once per turn)."""
         usage = summary.usage
         source = None if usage is None else usage.usage_source
@@ -261,11 +307,11 @@ class Session(ABC):
                     self.options.env,
                     engine=self.engine_name,
                 )
-            await self._start(self._task_group)
+            await self._driver.start(self._task_group)
         except BaseException as exc:
             self._closed = True
             with anyio.CancelScope(shield=True):
-                await self._shutdown()
+                await self._driver.shutdown()
             self._observed_close()
             if self._task_group is not None:
                 self._task_group.cancel_scope.cancel()
@@ -329,7 +375,7 @@ class Session(ABC):
                 active.cancel()
                 with anyio.move_on_after(CLOSE_TURN_GRACE):
                     await active.wait_done()
-            await self._shutdown()
+            await self._driver.shutdown()
         self._observed_close()
         journal = self.journal
         if journal is not None:
@@ -386,7 +432,8 @@ class Session(ABC):
         turn.compacting = compacting
         return turn
 
-    def _begin_turn(self, turn: Turn) -> int:
+    def begin_turn(self, turn: Turn) -> int:
+        """Admit ``turn`` as the running one (raise when it may not run); its number."""
         if self._closed or not self._entered:
             state = "closed" if self._closed else "not started (use 'async with')"
             raise SessionTerminatedError(
@@ -403,7 +450,8 @@ class Session(ABC):
         self._active = turn
         return self._turns
 
-    def _end_turn(self, turn: Turn) -> None:
+    def end_turn(self, turn: Turn) -> None:
+        """``turn`` is over (its ``async with`` block was left)."""
         if self._active is turn:
             self._active = None
 
@@ -412,14 +460,7 @@ class Session(ABC):
     @property
     def can_steer(self) -> bool:
         """Whether a running turn takes more input from the user (:meth:`Turn.steer`)."""
-        return False
-
-    async def _steer(self, turn: Turn, text: str) -> None:
-        """Engine hook of :meth:`Turn.steer`: add ``text`` as a user message to the running
-        ``turn`` in the agent."""
-        raise SteeringNotSupportedError(
-            f"{self.engine_name} takes no input while a turn runs", engine=self.engine_name
-        )
+        return self._driver.can_steer
 
     # -- compaction and hand-off -------------------------------------------------------------
 
@@ -428,10 +469,7 @@ class Session(ABC):
         """Whether the agent offers a way to compact its context (detected from the agent,
         never guessed): Claude Code's ``/compact``, Codex app-server's ``thread/compact/start``,
         an ACP agent that advertises a ``compact`` command."""
-        return False
-
-    #: The prompt that asks the agent to compact (engines that compact by command).
-    _compact_prompt: ClassVar[str] = "/compact"
+        return self._driver.can_compact
 
     async def compact(
         self,
@@ -445,25 +483,21 @@ class Session(ABC):
         gauge drops. Raises :class:`CompactionNotSupportedError` when :attr:`can_compact` is
         false; otherwise the same errors as :func:`run_turn`.
         """
-        return await _handoff.compact(self, timeout=timeout, on_message=on_message)
+        if not self.can_compact:
+            raise CompactionNotSupportedError(
+                f"{self.engine_name} offers no way to compact its context",
+                engine=self.engine_name,
+            )
+        prompt = self._driver.compact_prompt
+        check_turn_arguments(prompt, timeout=timeout, on_message=on_message)
+        turn = self._housekeeping_turn(prompt, timeout=timeout, compacting=True)
+        return await turn.run_to_end(on_message)
 
     @property
     def can_handoff(self) -> bool:
         """Whether the session can continue in a fresh agent-side session (a new thread or
         session of the same agent) seeded with a summary: :meth:`handoff`."""
-        return False
-
-    def _forget_resume(self) -> None:
-        """From now on the options start a new agent session (for :meth:`_start_fresh`)."""
-        fresh = {"resume_id": None, "continue_last": False, "fork": False}
-        self.options = self.options.model_copy(update=fresh)
-
-    async def _start_fresh(self) -> None:
-        """Engine hook for :meth:`handoff`: from the next turn on, the agent runs a new session
-        of its own (no history)."""
-        raise CompactionNotSupportedError(
-            f"{self.engine_name} cannot start a fresh session", engine=self.engine_name
-        )
+        return self._driver.can_handoff
 
     async def handoff(
         self,
@@ -481,7 +515,23 @@ class Session(ABC):
         Raises :class:`CompactionNotSupportedError` when :attr:`can_handoff` is false, and the
         turn's errors when the summary cannot be had (the session then goes on unchanged).
         """
-        return await _handoff.handoff(self, prompt=prompt, timeout=timeout, on_message=on_message)
+        engine = self.engine_name
+        if not self.can_handoff:
+            raise CompactionNotSupportedError(
+                f"{engine} cannot hand off to a fresh session", engine=engine
+            )
+        check_turn_arguments(prompt, timeout=timeout, on_message=on_message)
+        turn = self._housekeeping_turn(prompt, timeout=timeout, compacting=False)
+        summary = await turn.run_to_end(on_message)
+        if not summary.ok or not summary.text.strip():
+            raise NoResultError(
+                f"{engine} gave no hand-off summary; the session goes on unchanged", engine=engine
+            )
+        before = summary.context.used if summary.context is not None else None
+        previous = self.resume_id
+        await self._driver.start_fresh()
+        self._handoff = HandoffSeed(summary.text, previous, before)
+        return summary
 
     # -- the caller's answers ----------------------------------------------------------------
 
@@ -521,7 +571,7 @@ class Session(ABC):
         with turn.clocks.caller_deciding():
             yield
 
-    async def _ask_question(self, request: QuestionRequest) -> tuple[QuestionAnswer, list[Message]]:
+    async def ask_question(self, request: QuestionRequest) -> tuple[QuestionAnswer, list[Message]]:
         """The shared question flow (:func:`ask_question`) with the turn's quiet clocks paused
         while the caller answers."""
         with self._waiting_on_caller():
@@ -529,7 +579,7 @@ class Session(ABC):
                 self.options.question_handler, request, engine=self.engine_name
             )
 
-    async def _ask_permission(
+    async def ask_permission(
         self, request: PermissionRequest, *, hitl: bool | None
     ) -> tuple[PermissionDecision, list[Message]]:
         """The shared permission flow (:func:`ask_permission`) with the turn's quiet clocks

@@ -1,14 +1,14 @@
 """A turn: one prompt and everything the agent does until its result.
 
-:class:`Turn` runs the engine's ``_run_turn`` in a task of its own (the driver) and delivers
-what it emits, tagged with the turn's number, to the one consumer (the ``async for``); its
-:class:`~agentrun.TurnSummary` is kept up to date on the way. Around the driver it keeps:
+:class:`Turn` runs the engine driver's ``run_turn`` in a task of its own (``_drive``) and
+delivers what it emits, tagged with the turn's number, to the one consumer (the ``async for``);
+its :class:`~agentrun.TurnSummary` is kept up to date on the way. Around that task it keeps:
 
 * the deadline and the quiet clocks (:class:`~.quiet.TurnClocks`): a timeout cancels the
-  driver, which cancels the turn in the agent;
+  task, which cancels the turn in the agent;
 * the cancel bound: once the engine's cancellation path began (:meth:`TurnContext.begin_cancel`)
   it has :attr:`Session.cancel_grace` seconds to end the turn, then the agent is stopped by
-  force (:meth:`Session._force_stop`);
+  force (:meth:`TurnHost.force_stop`);
 * the session's policy (:class:`~.policies.TurnPolicy`), told of every delivered message;
 * the hand-off note of the first turn after a hand-off;
 * the wind-down (``wind_down``): that many seconds before the deadline the agent is steered
@@ -17,10 +17,10 @@ what it emits, tagged with the turn's number, to the one consumer (the ``async f
 
 When the driver is done, :func:`~.ending.turn_ending` decides which failure ended the turn.
 
-:class:`TurnContext` is what an engine sees of it. Imports the vocabulary, the wire's framing
-types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.ending`,
-:mod:`.handoff`, :mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; the session only for
-typing.
+:class:`TurnContext` is what an engine's driver sees of it; :class:`TurnHost` is what it asks of
+its session (public names only; the session implements it). Imports the vocabulary, the wire's
+framing types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.ending`,
+:mod:`.handoff`, :mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; never the session.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Protocol, final
 
 import anyio
 import anyio.abc
@@ -44,7 +44,7 @@ from .._vocabulary.errors import (
 from .._vocabulary.limits import NO_LIMITS, TurnLimits
 from .._vocabulary.messages import ErrorInfo, Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.summary import SteeredInput, TurnSummary, WoundDown
+from .._vocabulary.summary import SessionTotals, SteeredInput, TurnSummary, WoundDown
 from .boundary import check_turn_arguments, failure_code
 from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .ending import TurnOutcome, turn_ending
@@ -55,9 +55,8 @@ from .quiet import TurnClocks
 
 if TYPE_CHECKING:
     from .output import OutputSpec
-    from .session import Session
 
-__all__ = ["MessageCallback", "Turn", "TurnContext"]
+__all__ = ["MessageCallback", "Turn", "TurnContext", "TurnHost"]
 
 MessageCallback = Callable[[Message], "Awaitable[None] | None"]
 
@@ -69,8 +68,76 @@ def _unchanged() -> None:
     """What the clocks of an ended turn tell when their deadline moves: nobody listens."""
 
 
+class TurnHost(Protocol):
+    """What a :class:`Turn` asks of its session (:class:`~.session.Session` implements it)."""
+
+    @property
+    def engine_name(self) -> str: ...
+
+    @property
+    def options(self) -> SessionOptions: ...
+
+    @property
+    def resume_id(self) -> str | None: ...
+
+    @property
+    def cancel_grace(self) -> float: ...
+
+    @property
+    def native_output(self) -> bool: ...
+
+    @property
+    def can_steer(self) -> bool: ...
+
+    @property
+    def totals(self) -> SessionTotals: ...
+
+    @property
+    def observers(self) -> tuple[Observer, ...]: ...
+
+    @property
+    def handoffs(self) -> list[tuple[str | None, str | None]]: ...
+
+    @property
+    def turn_policy(self) -> TurnPolicy | None:
+        """The context thresholds and the budget (``None``: none)."""
+        ...
+
+    def begin_turn(self, turn: Turn) -> int:
+        """Admit ``turn`` as the running one (raise when it may not run); its number."""
+        ...
+
+    def end_turn(self, turn: Turn) -> None:
+        """``turn`` is over (its ``async with`` block was left)."""
+        ...
+
+    def take_handoff_seed(self) -> HandoffSeed | None:
+        """The summary the next turn begins with after a hand-off (once)."""
+        ...
+
+    def take_caller_error(self) -> Exception | None:
+        """The exception a caller's callback (the wire tap) raised during the turn (once)."""
+        ...
+
+    def account_turn(self, number: int, summary: TurnSummary) -> None:
+        """Add an ended turn's usage to the session's totals (once per turn)."""
+        ...
+
+    async def run_turn(self, ctx: TurnContext) -> None:
+        """Run the turn in the agent (the engine driver's ``run_turn``)."""
+        ...
+
+    async def steer(self, ctx: TurnContext, text: str) -> None:
+        """Add ``text`` to the running turn in the agent (the driver's ``steer``)."""
+        ...
+
+    def force_stop(self) -> None:
+        """Stop the agent at once: a cancel overran :attr:`cancel_grace`."""
+        ...
+
+
 class TurnContext:
-    """What an engine's ``_run_turn`` gets: the prompt, the session, and ``emit``."""
+    """What an engine driver's ``run_turn`` gets: the prompt, the options, and ``emit``."""
 
     def __init__(self, turn: Turn) -> None:
         self._turn = turn
@@ -110,11 +177,16 @@ class TurnContext:
         blocks (the consumer may be gone), dropping messages nobody waits for. The turn then
         has :attr:`Session.cancel_grace` seconds to end before the agent is stopped by force."""
         self._turn.nonblocking = True
-        self._turn._start_watchdog()  # pyright: ignore[reportPrivateUsage]
+        self._turn.start_watchdog()
 
     @property
     def has_result(self) -> bool:
         return self._turn.summary.has_result
+
+    @property
+    def done(self) -> bool:
+        """True once the turn ended (its result or failure is known)."""
+        return self._turn.done
 
     async def emit(self, message: Message) -> None:
         """Deliver one message of this turn (tagged with its number) to the consumer."""
@@ -138,7 +210,7 @@ class Turn:
 
     def __init__(
         self,
-        session: Session,
+        session: TurnHost,
         prompt: str,
         *,
         limits: TurnLimits = NO_LIMITS,
@@ -147,7 +219,10 @@ class Turn:
         check_turn_arguments(prompt)
         #: The turn's limits (``timeout``, ``idle_timeout``, ... ``wind_down``), checked.
         self.limits: TurnLimits = limits
-        self.session: Session = session
+        #: The session the turn runs in, as the turn sees it.
+        self.session: TurnHost = session
+        #: What the engine driver sees of this turn.
+        self.context: TurnContext = TurnContext(self)
         #: The schema of the final answer (structured output), if any.
         self.output_spec: OutputSpec | None = output
         if output is not None and not session.native_output:
@@ -166,7 +241,7 @@ class Turn:
         #: Set on the first turn after a hand-off.
         self._handoff_from: HandoffSeed | None = None
         #: The session's policy (``None``: it has none).
-        self._policy: TurnPolicy | None = session._turn_policy  # pyright: ignore[reportPrivateUsage]
+        self._policy: TurnPolicy | None = session.turn_policy
         #: Who is told of the turn and its messages (set when the turn starts; empty: nobody).
         self._observers: tuple[Observer, ...] = ()
         #: The turn's number in its session (1, 2, ...), set when the turn starts.
@@ -210,11 +285,10 @@ class Turn:
 
     async def __aenter__(self) -> Turn:
         session = self.session
-        self.number = session._begin_turn(self)  # pyright: ignore[reportPrivateUsage]
+        self.number = session.begin_turn(self)
         self.summary.turn = self.number
-        seed = session._handoff  # pyright: ignore[reportPrivateUsage]
+        seed = session.take_handoff_seed()
         if seed is not None:
-            session._handoff = None  # pyright: ignore[reportPrivateUsage]
             self._handoff_from = seed
             self.prompt = seed.prompt(self.prompt)
         now = anyio.current_time()
@@ -268,7 +342,7 @@ class Turn:
             # The clocks point back at the turn: cut the cycle so that the turn, its summary
             # and scopes are freed when the caller lets go of them, not by the cyclic collector.
             self.clocks.on_change = _unchanged
-            self.session._end_turn(self)  # pyright: ignore[reportPrivateUsage]
+            self.session.end_turn(self)
 
     def cancel(self) -> None:
         """Cancel the turn in the agent (the engine interrupts it) without raising here."""
@@ -288,7 +362,7 @@ class Turn:
         check_turn_arguments(text)
         session = self.session
         if not session.can_steer:
-            await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+            await session.steer(self.context, text)
         if self._task_group is None or self._done or self.cancelling:
             raise UsageError(
                 "steer a turn while it runs (inside 'async with session.turn(...)', before its "
@@ -296,7 +370,7 @@ class Turn:
                 engine=session.engine_name,
             )
         at = round(anyio.current_time() - self.clocks.started_at, 6)
-        await session._steer(self, text)  # pyright: ignore[reportPrivateUsage]
+        await session.steer(self.context, text)
         self.summary.steered.append(SteeredInput(text=text, at_s=at))
 
     async def _wind_down_at(self, when: float, scope: anyio.CancelScope) -> None:
@@ -364,10 +438,9 @@ class Turn:
         try:
             message = await receive_soon(self._recv)
         except (anyio.EndOfStream, anyio.ClosedResourceError):
-            caller_error = self.session._caller_error  # pyright: ignore[reportPrivateUsage]
+            caller_error = self.session.take_caller_error()
             if caller_error is not None:
                 # The caller's own callback failed: that exception, as itself.
-                self.session._caller_error = None  # pyright: ignore[reportPrivateUsage]
                 self._failure = None
                 raise caller_error from None
             if self._failure is not None:
@@ -546,7 +619,7 @@ class Turn:
 
     # -- the cancel bound --------------------------------------------------------------------
 
-    def _start_watchdog(self) -> None:
+    def start_watchdog(self) -> None:
         """The engine's cancellation path began: start the watchdog that bounds it (once).
 
         Shielded: whatever cancels the turn — its timeout, the caller's cancel scope or task
@@ -564,7 +637,7 @@ class Turn:
                 await self._finished.wait()
             if not self._done:
                 self.stopped_by_force = True
-                self.session._force_stop()  # pyright: ignore[reportPrivateUsage]
+                self.session.force_stop()
 
     # -- the driver --------------------------------------------------------------------------
 
@@ -573,13 +646,13 @@ class Turn:
         assert self._send is not None
         session = self.session
         engine = session.engine_name
-        ctx = TurnContext(self)
+        ctx = self.context
         failure: AgentrunError | None = None
         completed = False
         try:
             with self._scope:
                 try:
-                    await session._run_turn(ctx)  # pyright: ignore[reportPrivateUsage]
+                    await session.run_turn(ctx)
                     completed = True
                 except AgentrunError as exc:
                     failure = exc
@@ -647,7 +720,7 @@ class Turn:
                 session.handoffs.append((previous, current if current != previous else None))
                 self._handoff_from = None
             self.summary.duration_s = round(anyio.current_time() - self.clocks.started_at, 6)
-            session._account_turn(self.number, self.summary)  # pyright: ignore[reportPrivateUsage]
+            session.account_turn(self.number, self.summary)
             if self._observers:
                 for observer in self._observers:
                     observer.turn_ended(self, self._failure)

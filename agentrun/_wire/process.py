@@ -452,7 +452,7 @@ class ProcessHost:
     """Keeps a :class:`AgentProcess` open in a task of its own.
 
     A managed process must be entered and left by the same task. A long-lived engine starts
-    its program in ``Session._start`` but stops it from ``_shutdown``, which runs elsewhere
+    its program in ``EngineDriver.start`` but stops it from ``shutdown``, which runs elsewhere
     (under the caller's shielded close); the host bridges the two::
 
         host = ProcessHost(spec)

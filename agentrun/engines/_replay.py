@@ -16,6 +16,7 @@ from typing import Any
 
 from .._bases.translator import Translator, frame_problem_message, line_feed
 from .._store.trajectory.turns import ReplayedTurn, replayed_turn
+from .._turns.driver import EngineDriver
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import TurnContext
@@ -464,17 +465,17 @@ class ReplayEngine(Engine):
         self.engine = engine
 
     def start(self, options: SessionOptions | None = None) -> Session:
-        return _ReplaySession(replay_turns(self.path, engine=self.engine), options)
+        return Session(_ReplayDriver(replay_turns(self.path, engine=self.engine), options))
 
 
-class _ReplaySession(Session):
+class _ReplayDriver(EngineDriver):
     engine_name: str = "replay"
 
     def __init__(self, turns: list[list[Message]], options: SessionOptions | None) -> None:
         super().__init__(options)
         self._recorded = turns
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         if ctx.number > len(self._recorded):
             raise SendNotSupportedError(
                 f"the transcript has only {len(self._recorded)} turn(s)", engine=self.engine_name

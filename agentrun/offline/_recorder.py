@@ -212,20 +212,21 @@ async def _record(
     wall = round(time.monotonic() - started, 3)
     out_jsonl = out.with_suffix(".jsonl")
     out_jsonl.write_bytes(b"".join(line + b"\n" for line in wire))
-    sidecars = getattr(process, "sidecar_files", None)
+    driver = process.driver  # the engine's own extras: its files, its process
+    sidecars = getattr(driver, "sidecar_files", None)
     if callable(sidecars):
         # Files the agent wrote beside its stdout (Codex's rollout) that replay also reads.
         files = cast("dict[str, Path]", sidecars())
         for suffix, source in files.items():
             shutil.copyfile(source, out.with_name(f"{out.name}.{suffix}"))
-    stderr_tail = getattr(process, "stderr_tail", None)
+    stderr_tail = getattr(driver, "stderr_tail", None)
     tail = stderr_tail() if callable(stderr_tail) else "\n".join(stderr_lines)
     meta: dict[str, Any] = {
         "name": out.name,
         "engine": engine_name,
         "wire_format": wire_format,
         "agent_version": agent_version,
-        "argv": [_relative(a) for a in getattr(process, "argv", [])],
+        "argv": [_relative(a) for a in getattr(driver, "argv", [])],
         "env_names": sorted(config.env),
         "session": {k: v for k, v in options.items() if _jsonable(v) and k != "cwd"},
         "prompts": prompts,
@@ -235,7 +236,7 @@ async def _record(
             "permission": permission,
         },
         "turns": turns,
-        "exit_code": getattr(process, "returncode", None),
+        "exit_code": getattr(driver, "returncode", None),
         "stderr_tail": str(tail)[-_STDERR_TAIL_CHARS:],
         "model_requests": requests,
         "wall_time_s": wall,
@@ -283,7 +284,7 @@ def _unsettled(server: ModelServer) -> set[int]:
 
 async def _sigterm_later(process: Session, seconds: float) -> None:
     await anyio.sleep(seconds)
-    pid = getattr(process, "pid", None)
+    pid = getattr(process.driver, "pid", None)
     if isinstance(pid, int):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)

@@ -8,13 +8,23 @@ May import anything in the package; nothing in the library outside this folder i
 """
 
 from ._faults import FAULTS, fault_prompt, fault_shim
-from ._scripted_engine import Ask, Fail, Hang, ScriptedEngine, ScriptedSession, Sleep, TurnRecord
+from ._scripted_engine import (
+    Ask,
+    Fail,
+    Hang,
+    ScriptedDriver,
+    ScriptedEngine,
+    ScriptedSession,
+    Sleep,
+    TurnRecord,
+)
 
 __all__ = [
     "FAULTS",
     "Ask",
     "Fail",
     "Hang",
+    "ScriptedDriver",
     "ScriptedEngine",
     "ScriptedSession",
     "Sleep",

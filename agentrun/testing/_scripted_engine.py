@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from .._turns.driver import EngineDriver
 from .._turns.engine import Engine
 from .._turns.session import Session
 from .._turns.turn import TurnContext
@@ -32,8 +33,8 @@ __all__ = [
     "Ask",
     "Fail",
     "Hang",
+    "ScriptedDriver",
     "ScriptedEngine",
-    "ScriptedSession",
     "Sleep",
     "Step",
     "TurnRecord",
@@ -137,15 +138,17 @@ class ScriptedEngine(Engine):
         #: id ``scripted-<n>``.
         self.hands_off = hands_off
 
-    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
-        return ScriptedSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(ScriptedDriver(self, options))
 
 
 def _echo(prompt: str, number: int) -> Sequence[Step]:
     return [text(f"echo: {prompt}"), result(f"echo: {prompt}")]
 
 
-class ScriptedSession(Session):
+class ScriptedDriver(EngineDriver):
+    """Plays its engine's script; the session's ``driver`` (``log``, ``shutdowns``, ...)."""
+
     engine_name: str = "scripted"
 
     def __init__(self, engine: ScriptedEngine, options: SessionOptions | None) -> None:
@@ -164,7 +167,7 @@ class ScriptedSession(Session):
     def can_handoff(self) -> bool:
         return self.engine.hands_off
 
-    async def _start_fresh(self) -> None:
+    async def start_fresh(self) -> None:
         self.fresh_starts += 1
         self.resume_id: str | None = f"scripted-{self.fresh_starts}"
 
@@ -176,7 +179,7 @@ class ScriptedSession(Session):
             raise AgentrunError(f"the script has no turn {number}", engine=self.engine_name)
         return script[number - 1]
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         record = TurnRecord(ctx.number, ctx.prompt)
         self.log.append(record)
         self._contexts.append(ctx)
@@ -189,9 +192,7 @@ class ScriptedSession(Session):
                 elif isinstance(step, Fail):
                     raise step.error
                 elif isinstance(step, Ask):
-                    decision, notes = await self._ask_permission(
-                        step.request, hitl=ctx.options.hitl
-                    )
+                    decision, notes = await self.ask_permission(step.request, hitl=ctx.options.hitl)
                     record.decisions.append(decision)
                     for note in notes:
                         await ctx.emit(note)
@@ -213,5 +214,17 @@ class ScriptedSession(Session):
         self.log[turn_number - 1].late.append(message)
         await ctx.emit(message)
 
-    async def _shutdown(self) -> None:
+    async def shutdown(self) -> None:
         self.shutdowns += 1
+
+
+def scripted(session: Session) -> ScriptedDriver:
+    """The :class:`ScriptedDriver` a session of a :class:`ScriptedEngine` holds (its ``log``)."""
+    driver = session.driver
+    if not isinstance(driver, ScriptedDriver):
+        raise TypeError(f"{session.engine_name} session holds no scripted driver")
+    return driver
+
+
+#: The name of :class:`ScriptedDriver` from before sessions held their engine as a driver.
+ScriptedSession = ScriptedDriver

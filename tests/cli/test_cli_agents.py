@@ -238,6 +238,9 @@ def test_record_writes_its_metadata_to_the_file_and_its_script_loads_back(tmp_pa
     ]
     meta = json.loads((tmp_path / "case.meta.json").read_text())
     assert Script.model_validate(meta["script"]) == script
+    # The agent's own process, as its session's driver knew it.
+    assert meta["argv"] and "--output-format" in meta["argv"], meta["argv"]
+    assert isinstance(meta["exit_code"], int)
     # What the server served during the turn: the one scripted answer, whole.
     (turn,) = meta["turns"]
     assert turn["ledger"]["calls"] == 1 and turn["ledger"]["complete"], turn

@@ -156,7 +156,7 @@ async def test_a_second_session_on_a_journal_in_use_does_not_start(tmp_path: Pat
             with pytest.raises(JournalInUseError):
                 async with second:
                     pass
-            assert getattr(second, "pid", "?") is None  # its agent never started
+            assert getattr(second.driver, "pid", "?") is None  # its agent never started
             await run_turn(session, "hello")
     kinds = [r["kind"] for r in store.records(journal_id)]
     assert kinds.count("session") == 1 and kinds[-1] == "closed"
@@ -200,7 +200,7 @@ async def test_a_journal_that_cannot_be_written_stops_the_session_before_it_star
         with pytest.raises(JournalError, match=r"cannot write session journal .* Not a directory"):
             async with session:
                 pass
-        assert getattr(session, "pid", "?") is None  # its agent never started
+        assert getattr(session.driver, "pid", "?") is None  # its agent never started
     # The command line: one line, exit 1.
     env_home = tmp_path / "cli"
     env_home.mkdir()

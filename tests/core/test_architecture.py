@@ -142,3 +142,104 @@ def test_the_translator_rule_catches_what_it_forbids() -> None:
         "d = getattr(t, 'model', None)\n"
     )
     assert _member_lookups(source) == [(1, "feed_line"), (2, "feed_received"), (3, "feed_anything")]
+
+
+# -- the session holds its engine as a driver ------------------------------------------------
+
+SESSION_MODULE = "agentrun._turns.session"
+
+
+def _tree(module: str) -> ast.Module:
+    path = architecture.modules()[module]
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _session_private_members() -> set[str]:
+    """The private names ``Session`` defines: its ``_methods`` and its ``self._attributes``."""
+    (session,) = [
+        node
+        for node in _tree(SESSION_MODULE).body
+        if isinstance(node, ast.ClassDef) and node.name == "Session"
+    ]
+    names: set[str] = set()
+    for node in ast.walk(session):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("_"):
+            names.add(node.name)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and node.attr.startswith("_")
+        ):
+            names.add(node.attr)
+    return {name for name in names if not name.startswith("__")}
+
+
+def _private_uses_of_session(module: str, private: set[str]) -> list[str]:
+    """Where ``module`` reads a private member of a session: an attribute access on a name that
+    says it is one (``session``, ``self.session``, ``host``) or on a line that silences
+    pyright's private-usage check (the only way strict pyright lets code reach one)."""
+    path = architecture.modules()[module]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found: list[str] = []
+    for node in ast.walk(_tree(module)):
+        if not isinstance(node, ast.Attribute) or node.attr not in private:
+            continue
+        owner = ast.unparse(node.value)
+        silenced = "reportPrivateUsage" in lines[node.lineno - 1]
+        if silenced or owner.split(".")[-1] in {"session", "host", "_session"}:
+            found.append(f"{module}:{node.lineno} {owner}.{node.attr}")
+    return found
+
+
+def test_no_module_but_the_session_uses_its_private_members() -> None:
+    private = _session_private_members()
+    assert {"_active", "_handoff", "_caller_error"} <= private
+    uses = [
+        use
+        for module in architecture.modules()
+        if module != SESSION_MODULE
+        for use in _private_uses_of_session(module, private)
+    ]
+    assert uses == []
+
+
+def test_the_private_member_check_finds_a_use() -> None:
+    # the rule must be able to fail: a module reaching into a session as turn.py once did
+    source = (
+        "def f(turn):\n    return turn.session._handoff  # pyright: ignore[reportPrivateUsage]\n"
+    )
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    access = node.body[0]
+    assert isinstance(access, ast.Return) and isinstance(access.value, ast.Attribute)
+    assert access.value.attr in _session_private_members()
+    assert ast.unparse(access.value.value).split(".")[-1] == "session"
+
+
+def _subclasses_session(node: ast.ClassDef) -> bool:
+    return any(ast.unparse(base).split(".")[-1] == "Session" for base in node.bases)
+
+
+def test_engines_do_not_subclass_the_session() -> None:
+    # Engines are drivers the session holds (EngineDriver); Session is only the callers' class.
+    subclasses = [
+        f"{module}.{node.name}"
+        for module in architecture.modules()
+        for node in ast.walk(_tree(module))
+        if isinstance(node, ast.ClassDef) and _subclasses_session(node)
+    ]
+    assert subclasses == []
+    sample = ast.parse("class Engine(agentrun.Session): ...").body[0]
+    assert isinstance(sample, ast.ClassDef) and _subclasses_session(sample)
+
+
+def test_the_turn_reaches_its_session_through_public_names_only() -> None:
+    text = architecture.modules()["agentrun._turns.turn"].read_text(encoding="utf-8")
+    assert "reportPrivateUsage" not in text
+    imported = {
+        found.target for found in architecture.imports() if found.source == "agentrun._turns.turn"
+    }
+    # not even for type checking: the turn knows its session as a TurnHost
+    assert SESSION_MODULE not in imported
+    assert "agentrun._turns.driver" not in imported

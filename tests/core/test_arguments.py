@@ -9,6 +9,7 @@ import pytest
 
 from agentrun import ConfigurationError, run_turn
 from agentrun.testing import ScriptedEngine
+from agentrun.testing._scripted_engine import scripted
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +39,7 @@ async def test_bad_turn_arguments_are_typed_errors(
         with pytest.raises(ConfigurationError) as caught:
             await run_turn(session, prompt, **kwargs)
         assert caught.value.option == option
-        assert session.log == []  # type: ignore[attr-defined]  # nothing reached the agent
+        assert scripted(session).log == []  # nothing reached the agent
         summary = await run_turn(session, "still usable")
     assert summary.ok
 

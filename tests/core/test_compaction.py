@@ -15,7 +15,7 @@ from agentrun import (
     run_turn,
 )
 from agentrun.testing import ScriptedEngine
-from agentrun.testing._scripted_engine import result, text
+from agentrun.testing._scripted_engine import result, scripted, text
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +45,7 @@ async def test_compact_is_a_turn_with_a_compaction_message_and_the_gauge_drops()
         summary = await session.compact(on_message=seen.append, timeout=30)
         assert summary.ok and summary.turn == 2
         assert summary.context is not None and summary.context.used == 100
-        assert session.log[1].prompt == "/compact"
+        assert scripted(session).log[1].prompt == "/compact"
     compaction = next(m for m in seen if m.type is MessageType.COMPACTION)
     assert compaction.data == {"trigger": "manual", "before_tokens": 950, "after_tokens": 100}
     assert compaction.turn == 2
@@ -69,13 +69,13 @@ async def test_the_compact_action_compacts_after_a_turn_past_compact_at() -> Non
         summary = await run_turn(session, "fill", on_message=seen.append)
         # The prompt's own summary comes back; the compaction ran after it, as turn 3.
         assert summary.text == "answer" and summary.turn == 2
-        assert [r.prompt for r in session.log] == ["half", "fill", "/compact"]
+        assert [r.prompt for r in scripted(session).log] == ["half", "fill", "/compact"]
         kinds = [(m.turn, str(m.type)) for m in seen if m.type in (
             MessageType.CONTEXT_THRESHOLD, MessageType.COMPACTION)]  # fmt: skip
         assert kinds == [(2, "context_threshold"), (2, "context_threshold"), (3, "compaction")]
         # After the drop the thresholds are armed again.
         await run_turn(session, "fill", on_message=seen.append)
-        assert [r.prompt for r in session.log][-2:] == ["fill", "/compact"]
+        assert [r.prompt for r in scripted(session).log][-2:] == ["fill", "/compact"]
 
 
 async def test_the_compact_action_stays_at_notify_where_the_agent_cannot_compact() -> None:
@@ -111,7 +111,7 @@ async def test_handoff_seeds_a_fresh_session_with_the_summary_as_one_logical_ses
         after = await run_turn(session, "run the tests", on_message=seen.append)
         assert after.ok
         # The next prompt carries the summary, then the request.
-        prompt = session.log[2].prompt
+        prompt = scripted(session).log[2].prompt
         assert "hand-off summary" in prompt and prompt.endswith("run the tests")
         assert "We fixed the parser" in prompt
         assert session.handoffs == [("scripted-0", "scripted-1")]
@@ -128,9 +128,12 @@ async def test_the_compact_action_falls_back_to_handoff() -> None:
     engine = ScriptedEngine(handoff_script, hands_off=True)
     async with engine.start(SessionOptions(context_policy=policy)) as session:
         summary = await run_turn(session, "fill")
-        assert summary.text == "answer" and session.fresh_starts == 1
+        assert summary.text == "answer" and scripted(session).fresh_starts == 1
         # The hand-off turn itself never sets the policy off again.
-        assert [r.prompt[:24] for r in session.log] == ["fill", "Write a hand-off summary"]
+        assert [r.prompt[:24] for r in scripted(session).log] == [
+            "fill",
+            "Write a hand-off summary",
+        ]
 
 
 async def test_an_empty_hand_off_summary_leaves_the_session_as_it_was() -> None:
@@ -140,4 +143,4 @@ async def test_an_empty_hand_off_summary_leaves_the_session_as_it_was() -> None:
     async with engine.start() as session:
         with pytest.raises(NoResultError, match="no hand-off summary"):
             await session.handoff()
-        assert session.fresh_starts == 0 and session.handoffs == []
+        assert scripted(session).fresh_starts == 0 and session.handoffs == []

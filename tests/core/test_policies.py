@@ -19,9 +19,10 @@ from agentrun import (
     Usage,
     run_turn,
 )
+from agentrun._turns.driver import EngineDriver
 from agentrun._turns.session import Session
 from agentrun._turns.turn import TurnContext
-from agentrun.testing import ScriptedEngine, ScriptedSession, Sleep
+from agentrun.testing import ScriptedDriver, ScriptedEngine, Sleep
 from agentrun.testing._scripted_engine import result, text
 
 pytestmark = pytest.mark.anyio
@@ -87,8 +88,10 @@ async def test_a_turn_that_crosses_the_cost_limit_is_interrupted() -> None:
     async with engine.start(SessionOptions(budget=budget)) as session:
         with pytest.raises(BudgetExceededError) as caught:
             await run_turn(session, "go", timeout=60)
-        assert isinstance(session, ScriptedSession)
-        assert session.log[0].cancelled  # the backend turn was cancelled, not just the reader
+        assert isinstance(session.driver, ScriptedDriver)
+        assert session.driver.log[
+            0
+        ].cancelled  # the backend turn was cancelled, not just the reader
         with pytest.raises(BudgetExceededError) as refused:
             await run_turn(session, "again")
     assert time.monotonic() - t0 < 20
@@ -154,7 +157,7 @@ async def test_the_live_view_shows_a_crossing() -> None:
     assert "▲ context 90% full (crossed 75%)" in out.getvalue()
 
 
-class _HandingOver(Session):
+class _HandingOver(EngineDriver):
     """Delivers like a long-lived engine's reader: straight to the consumer when it can."""
 
     engine_name = "handing-over"
@@ -164,7 +167,7 @@ class _HandingOver(Session):
         self._script = turns
         self.handed_over: list[str] = []
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         for message in self._script[ctx.number - 1]:
             if ctx.emit_nowait(message):
                 self.handed_over.append(str(message.type))
@@ -179,7 +182,8 @@ async def test_readings_handed_straight_to_the_consumer_set_off_their_thresholds
         [reading(300), reading(760), result("c")],
     ]
     streams: list[list[str]] = []
-    async with _HandingOver(script, SessionOptions()) as session:
+    driver = _HandingOver(script, SessionOptions())
+    async with Session(driver) as session:
         for _ in script:
             seen: list[Message] = []
             await run_turn(session, "go", on_message=seen.append)
@@ -193,7 +197,7 @@ async def test_readings_handed_straight_to_the_consumer_set_off_their_thresholds
          "context_threshold:0.95"],
         ["context_window:300", "context_window:760", "context_threshold:0.75"],
     ]  # fmt: skip
-    assert session.handed_over.count("context_window") == 6
+    assert driver.handed_over.count("context_window") == 6
 
 
 def test_a_budget_counts_tokens_reported_without_their_split() -> None:

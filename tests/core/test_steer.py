@@ -9,14 +9,15 @@ import pytest
 from agentrun import (
     ConfigurationError,
     MessageType,
+    Session,
     SessionOptions,
     SteeringNotSupportedError,
-    Turn,
     UsageError,
 )
+from agentrun._turns.turn import TurnContext
 from agentrun.testing._scripted_engine import (
+    ScriptedDriver,
     ScriptedEngine,
-    ScriptedSession,
     Sleep,
     result,
     text,
@@ -26,22 +27,22 @@ from agentrun.testing._scripted_engine import (
 pytestmark = pytest.mark.anyio
 
 
-class _SteerableSession(ScriptedSession):
+class _SteerableDriver(ScriptedDriver):
     received: list[str]
 
     @property
     def can_steer(self) -> bool:
         return True
 
-    async def _steer(self, turn: Turn, text: str) -> None:
+    async def steer(self, ctx: TurnContext, text: str) -> None:
         self.received.append(text)
 
 
 class _SteerableEngine(ScriptedEngine):
-    def start(self, options: SessionOptions | None = None) -> _SteerableSession:
-        session = _SteerableSession(self, options)
-        session.received = []
-        return session
+    def start(self, options: SessionOptions | None = None) -> Session:
+        driver = _SteerableDriver(self, options)
+        driver.received = []
+        return Session(driver)
 
 
 async def test_an_engine_without_steering_refuses_at_once() -> None:
@@ -72,8 +73,9 @@ async def test_steering_is_for_a_running_turn_and_is_recorded() -> None:
                     await turn.steer("second")
         with pytest.raises(UsageError):
             await turn.steer("too late")
-        assert isinstance(session, _SteerableSession)
-        assert session.received == ["first", "second"]
+        driver = session.driver
+        assert isinstance(driver, _SteerableDriver)
+        assert driver.received == ["first", "second"]
     steered = turn.summary.steered
     assert [s.text for s in steered] == ["first", "second"]
     assert 0 <= steered[0].at_s <= steered[1].at_s < 5

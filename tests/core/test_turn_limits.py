@@ -17,6 +17,8 @@ from agentrun.testing import ScriptedEngine
 pytestmark = pytest.mark.anyio
 
 SECONDS = ("timeout", "idle_timeout", "tool_timeout", "stall_after")
+
+
 def _stable_id(value: object) -> str:
     """A test id that is the same in every worker (an object's repr holds its address)."""
     return "object()" if type(value) is object else repr(value)

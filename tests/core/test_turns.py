@@ -20,8 +20,8 @@ from agentrun import (
 from agentrun.testing._scripted_engine import (
     Fail,
     Hang,
+    ScriptedDriver,
     ScriptedEngine,
-    ScriptedSession,
     Sleep,
     result,
     text,
@@ -95,11 +95,11 @@ async def test_streaming_form_matches_run_turn() -> None:
 async def test_total_timeout_cancels_backend_and_session_goes_on() -> None:
     engine = ScriptedEngine([[text("partial"), Hang()], [text("fine"), result("fine")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedSession)
+        assert isinstance(process.driver, ScriptedDriver)
         with pytest.raises(TurnTimeoutError) as info:
             await run_turn(process, "slow", timeout=0.2)
         assert info.value.kind == "total"
-        assert process.log[0].cancelled, "the backend turn itself must be cancelled"
+        assert process.driver.log[0].cancelled, "the backend turn itself must be cancelled"
         partial = info.value.summary
         assert partial is not None and partial.text == "partial"
         assert partial.errors[-1].code == "timeout"
@@ -124,11 +124,11 @@ async def test_idle_timeout_resets_on_each_message() -> None:
 async def test_caller_cancellation_cancels_backend_turn() -> None:
     engine = ScriptedEngine([[Hang()], [text("after"), result("after")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedSession)
+        assert isinstance(process.driver, ScriptedDriver)
         with anyio.move_on_after(0.2) as scope:
             await run_turn(process, "hang")
         assert scope.cancelled_caught
-        assert process.log[0].cancelled
+        assert process.driver.log[0].cancelled
         summary = await run_turn(process, "next")
     assert summary.text == "after"
     assert summary.turn == 2
@@ -137,19 +137,19 @@ async def test_caller_cancellation_cancels_backend_turn() -> None:
 async def test_consumer_leaving_early_cancels_turn() -> None:
     engine = ScriptedEngine([[text("one"), Hang()], [result("two")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedSession)
+        assert isinstance(process.driver, ScriptedDriver)
         async with process.turn("x") as turn:
             async for message in turn:
                 assert message.text == "one"
                 break
-        assert process.log[0].cancelled
+        assert process.driver.log[0].cancelled
         assert (await run_turn(process, "y")).text == "two"
 
 
 async def test_stale_messages_of_a_cancelled_turn_never_reach_the_next() -> None:
     engine = ScriptedEngine([[Hang()], [Sleep(0.05), result("second")]])
     async with engine.start() as process:
-        assert isinstance(process, ScriptedSession)
+        assert isinstance(process.driver, ScriptedDriver)
         with anyio.move_on_after(0.1):
             await run_turn(process, "first")
         seen: list[Message] = []
@@ -161,7 +161,7 @@ async def test_stale_messages_of_a_cancelled_turn_never_reach_the_next() -> None
             tg.start_soon(second)
             await anyio.sleep(0.01)
             # A misbehaving backend emits into the first turn after it ended.
-            await process.emit_late(1, text("LEAKED"))
+            await process.driver.emit_late(1, text("LEAKED"))
     summary = seen[0]
     assert summary.text == "second"  # type: ignore[attr-defined]
     assert "LEAKED" not in summary.model_dump_json()  # type: ignore[attr-defined]
@@ -174,10 +174,10 @@ async def test_on_message_error_cancels_turn_and_propagates() -> None:
         raise KeyError("handler failed")
 
     async with engine.start() as process:
-        assert isinstance(process, ScriptedSession)
+        assert isinstance(process.driver, ScriptedDriver)
         with pytest.raises(KeyError):
             await run_turn(process, "x", on_message=boom)
-        assert process.log[0].cancelled
+        assert process.driver.log[0].cancelled
 
 
 async def test_turn_without_result_raises_no_result_with_partial_summary() -> None:
@@ -228,7 +228,7 @@ async def test_turn_needs_an_open_process() -> None:
         pass
     with pytest.raises(SessionTerminatedError):
         await run_turn(process, "x")
-    assert isinstance(process, ScriptedSession) and process.shutdowns == 1
+    assert isinstance(process.driver, ScriptedDriver) and process.driver.shutdowns == 1
 
 
 async def test_bad_turn_arguments_are_rejected_before_anything_runs() -> None:

@@ -14,15 +14,16 @@ from agentrun import (
     FleetTask,
     Message,
     MessageType,
+    Session,
     SessionOptions,
-    Turn,
     TurnTimeoutError,
     WindDown,
     run_turn,
 )
+from agentrun._turns.turn import TurnContext
 from agentrun.testing._scripted_engine import (
+    ScriptedDriver,
     ScriptedEngine,
-    ScriptedSession,
     Sleep,
     result,
     text,
@@ -32,22 +33,22 @@ from agentrun.testing._scripted_engine import (
 pytestmark = pytest.mark.anyio
 
 
-class _SteerableSession(ScriptedSession):
+class _SteerableDriver(ScriptedDriver):
     received: list[str]
 
     @property
     def can_steer(self) -> bool:
         return True
 
-    async def _steer(self, turn: Turn, text: str) -> None:
+    async def steer(self, ctx: TurnContext, text: str) -> None:
         self.received.append(text)
 
 
 class _SteerableEngine(ScriptedEngine):
-    def start(self, options: SessionOptions | None = None) -> _SteerableSession:
-        session = _SteerableSession(self, options)
-        session.received = []
-        return session
+    def start(self, options: SessionOptions | None = None) -> Session:
+        driver = _SteerableDriver(self, options)
+        driver.received = []
+        return Session(driver)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +92,8 @@ async def test_a_steerable_turn_is_told_to_wrap_up_before_its_deadline() -> None
     steps = [tool_use("t1", "Bash"), Sleep(0.6), text("wrapped up"), result("wrapped up")]
     seen: list[Message] = []
     async with _SteerableEngine([steps]).start() as session:
-        assert isinstance(session, _SteerableSession)
+        driver = session.driver
+        assert isinstance(driver, _SteerableDriver)
         summary = await run_turn(
             session,
             "work",
@@ -99,7 +101,7 @@ async def test_a_steerable_turn_is_told_to_wrap_up_before_its_deadline() -> None
             wind_down=WindDown(seconds=4.7, text="Stop now."),
             on_message=seen.append,
         )
-        assert session.received == ["Stop now."]
+        assert driver.received == ["Stop now."]
     assert summary.ok
     wound = summary.wound_down
     assert wound is not None and wound.steered and wound.ended_by_itself
@@ -136,10 +138,11 @@ async def test_an_engine_without_steering_gets_a_notice_and_runs_on_to_its_deadl
 
 async def test_a_turn_that_ends_before_the_wind_down_is_not_wound_down() -> None:
     async with _SteerableEngine([[text("quick"), result("quick")]]).start() as session:
-        assert isinstance(session, _SteerableSession)
+        driver = session.driver
+        assert isinstance(driver, _SteerableDriver)
         async with session.turn("hi", timeout=30, wind_down=10) as turn:
             async for _ in turn:
                 pass
-        assert session.received == []
+        assert driver.received == []
     assert turn.summary.wound_down is None
     assert "wound_down" not in turn.summary.model_dump(mode="json")

@@ -23,10 +23,10 @@ from agentrun import (
     SessionOptions,
     Usage,
 )
-from agentrun._turns.session import TurnContext
+from agentrun._turns.session import Session, TurnContext
 from agentrun._vocabulary.messages import ContextWindow
-from agentrun.testing import Fail, Hang, ScriptedEngine, ScriptedSession, Sleep
-from agentrun.testing._scripted_engine import Step, result, text, tool_result, tool_use
+from agentrun.testing import Fail, Hang, ScriptedDriver, ScriptedEngine, Sleep
+from agentrun.testing._scripted_engine import Step, result, scripted, text, tool_result, tool_use
 
 pytestmark = pytest.mark.anyio
 
@@ -58,19 +58,19 @@ class CountingEngine(ScriptedEngine):
         super().__init__(script.script)
         self.gauge, self.label = gauge, label
 
-    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
-        return CountingSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(CountingSession(self, options))
 
 
-class CountingSession(ScriptedSession):
+class CountingSession(ScriptedDriver):
     engine: CountingEngine
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         self.engine.gauge.enter(self.engine.label)
 
-    async def _shutdown(self) -> None:
+    async def shutdown(self) -> None:
         self.engine.gauge.leave(self.engine.label)
-        await super()._shutdown()
+        await super().shutdown()
 
 
 def costing(cost: float, *, delay: float = 0.0, answer: str = "done") -> ScriptedEngine:
@@ -253,12 +253,12 @@ class ChargedOnCancelEngine(ScriptedEngine):
         super().__init__([[text("working"), Hang()]])
         self.working = working
 
-    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
-        return ChargedOnCancelSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(ChargedOnCancelSession(self, options))
 
 
-class ChargedOnCancelSession(ScriptedSession):
-    async def _run_turn(self, ctx: TurnContext) -> None:
+class ChargedOnCancelSession(ScriptedDriver):
+    async def run_turn(self, ctx: TurnContext) -> None:
         await ctx.emit(text("working"))
         working = getattr(self.engine, "working", None)
         if isinstance(working, Path):
@@ -282,12 +282,12 @@ class SpendsOnceEngine(ScriptedEngine):
         self.after = after
         self.cost = cost
 
-    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
-        return SpendsOnceSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(SpendsOnceSession(self, options))
 
 
-class SpendsOnceSession(ScriptedSession):
-    async def _run_turn(self, ctx: TurnContext) -> None:
+class SpendsOnceSession(ScriptedDriver):
+    async def run_turn(self, ctx: TurnContext) -> None:
         engine = self.engine
         assert isinstance(engine, SpendsOnceEngine)
         while not engine.after.exists():
@@ -358,7 +358,7 @@ async def test_leaving_the_stream_early_cancels_and_closes_every_session() -> No
                         break
     assert len(sessions) == 4
     assert all(s.closed for s in sessions)
-    assert all(record.cancelled for s in sessions for record in s.log)
+    assert all(record.cancelled for s in sessions for record in scripted(s).log)
 
 
 @pytest.mark.parametrize(

@@ -26,10 +26,11 @@ from agentrun import (
     Usage,
     run_turn,
 )
-from agentrun._fleets.ray import RayEngine, RaySession, SessionLostError, _SessionActor
+from agentrun._fleets.ray import RayDriver, RayEngine, SessionLostError, _SessionActor
+from agentrun._turns.session import Session
 from agentrun._turns.turn import TurnContext
 from agentrun.offline import ModelServer, ModelTurn, Script, embedded_engine
-from agentrun.testing import ScriptedEngine, ScriptedSession
+from agentrun.testing import ScriptedDriver, ScriptedEngine
 from agentrun.testing._scripted_engine import result, text
 
 ray: Any = pytest.importorskip("ray")
@@ -57,10 +58,11 @@ async def test_a_scripted_session_runs_in_an_actor(ray_instance: None) -> None:
         lambda: ScriptedEngine([[text("one"), result("one")], [text("two"), result("two")]])
     )
     async with engine.start() as session:
-        assert isinstance(session, RaySession)
+        driver = session.driver
+        assert isinstance(driver, RayDriver)
         first = await run_turn(session, "a")
         second = await run_turn(session, "b")
-        assert session.worker_pid is not None and session.worker_pid != os.getpid()
+        assert driver.worker_pid is not None and driver.worker_pid != os.getpid()
         assert session.engine_name == "ray:scripted"
     assert (first.turn, first.text, first.ok) == (1, "one", True)
     assert (second.turn, second.text) == (2, "two")
@@ -122,12 +124,13 @@ async def test_a_dead_actor_is_a_typed_error_and_the_turn_is_not_repeated(
         remote = RayEngine(lambda: engine)
         with anyio.fail_after(120):
             async with remote.start(options) as session:
-                assert isinstance(session, RaySession)
+                driver = session.driver
+                assert isinstance(driver, RayDriver)
 
                 async def kill_once_the_model_is_asked() -> None:
                     while not server.model_requests:
                         await anyio.sleep(0.05)
-                    ray.kill(session.actor)
+                    ray.kill(driver.actor)
 
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(kill_once_the_model_is_asked)
@@ -176,12 +179,12 @@ class _ChargedOnCancelEngine(ScriptedEngine):
     def __init__(self) -> None:
         super().__init__([[text("working"), result("never")]])
 
-    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
-        return _ChargedOnCancelSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(_ChargedOnCancelSession(self, options))
 
 
-class _ChargedOnCancelSession(ScriptedSession):
-    async def _run_turn(self, ctx: TurnContext) -> None:
+class _ChargedOnCancelSession(ScriptedDriver):
+    async def run_turn(self, ctx: TurnContext) -> None:
         try:
             await ctx.emit(text("working"))
             await anyio.sleep_forever()

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from agentrun import ConfigurationError, Engine, SessionOptions, engine_names, get_engine
+from agentrun import ConfigurationError, Engine, Session, SessionOptions, engine_names, get_engine
 from agentrun.mcp_server import build_server
-from agentrun.testing import ScriptedEngine, ScriptedSession
+from agentrun.testing import ScriptedEngine
 from agentrun.testing._scripted_engine import result, text
 
 pytestmark = pytest.mark.anyio
@@ -130,11 +130,11 @@ def test_a_host_that_is_not_loopback_is_refused_whatever_the_transport(
 class _Tracking(ScriptedEngine):
     """The scripted engine, keeping every session it started."""
 
-    def __init__(self, started: list[ScriptedSession]) -> None:
+    def __init__(self, started: list[Session]) -> None:
         super().__init__(lambda prompt, number: [text(f"ok {number}"), result(f"ok {number}")])
         self.started = started
 
-    def start(self, options: SessionOptions | None = None) -> ScriptedSession:
+    def start(self, options: SessionOptions | None = None) -> Session:
         session = super().start(options)
         self.started.append(session)
         return session
@@ -193,7 +193,7 @@ def test_fuzzed_tool_calls_get_results_or_reasons_and_leave_no_session(
     tmp_path: Path, calls: list[tuple[str, dict[str, Any]]]
 ) -> None:
     (tmp_path / "sub").mkdir(exist_ok=True)
-    started: list[ScriptedSession] = []
+    started: list[Session] = []
     server = build_server(
         roots=[tmp_path],
         max_sessions=3,

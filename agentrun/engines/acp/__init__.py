@@ -5,13 +5,13 @@
 See ``docs/engines/acp.md``.
 """
 
-from ._engine import AcpEngine, AcpSession, AcpTimeoutError, opencode_acp
+from ._engine import AcpDriver, AcpEngine, AcpTimeoutError, opencode_acp
 from ._presets import claude_acp, codex_acp, gemini, qwen
 from ._translate import AcpState, AcpTranslator
 
 __all__ = [
+    "AcpDriver",
     "AcpEngine",
-    "AcpSession",
     "AcpState",
     "AcpTimeoutError",
     "AcpTranslator",

@@ -4,39 +4,81 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from pydantic import ValidationError
 
 from ..._bases.jsonrpc_session import RequestHandlerTable
 from ..._vocabulary.jsonvalues import as_object
-from ..._vocabulary.messages import MessageType
-from ..._vocabulary.permissions import PermissionOption, PermissionRequest
+from ..._vocabulary.messages import Message, MessageType
+from ..._vocabulary.options import SessionOptions
+from ..._vocabulary.permissions import PermissionDecision, PermissionOption, PermissionRequest
 from ..._vocabulary.questions import QuestionAnswer, QuestionRequest
 from ..._wire.jsonrpc import JsonRpcError
 from ._elicitation import elicitation_question, elicitation_value
 from ._fs import WorkspaceFiles
 from ._schema import Method, RequestPermissionRequest
-from ._session_core import AcpSessionCore
+from ._translate import AcpTranslator
 
-__all__ = ["ClientRequests"]
+__all__ = ["ClientRequests", "RequestsHost"]
 
 
-class ClientRequests(AcpSessionCore):
-    """Answers the agent's requests (on top of the session core)."""
+class RequestsHost(Protocol):
+    """What :class:`ClientRequests` uses of the ACP driver that holds it."""
 
     @property
-    def request_handlers(self) -> RequestHandlerTable:
+    def engine_name(self) -> str: ...
+
+    @property
+    def options(self) -> SessionOptions: ...
+
+    @property
+    def acp_translator(self) -> AcpTranslator: ...
+
+    @property
+    def turn_running(self) -> bool:
+        """Whether a turn runs (else nobody can be asked)."""
+        ...
+
+    async def deliver(self, messages: list[Message]) -> None:
+        """Hand messages to the running turn, in order with the agent's own."""
+        ...
+
+    async def ask_permission(
+        self, request: PermissionRequest, *, hitl: bool | None
+    ) -> tuple[PermissionDecision, list[Message]]: ...
+
+    async def ask_question(
+        self, request: QuestionRequest
+    ) -> tuple[QuestionAnswer, list[Message]]: ...
+
+
+class ClientRequests:
+    """Answers the agent's requests, for the ACP driver that holds it (``host``)."""
+
+    def __init__(self, host: RequestsHost, *, files: WorkspaceFiles | None) -> None:
+        self._host = host
+        self._files = files
+        #: The caller's decisions still awaited: cancelled when the turn is interrupted.
+        self._waiting: set[anyio.CancelScope] = set()
+
+    def table(self) -> RequestHandlerTable:
+        """The agent's requests this answers, by method."""
         handlers: dict[str, Callable[[Any], Awaitable[Any]]] = {
             Method.SESSION_REQUEST_PERMISSION: self._permission,
             Method.ELICITATION_CREATE: self._elicit,
         }
-        if self.engine.fs_access:
-            files = WorkspaceFiles(self._cwd)
+        files = self._files
+        if files is not None:
             handlers[Method.FS_READ_TEXT_FILE] = files.read
             handlers[Method.FS_WRITE_TEXT_FILE] = files.write
         return handlers
+
+    def cancel_waiting(self) -> None:
+        """Answer every request still waiting for the caller ``cancelled``."""
+        for scope in list(self._waiting):
+            scope.cancel()
 
     async def _permission(self, params: Any) -> dict[str, Any]:
         try:
@@ -44,14 +86,14 @@ class ClientRequests(AcpSessionCore):
         except ValidationError as exc:
             raise JsonRpcError.invalid_params(f"{exc.error_count()} problems") from None
         cancelled: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
-        if self._queue is None:
+        if not self._host.turn_running:
             return cancelled  # no turn is running: nobody can be asked
         options = tuple(
             PermissionOption(option_id=o.option_id, kind=str(o.kind), name=o.name)
             for o in request.options
         )
         call = request.tool_call
-        known = self.acp_translator.state.tools.get(call.tool_call_id)
+        known = self._host.acp_translator.state.tools.get(call.tool_call_id)
         tool_input = call.raw_input
         if known is not None and known.input not in (None, {}):
             tool_input = known.input
@@ -62,17 +104,17 @@ class ClientRequests(AcpSessionCore):
             title=call.title,
             kind=None if call.kind is None else str(call.kind),
             options=options,
-            engine=self.engine_name,
+            engine=self._host.engine_name,
             raw=params,
         )
         chosen: PermissionOption | None = None
         scope = anyio.CancelScope()
-        self._permission_scopes.add(scope)
+        self._waiting.add(scope)
         try:
             with scope:
                 chosen = await self._decide(ask, options)
         finally:
-            self._permission_scopes.discard(scope)
+            self._waiting.discard(scope)
         if chosen is None:
             return cancelled
         return {"outcome": {"outcome": "selected", "optionId": chosen.option_id}}
@@ -83,7 +125,7 @@ class ClientRequests(AcpSessionCore):
         data = as_object(params) or {}
         schema = as_object(data.get("requestedSchema")) or {}
         fields = as_object(schema.get("properties")) or {}
-        if self._queue is None or not fields:
+        if not self._host.turn_running or not fields:
             return {"action": "decline"}  # no turn is running, or no form: nothing to answer
         kinds = {name: str((as_object(f) or {}).get("type")) for name, f in fields.items()}
         request = QuestionRequest(
@@ -92,18 +134,18 @@ class ClientRequests(AcpSessionCore):
             ),
             tool_use_id=data.get("toolCallId") if isinstance(data.get("toolCallId"), str) else None,
             message=data.get("message") if isinstance(data.get("message"), str) else None,
-            engine=self.engine_name,
+            engine=self._host.engine_name,
             raw=params,
         )
         answer: QuestionAnswer | None = None
         scope = anyio.CancelScope()
-        self._permission_scopes.add(scope)
+        self._waiting.add(scope)
         try:
             with scope:
-                answer, notes = await self._ask_question(request)
-                await self._route(notes)
+                answer, notes = await self._host.ask_question(request)
+                await self._host.deliver(notes)
         finally:
-            self._permission_scopes.discard(scope)
+            self._waiting.discard(scope)
         if answer is None:
             return {"action": "cancel"}
         if answer.refused:
@@ -118,15 +160,15 @@ class ClientRequests(AcpSessionCore):
     async def _decide(
         self, ask: PermissionRequest, options: tuple[PermissionOption, ...]
     ) -> PermissionOption | None:
-        session = self.options
+        session = self._host.options
         if session.hitl is False:
             allows = [o for o in options if o.kind == "allow_once"]
             allows = allows or [o for o in options if o.kind == "allow_always"]
             return allows[0] if allows else None
         # Asked with a handler, or denied without one; the translator records a denial from the
         # answer on the wire, so the shared flow's own denial note is dropped.
-        decision, notes = await self._ask_permission(ask, hitl=True)
-        await self._route([n for n in notes if n.type is not MessageType.SYSTEM])
+        decision, notes = await self._host.ask_permission(ask, hitl=True)
+        await self._host.deliver([n for n in notes if n.type is not MessageType.SYSTEM])
         chosen = decision.choose(options)
         if chosen is None and not decision.allow:
             chosen = next((o for o in options if o.kind.startswith("reject")), None)

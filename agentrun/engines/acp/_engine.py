@@ -2,9 +2,9 @@
 
 :class:`AcpEngine` runs any Agent Client Protocol agent given its command line; the
 :func:`opencode_acp` preset runs the pinned ``opencode acp``. See ``docs/engines/acp.md``.
-An :class:`AcpSession` is its session core (:mod:`._session_core`: the process, the handshake,
-turns, closing), the session options (:mod:`._session_options`) and the answers to the agent's
-requests (:mod:`._client_requests`).
+An :class:`AcpDriver` (:mod:`._session_core`: the process, the handshake, turns, closing) holds
+the session options (:mod:`._session_options`) and the answers to the agent's requests
+(:mod:`._client_requests`) as collaborators.
 """
 
 from __future__ import annotations
@@ -15,17 +15,16 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from ..._bases.first_start import opencode_database, store_lock
+from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import Engine
-from ..._turns.session import CANCEL_GRACE
+from ..._turns.session import Session
 from ..._vocabulary.context import Catalog
 from ..._vocabulary.errors import ConfigurationError, EngineUnavailableError
 from ..._vocabulary.options import SessionOptions
 from ..._wire.programs import resolve_binary
-from ._client_requests import ClientRequests
-from ._session_core import AcpTimeoutError, session_cwd
-from ._session_options import SessionSettings
+from ._session_core import AcpDriver, AcpTimeoutError, session_cwd
 
-__all__ = ["AcpEngine", "AcpSession", "AcpTimeoutError", "opencode_acp"]
+__all__ = ["AcpDriver", "AcpEngine", "AcpTimeoutError", "opencode_acp"]
 
 CommandSpec = Sequence[str] | Callable[[SessionOptions], Sequence[str]]
 #: Awaited with the agent's environment before it starts; returns what ends the guard, if any.
@@ -110,8 +109,8 @@ class AcpEngine(Engine):
         self.default_mode = default_mode
         self.start_guard = start_guard
 
-    def start(self, options: SessionOptions | None = None) -> AcpSession:
-        return AcpSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(AcpDriver(self, options))
 
     def check(self) -> None:
         self.command_for(SessionOptions())
@@ -161,8 +160,3 @@ def opencode_acp(binary: str | None = None, **options: Any) -> AcpEngine:
     options.setdefault("session_env", session_env)
     options.setdefault("start_guard", start_guard)
     return AcpEngine(command, **options)
-
-
-class AcpSession(ClientRequests, SessionSettings):
-    """One ACP session (one agent process): the session core, its options and the answers to
-    the agent's requests."""

@@ -1,10 +1,10 @@
 """The core of an ACP session: one long-lived agent process, spoken to over JSON-RPC.
 
-Lifecycle (all in :meth:`AcpSession._start`): spawn the agent (own process group, stdin piped),
+Lifecycle (all in :meth:`AcpDriver.start`): spawn the agent (own process group, stdin piped),
 run the JSON-RPC reader as a background task, ``initialize``, then open the session:
 ``session/new`` (bounded by ``session_timeout``: agents can hang starting MCP servers), or for
 ``SessionOptions.resume_id`` ``session/load`` (the agent replays history, delivered with
-``replayed=True`` at the start of the first turn and kept in :attr:`AcpSession.replayed`) or
+``replayed=True`` at the start of the first turn and kept in :attr:`AcpDriver.replayed`) or
 ``session/resume`` (no replay), or ``session/fork`` with ``SessionOptions.fork``; then the session
 options (model, mode, config options) with ids the agent advertised. Each turn is one
 ``session/prompt``; its response ends the turn. Cancelling a turn sends ``session/cancel``, answers
@@ -18,9 +18,10 @@ arrive while no turn runs (after a turn's result, before the next prompt) are dr
 logged; those that arrive before the first turn (init, replayed history) are delivered at its
 start.
 
-The session options (model, mode, config options) are applied by :mod:`._session_options`, the
-agent's requests to the client (permissions, elicitations, files) are answered by
-:mod:`._client_requests`; :class:`~._engine.AcpSession` is the three together.
+The driver holds two collaborators, each behind a small protocol of what it uses of the driver:
+the session options (model, mode, config options) are applied by
+:class:`~._session_options.SessionSettings`, the agent's requests to the client (permissions,
+elicitations, files) are answered by :class:`~._client_requests.ClientRequests`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
-from ..._bases.jsonrpc_session import JsonRpcSession
+from ..._bases.jsonrpc_session import JsonRpcDriver, RequestHandlerTable
 from ..._turns.turn import TurnContext
 from ..._version import VERSION
 from ..._vocabulary.errors import (
@@ -52,6 +53,8 @@ from ..._wire.jsonrpc import (
     JsonRpcError,
     RequestTimeoutError,
 )
+from ._client_requests import ClientRequests
+from ._fs import WorkspaceFiles
 from ._schema import (
     ClientCapabilities,
     FileSystemCapabilities,
@@ -59,12 +62,13 @@ from ._schema import (
     InitializeRequest,
     Method,
 )
+from ._session_options import SessionSettings
 from ._translate import AcpTranslator
 
 if TYPE_CHECKING:
     from ._engine import AcpEngine
 
-__all__ = ["AUTH_REQUIRED", "AcpSessionCore", "AcpTimeoutError", "session_cwd"]
+__all__ = ["AUTH_REQUIRED", "AcpDriver", "AcpTimeoutError", "session_cwd"]
 
 #: ACP's "authentication required" error code.
 AUTH_REQUIRED = -32000
@@ -101,8 +105,10 @@ def session_cwd(session: SessionOptions) -> str:
     return session.cwd if session.cwd is not None else os.getcwd()
 
 
-class AcpSessionCore(JsonRpcSession):
-    """One ACP session (one agent process), on the long-lived JSON-RPC base: its lifecycle."""
+class AcpDriver(JsonRpcDriver):
+    """One ACP session (one agent process), on the long-lived JSON-RPC base: its lifecycle,
+    with two collaborators it holds: :class:`SessionSettings` (the session options) and
+    :class:`ClientRequests` (the answers to the agent's requests)."""
 
     engine_name: str = "acp"
 
@@ -124,7 +130,25 @@ class AcpSessionCore(JsonRpcSession):
         self._cwd = session_cwd(self.options)
         #: Engine notes for the first turn, delivered right after its ``init``.
         self._notes: list[Message] = []
-        self._permission_scopes: set[anyio.CancelScope] = set()
+        #: The session options, told to the agent once its session is open.
+        self.settings: SessionSettings = SessionSettings(self)
+        #: The answers to the agent's requests (permissions, forms, files).
+        self.requests: ClientRequests = ClientRequests(
+            self, files=WorkspaceFiles(self._cwd) if engine.fs_access else None
+        )
+
+    @property
+    def request_handlers(self) -> RequestHandlerTable:
+        return self.requests.table()
+
+    @property
+    def turn_running(self) -> bool:
+        """Whether a turn runs (an agent's request can then be put to the caller)."""
+        return self._queue is not None
+
+    async def deliver(self, messages: list[Message]) -> None:
+        """Hand messages to the running turn, in order with the agent's own."""
+        await self._route(messages)
 
     @property
     def acp_translator(self) -> AcpTranslator:
@@ -142,10 +166,10 @@ class AcpSessionCore(JsonRpcSession):
         """A new session of the same agent (``session/new``)."""
         return True
 
-    async def _start_fresh(self) -> None:
+    async def start_fresh(self) -> None:
         # The earlier session stays open in the agent (some agents end their process on
         # session/close); the next prompt goes to the new one.
-        self._forget_resume()
+        self.forget_resume()
         await self._open_session()
         await self._configure()
 
@@ -166,11 +190,11 @@ class AcpSessionCore(JsonRpcSession):
             deltas=options.partial_messages,
         )
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         guard = self.engine.start_guard
         done = None if guard is None else await guard(self.env)
         try:
-            await super()._start(task_group)
+            await super().start(task_group)
         finally:
             if done is not None:
                 done()
@@ -212,8 +236,7 @@ class AcpSessionCore(JsonRpcSession):
 
     async def _interrupt(self) -> None:
         # Questions still open are answered ``cancelled``; the prompt then answers ``cancelled``.
-        for scope in list(self._permission_scopes):
-            scope.cancel()
+        self.requests.cancel_waiting()
         with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError):
             await self.connection.notify(Method.SESSION_CANCEL, {"sessionId": self.session_id})
 
@@ -227,9 +250,8 @@ class AcpSessionCore(JsonRpcSession):
         self.replayed.extend(m for m in messages if m.replayed)
         await super()._route(messages)
 
-    async def _shutdown(self) -> None:
-        for scope in list(self._permission_scopes):
-            scope.cancel()
+    async def shutdown(self) -> None:
+        self.requests.cancel_waiting()
         caps = self.acp_translator.state.capabilities.session_capabilities
         conn = self.conn
         if caps.close is not None and self.session_id is not None and conn is not None:
@@ -237,9 +259,9 @@ class AcpSessionCore(JsonRpcSession):
             # close_stdin_timeout; session/close lets them end at once.
             with anyio.move_on_after(1.0), contextlib.suppress(AgentrunError, OSError):
                 await conn.request(Method.SESSION_CLOSE, {"sessionId": self.session_id})
-        await super()._shutdown()
+        await super().shutdown()
 
-    async def _call(self, method: str, params: Any, timeout: float) -> Any:
+    async def call(self, method: str, params: Any, timeout: float) -> Any:
         """A start-up request: timeouts and a dead agent become typed errors."""
         try:
             return await self.connection.request(method, params, timeout=timeout)
@@ -262,7 +284,7 @@ class AcpSessionCore(JsonRpcSession):
             client_info=Implementation(name="agentrun", version=VERSION),
         )
         try:
-            await self._call(Method.INITIALIZE, request, self.engine.handshake_timeout)
+            await self.call(Method.INITIALIZE, request, self.engine.handshake_timeout)
         except JsonRpcError as exc:
             raise ProtocolError(
                 f"{self.engine_name}: initialize failed: {exc.message}", engine=self.engine_name
@@ -307,7 +329,7 @@ class AcpSessionCore(JsonRpcSession):
             method = Method.SESSION_RESUME if use_resume else Method.SESSION_LOAD
         params = self._session_params(resume_id)
         try:
-            result = await self._call(method, params, self.engine.session_timeout)
+            result = await self.call(method, params, self.engine.session_timeout)
         except JsonRpcError as exc:
             if exc.code == AUTH_REQUIRED or "auth" in exc.message.lower():
                 raise EngineUnavailableError(
@@ -357,7 +379,7 @@ class AcpSessionCore(JsonRpcSession):
         if cursor is not None:
             params["cursor"] = cursor
         try:
-            result = await self._call(Method.SESSION_LIST, params, self.engine.request_timeout)
+            result = await self.call(Method.SESSION_LIST, params, self.engine.request_timeout)
         except JsonRpcError:
             return None
         return cast("dict[str, Any]", result) if isinstance(result, dict) else {}
@@ -406,4 +428,4 @@ class AcpSessionCore(JsonRpcSession):
 
     async def _configure(self) -> None:
         """Apply the session options once the session is open (:mod:`._session_options`)."""
-        raise NotImplementedError
+        self._notes.extend(await self.settings.configure())

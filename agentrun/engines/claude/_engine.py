@@ -26,11 +26,12 @@ from typing import Any, cast
 import anyio
 import anyio.abc
 
-from ..._bases.long_lived import LongLivedSession
+from ..._bases.long_lived import LongLivedDriver
 from ..._bases.translator import decode_line
+from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import ProgramEngine
-from ..._turns.session import CANCEL_GRACE
-from ..._turns.turn import Turn, TurnContext
+from ..._turns.session import Session
+from ..._turns.turn import TurnContext
 from ..._vocabulary.errors import (
     AgentrunError,
     ProcessExitError,
@@ -47,7 +48,7 @@ from ..._wire.process import AgentProcess
 from ._argv import build_argv, needs_sandbox_env
 from ._translate import ClaudeTranslator
 
-__all__ = ["ClaudeEngine", "ClaudeSession"]
+__all__ = ["ClaudeDriver", "ClaudeEngine"]
 
 _ENGINE = "claude"
 #: The event types of the control protocol, answered by the session rather than translated.
@@ -92,8 +93,8 @@ class ClaudeEngine(ProgramEngine):
         self.terminate_timeout = terminate_timeout
         self.max_line_bytes = max_line_bytes
 
-    def start(self, options: SessionOptions | None = None) -> ClaudeSession:
-        return ClaudeSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(ClaudeDriver(self, options))
 
     def check(self) -> None:
         if self.argv_prefix is None:
@@ -106,7 +107,7 @@ class ClaudeEngine(ProgramEngine):
         return build_argv(session, self.resolve_binary(session))
 
 
-class ClaudeSession(LongLivedSession):
+class ClaudeDriver(LongLivedDriver):
     """One Claude Code session (one CLI process), on the long-lived base."""
 
     engine_name: str = _ENGINE
@@ -155,7 +156,7 @@ class ClaudeSession(LongLivedSession):
     def _argv(self) -> tuple[str, ...]:
         return tuple(self.engine.command(self.options))
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         proc = await self._spawn(task_group)
         self.claude_translator.process = ProcessMeta(pid=proc.pid, binary=self.argv[0])
         task_group.start_soon(self._read_stdout, proc)
@@ -182,7 +183,7 @@ class ClaudeSession(LongLivedSession):
         """Claude Code reads user messages from its input while a turn runs."""
         return True
 
-    async def _steer(self, turn: Turn, text: str) -> None:
+    async def steer(self, ctx: TurnContext, text: str) -> None:
         user = {
             "type": "user",
             "message": {"role": "user", "content": [{"type": "text", "text": text}]},
@@ -216,7 +217,7 @@ class ClaudeSession(LongLivedSession):
         feed = self.claude_translator.feed_decoded
         try:
             async for item in proc.lines():
-                self._tap_received(item)
+                self.tap_received(item)
                 event, problem = decode_line(item, engine=_ENGINE)
                 if problem is not None:
                     await self._route([problem])
@@ -287,7 +288,7 @@ class ClaudeSession(LongLivedSession):
             raise SessionTerminatedError("claude session is not started", engine=_ENGINE)
         prompt = self._prompt_line()  # before anything sees it: a withdrawn prompt is not sent
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-        self._tap("send", line)
+        self.tap("send", line)
         await self._write_line(line + b"\n", prompt=prompt)
 
     async def _respond(
@@ -317,7 +318,7 @@ class ClaudeSession(LongLivedSession):
             if (text := as_str(q.get("question"))) is not None
         )
         tool_use_id = req.get("tool_use_id")
-        answer, notes = await self._ask_question(
+        answer, notes = await self.ask_question(
             QuestionRequest(
                 questions=questions,
                 tool_use_id=tool_use_id if isinstance(tool_use_id, str) else None,
@@ -350,7 +351,7 @@ class ClaudeSession(LongLivedSession):
             engine=_ENGINE,
             raw=req,
         )
-        decision, notes = await self._ask_permission(request, hitl=session.hitl)
+        decision, notes = await self.ask_permission(request, hitl=session.hitl)
         if decision.allow:
             updated = decision.updated_input
             if updated is None:

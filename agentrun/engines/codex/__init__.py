@@ -6,20 +6,20 @@ the thread's rollout file) into messages, also for ``agentrun replay --engine co
 ``docs/engines/codex.md``.
 """
 
-from ._app_engine import CodexAppServerEngine, CodexAppServerSession
+from ._app_engine import CodexAppServerDriver, CodexAppServerEngine
 from ._app_translate import CodexAppServerTranslator
 from ._argv import ExecArgs, build_exec_argv
-from ._engine import CodexEngine, CodexSession
+from ._engine import CodexDriver, CodexEngine
 from ._rollout import Rollout, find_rollout, read_rollout
 from ._translate import CodexExecTranslator, codex_usage
 
 __all__ = [
+    "CodexAppServerDriver",
     "CodexAppServerEngine",
-    "CodexAppServerSession",
     "CodexAppServerTranslator",
+    "CodexDriver",
     "CodexEngine",
     "CodexExecTranslator",
-    "CodexSession",
     "ExecArgs",
     "Rollout",
     "build_exec_argv",

@@ -1,6 +1,6 @@
 """The Codex ``app-server`` engine: one persistent ``codex app-server`` process per session.
 
-Built on :class:`~agentrun._bases.jsonrpc_session.JsonRpcSession`. Start: ``initialize`` ->
+Built on :class:`~agentrun._bases.jsonrpc_session.JsonRpcDriver`. Start: ``initialize`` ->
 ``initialized`` -> ``thread/start`` (or ``thread/resume`` for ``SessionOptions.resume_id``,
 ``thread/fork`` with ``SessionOptions.fork``).
 Each turn is ``turn/start``; it ends with the ``turn/completed`` notification. Interrupt:
@@ -26,10 +26,11 @@ from typing import Any, ClassVar, Literal
 
 import anyio
 
-from ..._bases.jsonrpc_session import JsonRpcSession, RequestHandlerTable
+from ..._bases.jsonrpc_session import JsonRpcDriver, RequestHandlerTable
+from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import ProgramEngine
-from ..._turns.session import CANCEL_GRACE
-from ..._turns.turn import Turn, TurnContext
+from ..._turns.session import Session
+from ..._turns.turn import TurnContext
 from ..._version import VERSION
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.errors import SessionNotFoundError, UsageError
@@ -41,7 +42,7 @@ from ..._wire.jsonrpc import JsonRpcConnection, JsonRpcError
 from ..._wire.programs import package_version
 from ._app_translate import CodexAppServerTranslator
 
-__all__ = ["CodexAppServerEngine", "CodexAppServerSession"]
+__all__ = ["CodexAppServerDriver", "CodexAppServerEngine"]
 
 #: Notifications that say the turn runs (or already ended): it can be interrupted.
 _TURN_RUNS = ("turn/started", "turn/completed")
@@ -80,11 +81,11 @@ class CodexAppServerEngine(ProgramEngine):
         self.cancel_grace = cancel_grace
         self.catalog = catalog
 
-    def start(self, options: SessionOptions | None = None) -> CodexAppServerSession:
-        return CodexAppServerSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(CodexAppServerDriver(self, options))
 
 
-class CodexAppServerSession(JsonRpcSession):
+class CodexAppServerDriver(JsonRpcDriver):
     """One ``codex app-server`` process and one Codex thread."""
 
     engine_name: str = "codex-app-server"
@@ -167,8 +168,8 @@ class CodexAppServerSession(JsonRpcSession):
         """A new thread on the same app-server."""
         return True
 
-    async def _start_fresh(self) -> None:
-        self._forget_resume()
+    async def start_fresh(self) -> None:
+        self.forget_resume()
         await self._open_thread(self.connection)
 
     async def _open_thread(self, conn: JsonRpcConnection) -> None:
@@ -214,9 +215,9 @@ class CodexAppServerSession(JsonRpcSession):
             params["collaborationMode"] = {"mode": "plan", "settings": {"model": model}}
         await self.connection.request("turn/start", params)
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         self._turn_running = anyio.Event()
-        await super()._run_turn(ctx)
+        await super().run_turn(ctx)
 
     async def _observe(self, direction: str, msg: Any) -> None:
         await super()._observe(direction, msg)
@@ -230,16 +231,16 @@ class CodexAppServerSession(JsonRpcSession):
         """Codex adds input to a running turn (``turn/steer``)."""
         return True
 
-    async def _steer(self, turn: Turn, text: str) -> None:
+    async def steer(self, ctx: TurnContext, text: str) -> None:
         translator = self.app_translator
         # The turn's id arrives with turn/start's response; a steer right after the start
         # waits for it (bounded).
         with anyio.move_on_after(STEER_WAIT):
-            while translator.turn_id is None and not turn.done:  # noqa: ASYNC110 (set by the reader)
+            while translator.turn_id is None and not ctx.done:  # noqa: ASYNC110 (set by the reader)
                 await anyio.sleep(0.02)
-        if translator.thread_id is None or translator.turn_id is None or turn.done:
+        if translator.thread_id is None or translator.turn_id is None or ctx.done:
             raise UsageError(
-                f"{self.engine_name} turn {turn.number} is not running in the agent",
+                f"{self.engine_name} turn {ctx.number} is not running in the agent",
                 engine=self.engine_name,
             )
         await self.connection.request(
@@ -296,7 +297,7 @@ class CodexAppServerSession(JsonRpcSession):
             engine=self.engine_name,
             raw=data,
         )
-        decision, notes = await self._ask_permission(request, hitl=self.options.hitl)
+        decision, notes = await self.ask_permission(request, hitl=self.options.hitl)
         await self._route([n for n in notes if n.type != "system"])
         return decision.allow
 
@@ -320,7 +321,7 @@ class CodexAppServerSession(JsonRpcSession):
             for q in (as_dict(item) or {} for item in as_list(data.get("questions")) or [])
             if (qid := as_str(q.get("id"))) is not None
         )
-        answer, notes = await self._ask_question(
+        answer, notes = await self.ask_question(
             QuestionRequest(
                 questions=questions,
                 tool_use_id=as_str(data.get("itemId")),

@@ -1,6 +1,6 @@
 """The Codex ``exec`` engine: one ``codex exec --json`` process per turn, one session to callers.
 
-Built on :class:`~agentrun._bases.spawn_per_turn.SpawnPerTurnSession`: the first turn runs
+Built on :class:`~agentrun._bases.spawn_per_turn.SpawnPerTurnDriver`: the first turn runs
 ``codex exec``,
 every later one ``codex exec resume <thread>`` with the thread id the previous process printed;
 stdin is ``/dev/null`` (an open pipe makes Codex wait forever) unless the prompt goes through it.
@@ -28,9 +28,10 @@ import anyio.abc
 import anyio.to_thread
 
 from ..._bases.cumulative import RunningTotals
-from ..._bases.spawn_per_turn import PerTurnTranslator, SpawnPerTurnSession, TurnCommand
+from ..._bases.spawn_per_turn import PerTurnTranslator, SpawnPerTurnDriver, TurnCommand
+from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import ProgramEngine
-from ..._turns.session import CANCEL_GRACE
+from ..._turns.session import Session
 from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.errors import SessionNotFoundError
@@ -41,7 +42,7 @@ from ._argv import build_exec_argv
 from ._rollout import find_rollout, find_thread_named, read_rollout
 from ._translate import AGENT_NAME, CodexExecTranslator
 
-__all__ = ["CodexEngine", "CodexSession"]
+__all__ = ["CodexDriver", "CodexEngine"]
 
 #: What ``codex exec resume`` says on stderr for a thread it does not know.
 _NOT_FOUND = ("no rollout found for thread id",)
@@ -72,8 +73,8 @@ class CodexEngine(ProgramEngine):
         self.cancel_grace = cancel_grace
         self.catalog = catalog
 
-    def start(self, options: SessionOptions | None = None) -> CodexSession:
-        return CodexSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(CodexDriver(self, options))
 
 
 def _is_uuid(value: str) -> bool:
@@ -84,7 +85,7 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
-class CodexSession(SpawnPerTurnSession):
+class CodexDriver(SpawnPerTurnDriver):
     """A Codex thread run as one ``codex exec`` process per turn."""
 
     engine_name: str = "codex"
@@ -119,7 +120,7 @@ class CodexSession(SpawnPerTurnSession):
             return Path(home)
         return Path(self.env.get("HOME") or os.path.expanduser("~")) / ".codex"
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         self.binary = self.engine.resolve_binary(self.options)
         if self.version is None:
             self.version = package_version(self.binary, "@openai/codex")
@@ -141,13 +142,13 @@ class CodexSession(SpawnPerTurnSession):
                 engine=self.engine_name,
             )
 
-    async def _start_fresh(self) -> None:
-        await super()._start_fresh()
+    async def start_fresh(self) -> None:
+        await super().start_fresh()
         self.running_totals = RunningTotals({})  # a new thread counts from zero
 
     def _command(self, ctx: TurnContext) -> TurnCommand:
         assert self.binary is not None
-        schema_file = self._schema_file(ctx.output_schema)
+        schema_file = self._schema_file(ctx.output_schema, ctx.number)
         args = build_exec_argv(
             self.binary,
             self.options,
@@ -157,20 +158,20 @@ class CodexSession(SpawnPerTurnSession):
         )
         return TurnCommand(argv=args.argv, stdin=args.stdin, unsupported=args.unsupported)
 
-    def _schema_file(self, schema: dict[str, Any] | None) -> str | None:
+    def _schema_file(self, schema: dict[str, Any] | None, number: int) -> str | None:
         """The turn's output schema as a file for ``--output-schema`` (in a directory of the
         session's own, removed when the session ends)."""
         if schema is None:
             return None
         if self._schema_dir is None:
             self._schema_dir = tempfile.mkdtemp(prefix="agentrun-schema-")
-        path = Path(self._schema_dir) / f"turn-{self.turns}.json"
+        path = Path(self._schema_dir) / f"turn-{number}.json"
         path.write_text(json.dumps(schema), encoding="utf-8")
         return str(path)
 
-    async def _shutdown(self) -> None:
+    async def shutdown(self) -> None:
         try:
-            await super()._shutdown()
+            await super().shutdown()
         finally:
             if self._schema_dir is not None:
                 shutil.rmtree(self._schema_dir, ignore_errors=True)

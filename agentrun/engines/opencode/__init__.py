@@ -6,13 +6,13 @@ For permission callbacks use the ACP engine (``opencode acp``): run mode cannot 
 """
 
 from ._argv import TurnArgs, build_argv, unsupported_options
-from ._engine import OpenCodeEngine, OpenCodeSession
+from ._engine import OpenCodeDriver, OpenCodeEngine
 from ._translate import STOP_REASONS, OpenCodeTranslator, step_usage
 
 __all__ = [
     "STOP_REASONS",
+    "OpenCodeDriver",
     "OpenCodeEngine",
-    "OpenCodeSession",
     "OpenCodeTranslator",
     "TurnArgs",
     "build_argv",

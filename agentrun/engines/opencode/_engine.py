@@ -29,9 +29,10 @@ import anyio
 import anyio.abc
 
 from ..._bases.first_start import StoreLock, opencode_database, store_lock
-from ..._bases.spawn_per_turn import SpawnPerTurnSession, TurnCommand
+from ..._bases.spawn_per_turn import SpawnPerTurnDriver, TurnCommand
+from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import ProgramEngine
-from ..._turns.session import CANCEL_GRACE
+from ..._turns.session import Session
 from ..._turns.turn import TurnContext
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.errors import ConfigurationError
@@ -42,7 +43,7 @@ from ..._wire.programs import package_version
 from ._argv import TurnArgs, build_argv
 from ._translate import AGENT_NAME, OpenCodeTranslator
 
-__all__ = ["OpenCodeEngine", "OpenCodeSession"]
+__all__ = ["OpenCodeDriver", "OpenCodeEngine"]
 
 #: What ``opencode run`` prints on stderr (exit 1) for an unknown ``--session`` id.
 SESSION_NOT_FOUND = "Session not found"
@@ -85,8 +86,8 @@ class OpenCodeEngine(ProgramEngine):
         self.cancel_grace = cancel_grace
         self.catalog = catalog
 
-    def start(self, options: SessionOptions | None = None) -> OpenCodeSession:
-        return OpenCodeSession(self, options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(OpenCodeDriver(self, options))
 
 
 def _configured(env: dict[str, str], model: str | None) -> tuple[str | None, int | None]:
@@ -125,7 +126,7 @@ def _configured(env: dict[str, str], model: str | None) -> tuple[str | None, int
     return model, limit
 
 
-class OpenCodeSession(SpawnPerTurnSession):
+class OpenCodeDriver(SpawnPerTurnDriver):
     """An OpenCode session run as one ``opencode run`` process per turn."""
 
     engine_name: str = "opencode"
@@ -162,18 +163,18 @@ class OpenCodeSession(SpawnPerTurnSession):
         sessions ``--session`` continues."""
         return opencode_database(self.env)
 
-    async def _run_turn(self, ctx: TurnContext) -> None:
+    async def run_turn(self, ctx: TurnContext) -> None:
         # On a home without a store, this turn's process makes it: other starts wait until it
         # has (its first line), see _bases.first_start.
         self._store_lock = await store_lock(self.database, engine=self.engine_name)
         try:
-            await super()._run_turn(ctx)
+            await super().run_turn(ctx)
         finally:
             self._release_store()
 
-    def _tap_received(self, item: bytes | LineTooLong) -> None:
+    def tap_received(self, item: bytes | LineTooLong) -> None:
         self._release_store()  # a line: the process has opened its store
-        super()._tap_received(item)
+        super().tap_received(item)
 
     def _release_store(self) -> None:
         lock: StoreLock | None = self._store_lock
@@ -206,7 +207,7 @@ class OpenCodeSession(SpawnPerTurnSession):
         except sqlite3.Error:
             _log.warning("could not remove the cancelled turn from %s", session, exc_info=True)
 
-    async def _start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         # Fail at start, not at the first turn, when the program is missing.
         self.binary = self.engine.resolve_binary(self.options)
         if self.version is None:

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from repo_paths import FAKES
 
-from agentrun import QuestionAnswer, QuestionRequest, SessionOptions
+from agentrun import QuestionAnswer, QuestionRequest, Session, SessionOptions
 from agentrun._turns.run import run_turn
 from agentrun._vocabulary.errors import (
     ConfigurationError,
@@ -27,9 +27,17 @@ from agentrun._vocabulary.permissions import (
     approve_all,
     deny_all,
 )
-from agentrun.engines.acp import AcpEngine, AcpTimeoutError, AcpTranslator
+from agentrun.engines.acp import AcpDriver, AcpEngine, AcpTimeoutError, AcpTranslator
 
 pytestmark = pytest.mark.anyio
+
+
+def _acp(session: Session) -> AcpDriver:
+    """The ACP driver a session of the ACP engine holds."""
+    driver = session.driver
+    assert isinstance(driver, AcpDriver)
+    return driver
+
 
 FAKE = str(FAKES / "acp_agent.py")
 
@@ -86,7 +94,7 @@ async def test_two_turns_usage_cost_and_init(tmp_path: Path) -> None:
     results = seen.of("result")
     assert results[1].data is not None
     assert results[1].data["session_cost_usd"] == pytest.approx(0.5)
-    assert process.returncode == 0
+    assert _acp(process).returncode == 0
 
 
 async def test_unknown_update_is_passed_through(tmp_path: Path) -> None:
@@ -109,7 +117,7 @@ async def test_plan_mode_update_and_thought(tmp_path: Path) -> None:
     assert "current_mode_update" in subtypes
     assert summary.thinking == "thinking it over"
     assert summary.text == "planned"
-    assert process.state.mode == "plan"
+    assert _acp(process).state.mode == "plan"
 
 
 async def _permission_turn(tmp_path: Path, **options: Any) -> tuple[Collect, Any]:
@@ -336,7 +344,7 @@ async def test_an_agent_that_never_answers_a_cancel_ends_the_session(tmp_path: P
         seen.messages.clear()
         with pytest.raises(SessionTerminatedError, match="did not end an interrupted turn"):
             await run_turn(process, "next one", on_message=seen, timeout=10)
-        assert process.returncode is not None
+        assert _acp(process).returncode is not None
     assert all(m.message_id != "deaf" for m in seen.messages)
 
 
@@ -351,7 +359,7 @@ async def test_session_close_ends_an_agent_that_ignores_end_of_input(tmp_path: P
         await process.aclose()
         took = time.monotonic() - t0
     assert took < 5
-    assert process.returncode == 0
+    assert _acp(process).returncode == 0
 
 
 async def test_the_stream_starts_with_init(tmp_path: Path) -> None:
@@ -391,7 +399,7 @@ async def test_load_replays_history_outside_the_turn(tmp_path: Path) -> None:
     replayed = [m for m in seen.messages if m.replayed]
     assert [m.text for m in replayed if m.type is MessageType.TEXT] == ["earlier answer"]
     assert [m.text for m in replayed if m.subtype == "user_message"] == ["earlier question"]
-    assert process.replayed == [m.model_copy(update={"turn": None}) for m in replayed]
+    assert _acp(process).replayed == [m.model_copy(update={"turn": None}) for m in replayed]
     assert summary.text == "echo: hello"
     assert summary.usage is not None
     assert summary.usage.cost_usd == pytest.approx(0.25)  # 1.25 - 1.0 reported by the load
@@ -426,7 +434,7 @@ async def test_model_and_mode_selection(tmp_path: Path) -> None:
     assert b'"modelId":"large"' in wire
     assert b'"session/set_mode"' in wire
     assert summary.model == "large"
-    assert process.state.mode == "plan"
+    assert _acp(process).state.mode == "plan"
 
 
 async def test_unadvertised_model_is_a_configuration_error(tmp_path: Path) -> None:
@@ -456,7 +464,7 @@ async def test_agent_that_ignores_end_of_input_is_stopped(tmp_path: Path) -> Non
     eng = engine("--stay", close_stdin_timeout=0.5, terminate_timeout=0.5)
     async with eng.start(session(tmp_path)) as process:
         await run_turn(process, "hi")
-    assert process.returncode is not None
+    assert _acp(process).returncode is not None
     assert time.monotonic() - started < 10
 
 
@@ -497,7 +505,7 @@ async def test_fork_opens_a_new_session_with_replayed_history(tmp_path: Path) ->
     seen = Collect()
     async with engine().start(session(tmp_path, resume_id="fake-9", fork=True)) as process:
         summary = await run_turn(process, "hi", on_message=seen)
-    assert summary.resume_id == process.session_id
+    assert summary.resume_id == _acp(process).session_id
     assert summary.resume_id == "fake-1"  # the fork's own id, not fake-9
     assert [m.text for m in seen.messages if m.replayed and m.type is MessageType.TEXT] == [
         "forked history"
@@ -548,7 +556,7 @@ async def test_an_agent_interrupted_while_starting_stops_as_promptly_as_a_starte
         assert scope.cancelled_caught
         interrupted = time.monotonic()
     late = time.monotonic() - interrupted
-    assert process.returncode is not None
+    assert _acp(process).returncode is not None
     # Generous slack: each is a fraction of a second; before, the early one took the 3.5 s left
     # of the agent's start.
     assert early < 3 * late + 0.5, (early, late)

@@ -251,7 +251,7 @@ async def test_the_asking_mode_by_default_and_the_users_choice(
 
         async def body(session: Any) -> Any:
             summary = await run_turn(session, "say hi", timeout=90)
-            return summary, session.state.mode
+            return summary, session.driver.state.mode
 
         summary, mode = await _closed_without_leftovers(get_engine(preset), options, body)
     assert (summary.ok, summary.text) == (True, "Hi.")

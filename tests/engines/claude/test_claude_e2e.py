@@ -16,6 +16,7 @@ import pytest
 from agents_support import require_engine
 
 from agentrun._turns.run import run_turn
+from agentrun._turns.session import Session
 from agentrun._vocabulary.messages import Message, MessageType
 from agentrun._vocabulary.options import SessionOptions
 from agentrun._vocabulary.permissions import (
@@ -24,7 +25,7 @@ from agentrun._vocabulary.permissions import (
     approve_all,
     deny_all,
 )
-from agentrun.engines.claude import ClaudeEngine, ClaudeSession
+from agentrun.engines.claude import ClaudeDriver, ClaudeEngine
 from agentrun.offline import ModelServer, claude_offline
 from agentrun.offline._script import Script, Text, Turn, Usage
 
@@ -45,7 +46,7 @@ def _u(inp: int, read: int, write: int, out: int) -> Usage:
 @asynccontextmanager
 async def _session(
     binary: str, script: Script, tmp: Path, **options: Any
-) -> AsyncIterator[tuple[ClaudeSession, ModelServer]]:
+) -> AsyncIterator[tuple[Session, ModelServer]]:
     async with ModelServer(script) as server:
         config = claude_offline(server.url, tmp)
         workspace = tmp / "workspace"
@@ -68,7 +69,9 @@ async def test_multi_turn_resume_and_context_gauge(binary: str, tmp_path: Path) 
     async with _session(binary, script, tmp_path) as (process, _):
         one = await run_turn(process, "one", timeout=30)
         two = await run_turn(process, "two", timeout=30)
-        usage = await process.get_context_usage()
+        driver = process.driver
+        assert isinstance(driver, ClaudeDriver)
+        usage = await driver.get_context_usage()
     assert (one.text, two.text) == ("First.", "Second.")
     assert one.context is not None and two.context is not None
     assert (one.context.used, one.context.size) == (10_011, 1_000_000)

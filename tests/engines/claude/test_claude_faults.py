@@ -12,10 +12,11 @@ import pytest
 from repo_paths import FAKES
 
 from agentrun._turns.run import run_turn
+from agentrun._turns.session import Session
 from agentrun._vocabulary.errors import ProcessExitError, SessionTerminatedError, TurnTimeoutError
 from agentrun._vocabulary.messages import Message, MessageType
 from agentrun._vocabulary.options import SessionOptions
-from agentrun.engines.claude import ClaudeEngine, ClaudeSession
+from agentrun.engines.claude import ClaudeDriver, ClaudeEngine
 
 FAKE = FAKES / "claude_fake.py"
 
@@ -44,7 +45,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def _collect(process: ClaudeSession, prompt: str, **kw: float) -> list[Message]:
+async def _collect(process: Session, prompt: str, **kw: float) -> list[Message]:
     seen: list[Message] = []
     await run_turn(process, prompt, on_message=seen.append, **kw)
     return seen
@@ -61,7 +62,7 @@ async def test_control_case_two_turns() -> None:
 async def test_crash_mid_turn_raises_with_stderr_and_delivers_earlier_messages() -> None:
     seen: list[Message] = []
     async with _engine("crash").start() as process:
-        assert isinstance(process, ClaudeSession)
+        assert isinstance(process.driver, ClaudeDriver)
         with pytest.raises(ProcessExitError) as info:
             await run_turn(process, "a", on_message=seen.append)
         with pytest.raises(SessionTerminatedError):
@@ -74,8 +75,9 @@ async def test_crash_mid_turn_raises_with_stderr_and_delivers_earlier_messages()
 
 async def test_hang_idle_timeout_kills_the_process() -> None:
     async with _engine("hang").start() as process:
-        assert isinstance(process, ClaudeSession)
-        pid = process.pid
+        driver = process.driver
+        assert isinstance(driver, ClaudeDriver)
+        pid = driver.pid
         assert pid is not None
         t0 = time.monotonic()
         with pytest.raises(TurnTimeoutError) as info:
@@ -92,8 +94,9 @@ async def test_hang_idle_timeout_kills_the_process() -> None:
 async def test_sigterm_ignored_is_killed_on_close() -> None:
     t0 = time.monotonic()
     async with _engine("term").start() as process:
-        assert isinstance(process, ClaudeSession)
-        pid = process.pid
+        driver = process.driver
+        assert isinstance(driver, ClaudeDriver)
+        pid = driver.pid
         assert pid is not None
         with anyio.move_on_after(0.5):
             await run_turn(process, "a")

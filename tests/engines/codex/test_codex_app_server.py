@@ -26,7 +26,7 @@ from agentrun import (
     replay,
     run_turn,
 )
-from agentrun.engines.codex import CodexAppServerSession, CodexAppServerTranslator
+from agentrun.engines.codex import CodexAppServerDriver, CodexAppServerTranslator
 from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
 FIXTURES = FIXTURE_ROOT / "codex-app-server"
@@ -295,7 +295,7 @@ async def test_three_turns_approvals_and_an_interrupt(tmp_path: Path) -> None:
                 gauges.append(message)
 
         async with engine.start(options) as session:
-            assert isinstance(session, CodexAppServerSession)
+            assert isinstance(session.driver, CodexAppServerDriver)
             first = await run_turn(session, "run echo allowed", on_message=see, timeout=120)
             second = await run_turn(session, "run echo refused", on_message=see, timeout=120)
             with pytest.raises(TurnTimeoutError) as caught:

@@ -20,7 +20,7 @@ from agentrun import (
     Usage,
     run_turn,
 )
-from agentrun.engines.codex import CodexSession, codex_usage, read_rollout
+from agentrun.engines.codex import CodexDriver, codex_usage, read_rollout
 from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
@@ -59,7 +59,7 @@ async def test_three_turns_resume_one_thread_with_a_gauge_every_turn(tmp_path: P
         )
         readings: list[Message] = []
         async with engine.start(options) as session:
-            assert isinstance(session, CodexSession)
+            assert isinstance(session.driver, CodexDriver)
             summaries = []
             for prompt in ("run echo hi", "again", "once more"):
                 turn_readings: list[Message] = []
@@ -79,8 +79,8 @@ async def test_three_turns_resume_one_thread_with_a_gauge_every_turn(tmp_path: P
                 assert last is not None and last.size_tokens == 258400
                 assert last.size_source == "agent_effective" and last.used_tokens
                 readings += turn_readings
-            thread = session.session_id
-            home = session.codex_home
+            thread = session.driver.session_id
+            home = session.driver.codex_home
         assert [s.ok for s in summaries] == [True, True, True]
         assert summaries[0].tool_calls[0].name == "exec_command"
         assert summaries[0].tool_calls[0].output == "hi\n"
@@ -116,7 +116,9 @@ async def test_an_interrupted_turn_leaves_the_thread_resumable(tmp_path: Path) -
                 await run_turn(session, "count slowly", timeout=2)
             first = caught.value.summary
             assert first is not None and first.stop_reason == "cancelled"
-            thread = session.session_id
+            driver = session.driver
+            assert isinstance(driver, CodexDriver)
+            thread = driver.session_id
             assert thread is not None  # printed before the interrupt
             with anyio.fail_after(120):
                 second = await run_turn(session, "say done")

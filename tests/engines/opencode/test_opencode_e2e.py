@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from agentrun import MessageType, SessionOptions, run_turn
-from agentrun.engines.opencode import OpenCodeEngine, OpenCodeSession
+from agentrun.engines.opencode import OpenCodeDriver, OpenCodeEngine
 from agentrun.offline import ModelServer, RecordedRequest, opencode_offline
 from agentrun.offline._script import Script, Text, ToolCall, Turn, Usage
 
@@ -95,7 +95,7 @@ async def test_session_lifecycle(tmp_path: Path) -> None:
         )
         engine = OpenCodeEngine(binary=binary)
         async with engine.start(session) as process:
-            assert isinstance(process, OpenCodeSession)
+            assert isinstance(process.driver, OpenCodeDriver)
 
             # Turn 1: tool call + text, two steps summed; the prompt reaches the model verbatim.
             seen: list[Any] = []
@@ -126,7 +126,7 @@ async def test_session_lifecycle(tmp_path: Path) -> None:
             assert not failed.ok and failed.has_result
             assert any(e.status == 500 for e in failed.errors)
             assert failed.resume_id == session_id
-            assert "--session" in process.argv and session_id in process.argv
+            assert "--session" in process.driver.argv and session_id in process.driver.argv
 
             # Turn 3: cancelled mid-stream; the process group is gone afterwards.
             async with process.turn("tell me a long story") as turn:
@@ -134,7 +134,7 @@ async def test_session_lifecycle(tmp_path: Path) -> None:
                     if message.type is MessageType.TEXT or message.subtype == "step_start":
                         await anyio.sleep(0.5)
                         break
-            pid = process.pid
+            pid = process.driver.pid
             assert pid is not None
             assert turn.summary.stop_reason == "cancelled"
             with anyio.fail_after(10):
@@ -146,7 +146,7 @@ async def test_session_lifecycle(tmp_path: Path) -> None:
             assert last.ok, last
             assert last.text == "Still here."
             assert last.resume_id == session_id
-            assert process.argv[process.argv.index("--session") + 1] == session_id
+            assert process.driver.argv[process.driver.argv.index("--session") + 1] == session_id
             assert _user_texts(server.model_requests[-1])[0] == PROMPT
 
 

@@ -1,5 +1,5 @@
 """A complete engine for the toy agent (tests/fakes/toy_agent.py), as docs/engines/writing-an-engine.md
-walks through it: a command line, a translator, and the spawn-per-turn base for the rest."""
+walks through it: a command line, a translator, and the spawn-per-turn driver for the rest."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import os
 import sys
 from typing import Any
 
-from agentrun import Message, MessageType, ProcessMeta, SessionOptions, ToolCall, Usage
+from agentrun import Message, MessageType, ProcessMeta, Session, SessionOptions, ToolCall, Usage
 from agentrun.abc import (
     Engine,
     RunningTotals,
-    SpawnPerTurnSession,
+    SpawnPerTurnDriver,
     Translator,
     TurnCommand,
     TurnContext,
@@ -77,7 +77,7 @@ class ToyTranslator(Translator):
         ]
 
 
-class ToySession(SpawnPerTurnSession):
+class ToyDriver(SpawnPerTurnDriver):
     engine_name = "toy"
     agent_name = "toy"
 
@@ -102,5 +102,5 @@ class ToySession(SpawnPerTurnSession):
 class ToyEngine(Engine):
     name = "toy"
 
-    def start(self, options: SessionOptions | None = None) -> ToySession:
-        return ToySession(options)
+    def start(self, options: SessionOptions | None = None) -> Session:
+        return Session(ToyDriver(options))
