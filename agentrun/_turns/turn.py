@@ -221,8 +221,6 @@ class Turn:
         self.limits: TurnLimits = limits
         #: The session the turn runs in, as the turn sees it.
         self.session: TurnHost = session
-        #: What the engine driver sees of this turn.
-        self.context: TurnContext = TurnContext(self)
         #: The schema of the final answer (structured output), if any.
         self.output_spec: OutputSpec | None = output
         if output is not None and not session.native_output:
@@ -282,6 +280,13 @@ class Turn:
         await self._finished.wait()
 
     # -- context manager ---------------------------------------------------------------------
+
+    @property
+    def context(self) -> TurnContext:
+        """What the engine driver sees of this turn. A new view each time (it holds no state
+        of its own): a turn that kept one would point at itself through it, and only the
+        cyclic collector could free it."""
+        return TurnContext(self)
 
     async def __aenter__(self) -> Turn:
         session = self.session

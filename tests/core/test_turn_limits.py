@@ -13,6 +13,7 @@ import pytest
 
 from agentrun import ConfigurationError, FleetTask, TurnLimits, WindDown, run_turn
 from agentrun.testing import ScriptedEngine
+from agentrun.testing._scripted_engine import scripted
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +41,7 @@ async def test_a_bad_number_of_seconds_is_the_error_the_keyword_raises(
             await run_turn(session, "hi", **{field: value})
         with pytest.raises(ConfigurationError) as streaming:
             session.turn("hi", **{field: value})
-        assert session.log == []  # type: ignore[attr-defined]  # nothing reached the agent
+        assert scripted(session).log == []  # nothing reached the agent
     # One check, one wording, whichever way the limit is given.
     assert made.value.message == keyword.value.message == streaming.value.message
 
@@ -124,7 +125,7 @@ async def test_a_limit_given_both_ways_is_refused(field: str) -> None:
         assert caught.value.option == field
         with pytest.raises(ConfigurationError, match="given twice"):
             session.turn("hi", limits=limits, **again)
-        assert session.turns == 0 and session.log == []  # type: ignore[attr-defined]
+        assert session.turns == 0 and scripted(session).log == []
 
 
 @pytest.mark.parametrize("limits", [{"timeout": 5}, 5, "timeout=5"], ids=repr)
