@@ -31,7 +31,7 @@ from .context import (
     text_field,
 )
 from .errors import ConfigurationError
-from .messages import Usage, UsageSource, copy_with
+from .messages import Usage, UsageSource
 
 __all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices", "estimate_cost"]
 
@@ -290,11 +290,10 @@ def account_usage(
         cost_source = "estimated" if cost_usd is not None else "unavailable"
     else:
         cost_source = "unavailable"
-    return copy_with(
-        usage,
-        {
+    return usage.model_copy(
+        update={
             "cost_usd": cost_usd,
             "usage_source": tokens if has_tokens else "unavailable",
             "cost_source": cost_source,
-        },
+        }
     )
