@@ -24,6 +24,7 @@ Usage numbers follow one convention across engines (see ``docs/vocabulary.md``):
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -95,9 +96,25 @@ class _Model(BaseModel):
 
 _B = TypeVar("_B", bound=BaseModel)
 _new = object.__new__
-_set = object.__setattr__
 #: Each vocabulary class's defaults, read once (see :func:`assemble`).
 _DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def _setter(name: str) -> Callable[[object, object], None]:
+    """A setter of one of the four attributes every pydantic model has (what ``model_construct``
+    sets): the setter of ``BaseModel``'s slot, as every pydantic 2 release keeps them (a third
+    of :func:`assemble` cheaper than ``object.__setattr__``, which looks the name up at every
+    call), else ``object.__setattr__``."""
+    slot = BaseModel.__dict__.get(name)
+    if slot is not None and hasattr(slot, "__set__"):
+        return slot.__set__
+    return lambda model, value: object.__setattr__(model, name, value)
+
+
+_set_dict = _setter("__dict__")
+_set_fields_set = _setter("__pydantic_fields_set__")
+_set_extra = _setter("__pydantic_extra__")
+_set_private = _setter("__pydantic_private__")
 
 
 def assemble(
@@ -122,10 +139,10 @@ def assemble(
     if defaults is None:
         defaults = _DEFAULTS[cls] = _defaults_of(cls)
     model = _new(cls)
-    _set(model, "__dict__", {**defaults, **fields})
-    _set(model, "__pydantic_fields_set__", {*fields} if fields_set is None else fields_set)
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", private)
+    _set_dict(model, {**defaults, **fields})
+    _set_fields_set(model, {*fields} if fields_set is None else fields_set)
+    _set_extra(model, None)
+    _set_private(model, private)
     return model
 
 
@@ -218,20 +235,32 @@ class Usage(_Model):
         return all(v is None for v in self.__dict__.values())
 
     def __add__(self, other: Usage) -> Usage:
-        """Sum token and cost fields (None + None = None); context fields take ``other``'s."""
-        return Usage(
-            input_tokens=_add(self.input_tokens, other.input_tokens),
-            output_tokens=_add(self.output_tokens, other.output_tokens),
-            cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
-            cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
-            thinking_tokens=_add(self.thinking_tokens, other.thinking_tokens),
-            cost_usd=_addf(self.cost_usd, other.cost_usd),
-            context_used_tokens=_pick(other.context_used_tokens, self.context_used_tokens),
-            context_size_tokens=_pick(other.context_size_tokens, self.context_size_tokens),
-            whole_prompt_tokens=_add(self.whole_prompt_tokens, other.whole_prompt_tokens),
-            answer_tokens=_add(self.answer_tokens, other.answer_tokens),
-            usage_source=_pick_source(self.usage_source, other.usage_source),
-            cost_source=_pick_source(self.cost_source, other.cost_source),
+        """Sum token and cost fields (None + None = None); context fields take ``other``'s.
+
+        Both were validated (or assembled from what validation returns): their sums are what
+        validating them would return (a cost's sum as ``Usage``'s rule reports it: two large
+        costs may add up to infinity), so the sum is assembled, every field marked set.
+        Sessions sum every turn's usage, and translators every step's."""
+        a = self.__dict__
+        b = other.__dict__
+        used = b["context_used_tokens"]
+        size = b["context_size_tokens"]
+        return assemble(
+            Usage,
+            {
+                "input_tokens": _add(a["input_tokens"], b["input_tokens"]),
+                "output_tokens": _add(a["output_tokens"], b["output_tokens"]),
+                "cache_read_tokens": _add(a["cache_read_tokens"], b["cache_read_tokens"]),
+                "cache_write_tokens": _add(a["cache_write_tokens"], b["cache_write_tokens"]),
+                "thinking_tokens": _add(a["thinking_tokens"], b["thinking_tokens"]),
+                "cost_usd": reported_figure(_addf(a["cost_usd"], b["cost_usd"])),
+                "context_used_tokens": a["context_used_tokens"] if used is None else used,
+                "context_size_tokens": a["context_size_tokens"] if size is None else size,
+                "whole_prompt_tokens": _add(a["whole_prompt_tokens"], b["whole_prompt_tokens"]),
+                "answer_tokens": _add(a["answer_tokens"], b["answer_tokens"]),
+                "usage_source": _pick_source(a["usage_source"], b["usage_source"]),
+                "cost_source": _pick_source(a["cost_source"], b["cost_source"]),
+            },
         )
 
 
@@ -249,10 +278,6 @@ def _addf(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return round(a + b, 12)
-
-
-def _pick(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a
 
 
 #: Weakest first: a sum of known figures is only as good as its weakest part; a part nobody
@@ -420,15 +445,23 @@ class Message(_Model):
         return str(self.type).endswith("_delta")
 
     def in_turn(self, turn: int) -> Message:
-        """This message tagged with its turn number (a copy; the message itself is immutable):
-        ``model_copy(update={"turn": turn})``, which it is cheaper than (the library tags every
-        message it delivers)."""
+        """This message tagged with its turn number: a copy, what ``model_copy(update={"turn":
+        turn})`` makes, assembled (the library tags every message it delivers; ``model_copy``
+        cost a tenth of a Claude replay more)."""
         fields = self.__dict__
         if fields["turn"] == turn:
             return self
-        if type(self) is not Message:  # a subclass may have what :func:`assemble` refuses
+        if type(self) is not Message:  # a subclass may have what :func:`assemble` does not give
             return self.model_copy(update={"turn": turn})
-        return assemble(Message, {**fields, "turn": turn}, {*self.__pydantic_fields_set__, "turn"})
+        # :func:`assemble` of every field (no defaults to merge).
+        fields = fields.copy()
+        fields["turn"] = turn
+        model = _new(Message)
+        _set_dict(model, fields)
+        _set_fields_set(model, {*self.__pydantic_fields_set__, "turn"})
+        _set_extra(model, None)
+        _set_private(model, None)
+        return model
 
     # -- constructors used by engines ------------------------------------------------------
 
@@ -524,12 +557,22 @@ class Message(_Model):
             "cwd": cwd,
             "permission_mode": permission_mode,
         }
-        return cls(
-            type=MessageType.INIT,
-            init=InitMeta.model_validate(meta),
-            process=process,
-            resume_id=session_id,
-            raw=raw,
+        init = InitMeta.model_validate(meta)
+        if cls is not Message:  # a subclass may have what assemble does not give
+            return cls(
+                type=MessageType.INIT, init=init, process=process, resume_id=session_id, raw=raw
+            )
+        # The agent's values are validated (the meta); the message around them is assembled
+        # of validated values (the process is a validated model).
+        return assemble(
+            Message,
+            {
+                "type": MessageType.INIT,
+                "init": init,
+                "process": process,
+                "resume_id": init.session_id,
+                "raw": raw,
+            },
         )
 
     @classmethod

@@ -537,8 +537,15 @@ class TurnSummary(BaseModel):
         context: ContextSummary | None = own["context"]
         if usage is None or context is None:
             return
-        own["usage"] = usage.model_copy(
-            update={"context_used_tokens": context.used, "context_size_tokens": context.size}
+        # ``model_copy(update=...)``, assembled: a context reading is merged at every result.
+        own["usage"] = assemble(
+            Usage,
+            {
+                **usage.__dict__,
+                "context_used_tokens": context.used,
+                "context_size_tokens": context.size,
+            },
+            {*usage.__pydantic_fields_set__, "context_used_tokens", "context_size_tokens"},
         )
         self.__pydantic_fields_set__.add("usage")
 

@@ -18,6 +18,7 @@ from agentrun import (
     MessageType,
     PermissionDecision,
     PermissionOption,
+    ProcessMeta,
     SessionOptions,
     Usage,
 )
@@ -177,6 +178,12 @@ def test_usage_reports_no_negative_nan_or_infinite_figure(
         assert got is None or 0 <= got < float("inf")
 
 
+def test_costs_that_add_up_to_infinity_are_not_reported() -> None:
+    huge = Usage(cost_usd=1e308, input_tokens=1)
+    total = huge + huge
+    assert (total.cost_usd, total.input_tokens) == (None, 2)
+
+
 @pytest.mark.parametrize("count", [float("nan"), float("inf"), -float("inf"), 1.5])
 def test_a_count_that_is_no_whole_number_is_refused(count: float) -> None:
     with pytest.raises(ValidationError):
@@ -185,8 +192,10 @@ def test_a_count_that_is_no_whole_number_is_refused(count: float) -> None:
 
 @given(_any_usage | st.builds(Usage), _any_usage | st.builds(Usage))
 def test_a_sum_of_usages_reports_no_negative_or_nan_figure(x: Usage, y: Usage) -> None:
-    """Sums are made by the validating constructor: every figure of a sum is a reported one."""
+    """Sums are assembled: each is what validating its figures makes, and every figure of a
+    sum is a reported one."""
     total = x + y
+    _same_model(total, Usage.model_validate(vars(total)))
     assert total.model_fields_set == set(Usage.model_fields)
     for name in (*_COUNTS, "cost_usd"):
         got = getattr(total, name)
@@ -354,6 +363,64 @@ def test_assemble_refuses_a_model_it_cannot_build() -> None:
 
     with pytest.raises(TypeError, match="Open"):
         assemble(Open, {"x": 1})
+
+
+class _Name(str):
+    """A str subclass: validation makes a plain str of it."""
+
+
+opt_text = st.none() | st.text(max_size=8) | st.text(max_size=8).map(_Name)
+
+
+@given(
+    agent=st.text(max_size=8) | st.text(max_size=8).map(_Name),
+    model=opt_text,
+    version=opt_text,
+    session_id=opt_text,
+    cwd=opt_text,
+    permission_mode=opt_text,
+    process=st.none() | st.builds(ProcessMeta, pid=st.integers(0, 99), binary=st.text(max_size=4)),
+    raw=st.none() | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+def test_an_init_message_is_what_the_validating_constructors_make(
+    agent: str,
+    model: str | None,
+    version: str | None,
+    session_id: str | None,
+    cwd: str | None,
+    permission_mode: str | None,
+    process: ProcessMeta | None,
+    raw: dict[str, int] | None,
+) -> None:
+    made = Message.init_message(
+        agent,
+        model=model,
+        version=version,
+        session_id=session_id,
+        cwd=cwd,
+        permission_mode=permission_mode,
+        process=process,
+        raw=raw,
+    )
+    validated = Message(
+        type=MessageType.INIT,
+        init=InitMeta(
+            model=model,
+            agent_name=agent,
+            agent_version=version,
+            session_id=session_id,
+            cwd=cwd,
+            permission_mode=permission_mode,
+        ),
+        process=process,
+        resume_id=session_id,
+        raw=raw,
+    )
+    _same_model(made, validated)
+    assert made.raw is raw
+    assert made.init is not None
+    # A value validation converts (a str subclass) is converted.
+    assert all(type(v) is str for v in vars(made.init).values() if v is not None)
 
 
 @given(
