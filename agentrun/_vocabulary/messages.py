@@ -86,17 +86,6 @@ ContextSource = Literal["agent", "agent_effective", "call_usage", "user", "catal
 
 
 _INFINITY = float("inf")
-_INIT = MessageType.INIT
-_CONTEXT_WINDOW = MessageType.CONTEXT_WINDOW
-
-
-def _strings_or_none(*values: object) -> bool:
-    """Whether each value is exactly a ``str`` or ``None``: what a ``str | None`` field keeps
-    as it is (a subclass, bytes or an enum would be converted)."""
-    return set(map(type, values)) <= _STR_OR_NONE
-
-
-_STR_OR_NONE = frozenset({str, type(None)})
 
 
 class _Model(BaseModel):
@@ -105,75 +94,67 @@ class _Model(BaseModel):
     )
 
 
-_M = TypeVar("_M", bound=_Model)
 _B = TypeVar("_B", bound=BaseModel)
 _new = object.__new__
-# The setters of the four slots every pydantic model has, taken once: calling them is cheaper
-# than ``object.__setattr__``, which looks each name up again.
-_slots = BaseModel.__dict__
-_set_dict: Callable[[object, object], None] = _slots["__dict__"].__set__
-_set_fields_set: Callable[[object, object], None] = _slots["__pydantic_fields_set__"].__set__
-_set_extra: Callable[[object, object], None] = _slots["__pydantic_extra__"].__set__
-_set_private: Callable[[object, object], None] = _slots["__pydantic_private__"].__set__
-del _slots
+#: Each vocabulary class's defaults, read once (see :func:`assemble`).
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
 
 
-def unvalidated(
+def _setter(name: str) -> Callable[[object, object], None]:
+    """A setter of one of the four attributes every pydantic model has (what ``model_construct``
+    sets): the setter of ``BaseModel``'s slot, as every pydantic 2 release keeps them (a third
+    of :func:`assemble` cheaper than ``object.__setattr__``, which looks the name up at every
+    call), else ``object.__setattr__``."""
+    slot = BaseModel.__dict__.get(name)
+    if slot is not None and hasattr(slot, "__set__"):
+        return slot.__set__
+    return lambda model, value: object.__setattr__(model, name, value)
+
+
+_set_dict = _setter("__dict__")
+_set_fields_set = _setter("__pydantic_fields_set__")
+_set_extra = _setter("__pydantic_extra__")
+_set_private = _setter("__pydantic_private__")
+
+
+def assemble(
     cls: type[_B],
     fields: dict[str, Any],
-    fields_set: set[str],
+    fields_set: set[str] | None = None,
+    *,
     private: dict[str, Any] | None = None,
 ) -> _B:
-    """An instance of ``cls`` holding ``fields`` (every field, in order), ``fields_set`` marked
-    set, not validated: for values that already are what validation returns and that the
-    library made or checked (constants, figures it computed, fields of its models, which hold
-    agent values a translator checked for :func:`assemble`). Only for models with no extra
-    fields; a model with private attributes is given every one of them in ``private``."""
+    """``cls.model_construct(fields_set, **fields)``, cheaper: the one way the library builds a
+    model without validating it. For values that already are what ``cls``'s validation returns
+    (the library's own figures and models, or values a translator checked to be exactly that:
+    a ``str`` for a ``str | None`` field, a count :func:`reported_figure` reports); a value that
+    is not makes a model validation would not, which no one checks afterwards. The fields not
+    given take their defaults; the given ones are marked set, or ``fields_set``.
+
+    A field with a default factory must be given (its factory is not called), and a model with
+    private attributes is given all of them in ``private``; a model with extra fields is
+    refused. ``tests/core/test_vocabulary.py`` holds it to ``model_construct`` and, for such
+    values, to ``model_validate``."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        defaults = _DEFAULTS[cls] = _defaults_of(cls)
     model = _new(cls)
-    _set_dict(model, fields)
-    _set_fields_set(model, fields_set)
+    _set_dict(model, {**defaults, **fields})
+    _set_fields_set(model, {*fields} if fields_set is None else fields_set)
     _set_extra(model, None)
     _set_private(model, private)
     return model
 
 
-def copy_with(model: _M, update: dict[str, Any]) -> _M:
-    """``model.model_copy(update=update)`` without its per-call dispatch, for the vocabulary's
-    own models (no extra fields, no private attributes: a subclass that may have either takes
-    ``model_copy``). Like it, the updated values are not validated: they are the library's."""
-    cls = type(model)
-    if cls.__private_attributes__ or model.__pydantic_extra__ is not None:
-        return model.model_copy(update=update)
-    # :func:`unvalidated`, inlined.
-    copy = _new(cls)
-    _set_dict(copy, {**model.__dict__, **update})
-    _set_fields_set(copy, {*model.__pydantic_fields_set__, *update})
-    _set_extra(copy, None)
-    _set_private(copy, None)
-    return copy
-
-
-_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
-
-
-def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
-    """What ``cls(**fields)`` makes, for values that already are what its validation returns
-    and that the library made itself (see :func:`unvalidated`), or that a translator checked to
-    be exactly that (a ``str`` for a ``str | None`` field, a dict it built). The other fields
-    take their defaults; the given ones are marked set. Only for the vocabulary's own classes
-    (no default factories, no extra fields, no private attributes)."""
-    defaults = _DEFAULTS.get(cls)
-    if defaults is None:
-        defaults = _DEFAULTS[cls] = {
-            name: field.default for name, field in cls.model_fields.items()
-        }
-    # :func:`unvalidated`, inlined: every message a translator builds comes through here.
-    model = _new(cls)
-    _set_dict(model, {**defaults, **fields})
-    _set_fields_set(model, {*fields})
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
+def _defaults_of(cls: type[BaseModel]) -> dict[str, Any]:
+    """The defaults :func:`assemble` gives a class's fields (``None`` where a factory makes
+    the default: the caller gives those); a model with extra fields is refused."""
+    if cls.model_config.get("extra") == "allow":
+        raise TypeError(f"assemble: {cls.__name__} takes extra fields")
+    return {
+        name: None if field.default_factory is not None else field.default
+        for name, field in cls.model_fields.items()
+    }
 
 
 #: Where a turn's token figures or cost came from.
@@ -185,6 +166,19 @@ def assemble(cls: type[_M], fields: dict[str, Any]) -> _M:
 #: call's, not the turn's (OpenCode over ACP), and are never priced.
 #: ``unavailable``: nobody knows them (the figure is ``None``).
 UsageSource = Literal["reported", "derived", "estimated", "last_call", "unavailable"]
+
+
+_N = TypeVar("_N", int, float)
+
+
+def reported_figure(value: _N | None) -> _N | None:
+    """``Usage``'s rule for each of its counts and its cost, stated once: a negative, NaN or
+    infinite figure is nonsense from a broken or hostile agent (or file), not reported (NaN
+    fails every comparison). Its validation applies it; a translator that assembles a usage
+    (:func:`assemble`) applies it to each figure it read."""
+    if value is None or (0 <= value < _INFINITY):
+        return value
+    return None
 
 
 class Usage(_Model):
@@ -235,56 +229,38 @@ class Usage(_Model):
     )
     @classmethod
     def _never_negative(cls, value: float | None) -> float | None:
-        # A negative, NaN or infinite count or cost is nonsense from a broken or hostile agent
-        # (or file): not reported (NaN fails every comparison).
-        if value is None or (0 <= value < _INFINITY):
-            return value
-        return None
+        return reported_figure(value)
 
     def is_empty(self) -> bool:
         return all(v is None for v in self.__dict__.values())
 
     def __add__(self, other: Usage) -> Usage:
-        """Sum token and cost fields (None + None = None); context fields take ``other``'s."""
-        if type(self) is Usage and type(other) is Usage:
-            # Both were validated (or assembled from what validation returns): their sums are
-            # what validating them would return (ints and floats, none below zero), so the sum
-            # is assembled, every field marked set as the constructor below marks them. Sessions
-            # sum every turn's usage, and translators every step's.
-            a = self.__dict__
-            b = other.__dict__
-            used = b["context_used_tokens"]
-            size = b["context_size_tokens"]
-            return assemble(
-                Usage,
-                {
-                    "input_tokens": _add(a["input_tokens"], b["input_tokens"]),
-                    "output_tokens": _add(a["output_tokens"], b["output_tokens"]),
-                    "cache_read_tokens": _add(a["cache_read_tokens"], b["cache_read_tokens"]),
-                    "cache_write_tokens": _add(a["cache_write_tokens"], b["cache_write_tokens"]),
-                    "thinking_tokens": _add(a["thinking_tokens"], b["thinking_tokens"]),
-                    "cost_usd": _addf(a["cost_usd"], b["cost_usd"]),
-                    "context_used_tokens": a["context_used_tokens"] if used is None else used,
-                    "context_size_tokens": a["context_size_tokens"] if size is None else size,
-                    "whole_prompt_tokens": _add(a["whole_prompt_tokens"], b["whole_prompt_tokens"]),
-                    "answer_tokens": _add(a["answer_tokens"], b["answer_tokens"]),
-                    "usage_source": _pick_source(a["usage_source"], b["usage_source"]),
-                    "cost_source": _pick_source(a["cost_source"], b["cost_source"]),
-                },
-            )
-        return Usage(
-            input_tokens=_add(self.input_tokens, other.input_tokens),
-            output_tokens=_add(self.output_tokens, other.output_tokens),
-            cache_read_tokens=_add(self.cache_read_tokens, other.cache_read_tokens),
-            cache_write_tokens=_add(self.cache_write_tokens, other.cache_write_tokens),
-            thinking_tokens=_add(self.thinking_tokens, other.thinking_tokens),
-            cost_usd=_addf(self.cost_usd, other.cost_usd),
-            context_used_tokens=_pick(other.context_used_tokens, self.context_used_tokens),
-            context_size_tokens=_pick(other.context_size_tokens, self.context_size_tokens),
-            whole_prompt_tokens=_add(self.whole_prompt_tokens, other.whole_prompt_tokens),
-            answer_tokens=_add(self.answer_tokens, other.answer_tokens),
-            usage_source=_pick_source(self.usage_source, other.usage_source),
-            cost_source=_pick_source(self.cost_source, other.cost_source),
+        """Sum token and cost fields (None + None = None); context fields take ``other``'s.
+
+        Both were validated (or assembled from what validation returns): their sums are what
+        validating them would return (a cost's sum as ``Usage``'s rule reports it: two large
+        costs may add up to infinity), so the sum is assembled, every field marked set.
+        Sessions sum every turn's usage, and translators every step's."""
+        a = self.__dict__
+        b = other.__dict__
+        used = b["context_used_tokens"]
+        size = b["context_size_tokens"]
+        return assemble(
+            Usage,
+            {
+                "input_tokens": _add(a["input_tokens"], b["input_tokens"]),
+                "output_tokens": _add(a["output_tokens"], b["output_tokens"]),
+                "cache_read_tokens": _add(a["cache_read_tokens"], b["cache_read_tokens"]),
+                "cache_write_tokens": _add(a["cache_write_tokens"], b["cache_write_tokens"]),
+                "thinking_tokens": _add(a["thinking_tokens"], b["thinking_tokens"]),
+                "cost_usd": reported_figure(_addf(a["cost_usd"], b["cost_usd"])),
+                "context_used_tokens": a["context_used_tokens"] if used is None else used,
+                "context_size_tokens": a["context_size_tokens"] if size is None else size,
+                "whole_prompt_tokens": _add(a["whole_prompt_tokens"], b["whole_prompt_tokens"]),
+                "answer_tokens": _add(a["answer_tokens"], b["answer_tokens"]),
+                "usage_source": _pick_source(a["usage_source"], b["usage_source"]),
+                "cost_source": _pick_source(a["cost_source"], b["cost_source"]),
+            },
         )
 
 
@@ -302,10 +278,6 @@ def _addf(a: float | None, b: float | None) -> float | None:
     if b is None:
         return a
     return round(a + b, 12)
-
-
-def _pick(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a
 
 
 #: Weakest first: a sum of known figures is only as good as its weakest part; a part nobody
@@ -473,16 +445,18 @@ class Message(_Model):
         return str(self.type).endswith("_delta")
 
     def in_turn(self, turn: int) -> Message:
-        """This message tagged with its turn number (a copy; the message itself is immutable).
-        A shallow copy of the fields, cheaper than ``model_copy`` (and :func:`copy_with`): the
-        library tags every message it delivers."""
+        """This message tagged with its turn number: a copy, what ``model_copy(update={"turn":
+        turn})`` makes, assembled (the library tags every message it delivers; ``model_copy``
+        cost a tenth of a Claude replay more)."""
         fields = self.__dict__
         if fields["turn"] == turn:
             return self
+        if type(self) is not Message:  # a subclass may have what :func:`assemble` does not give
+            return self.model_copy(update={"turn": turn})
+        # :func:`assemble` of every field (no defaults to merge).
         fields = fields.copy()
         fields["turn"] = turn
-        # :func:`unvalidated`, inlined.
-        model = _new(type(self))
+        model = _new(Message)
         _set_dict(model, fields)
         _set_fields_set(model, {*self.__pydantic_fields_set__, "turn"})
         _set_extra(model, None)
@@ -583,30 +557,22 @@ class Message(_Model):
             "cwd": cwd,
             "permission_mode": permission_mode,
         }
-        if (
-            cls is Message
-            and (process is None or type(process) is ProcessMeta)
-            and _strings_or_none(agent, model, version, session_id, cwd, permission_mode)
-        ):
-            # Each value is already what validation would return (a string or None, a model
-            # that was validated when it was made): the message every translator opens with is
-            # assembled, as the validating constructor below would make it.
-            return assemble(
-                Message,
-                {
-                    "type": _INIT,
-                    "init": assemble(InitMeta, meta),
-                    "process": process,
-                    "resume_id": session_id,
-                    "raw": raw,
-                },
+        init = InitMeta.model_validate(meta)
+        if cls is not Message:  # a subclass may have what assemble does not give
+            return cls(
+                type=MessageType.INIT, init=init, process=process, resume_id=session_id, raw=raw
             )
-        return cls(
-            type=MessageType.INIT,
-            init=InitMeta.model_validate(meta),
-            process=process,
-            resume_id=session_id,
-            raw=raw,
+        # The agent's values are validated (the meta); the message around them is assembled
+        # of validated values (the process is a validated model).
+        return assemble(
+            Message,
+            {
+                "type": MessageType.INIT,
+                "init": init,
+                "process": process,
+                "resume_id": init.session_id,
+                "raw": raw,
+            },
         )
 
     @classmethod
@@ -620,32 +586,19 @@ class Message(_Model):
 
     @classmethod
     def context_window(cls, reading: ContextWindow, *, raw: Any = None) -> Message:
-        """A ``context_window`` message; its ``usage`` repeats the reading's two numbers."""
-        if cls is Message and type(reading) is ContextWindow:
-            known = reading.__dict__
-            used = known["used_tokens"]
-            size = known["size_tokens"]
-            # The reading was validated (or assembled from what validation returns): its
-            # numbers are ints or None. The usage repeats them as its validation would, which
-            # drops a number below zero: such a reading takes the constructor.
-            if (used is None or used >= 0) and (size is None or size >= 0):
-                return assemble(
-                    Message,
-                    {
-                        "type": _CONTEXT_WINDOW,
-                        "context": reading,
-                        "usage": assemble(
-                            Usage, {"context_used_tokens": used, "context_size_tokens": size}
-                        ),
-                        "raw": raw,
-                    },
-                )
-        return cls(
-            type=MessageType.CONTEXT_WINDOW,
-            context=reading,
-            usage=Usage(
-                context_used_tokens=reading.used_tokens,
-                context_size_tokens=reading.size_tokens,
-            ),
-            raw=raw,
+        """A ``context_window`` message; its ``usage`` repeats the reading's two numbers (as
+        ``Usage``'s rule reports them). The reading was validated: the message is assembled."""
+        fields = reading.__dict__
+        usage = assemble(
+            Usage,
+            {
+                "context_used_tokens": reported_figure(fields["used_tokens"]),
+                "context_size_tokens": reported_figure(fields["size_tokens"]),
+            },
+        )
+        if cls is not Message:  # a subclass may have what assemble does not give
+            return cls(type=MessageType.CONTEXT_WINDOW, context=reading, usage=usage, raw=raw)
+        return assemble(
+            Message,
+            {"type": MessageType.CONTEXT_WINDOW, "context": reading, "usage": usage, "raw": raw},
         )

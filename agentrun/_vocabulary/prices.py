@@ -30,7 +30,7 @@ from .context import (
     text_field,
 )
 from .errors import ConfigurationError
-from .messages import Usage, UsageSource, copy_with
+from .messages import Usage, UsageSource, assemble
 from .tables import extend_from, packaged_json
 
 __all__ = ["ModelPrice", "PriceCatalog", "account_usage", "default_prices", "estimate_cost"]
@@ -263,11 +263,14 @@ def account_usage(
         cost_source = "estimated" if cost_usd is not None else "unavailable"
     else:
         cost_source = "unavailable"
-    return copy_with(
-        usage,
+    # ``model_copy(update=...)``, assembled: a usage is accounted at every result.
+    return assemble(
+        Usage,
         {
+            **usage.__dict__,
             "cost_usd": cost_usd,
             "usage_source": tokens if has_tokens else "unavailable",
             "cost_source": cost_source,
         },
+        {*usage.__pydantic_fields_set__, "cost_usd", "usage_source", "cost_source"},
     )

@@ -8,8 +8,6 @@ same translator the live engine uses and splits the stream into turns at each ``
 from __future__ import annotations
 
 import os
-import sys
-import sysconfig
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -192,26 +190,6 @@ def _split_turns(messages: Iterable[Message]) -> list[list[Message]]:
     return turns.done()
 
 
-def _unknown_references(_value: object, /) -> int:
-    """Where references are not counted as :data:`TAGS_IN_PLACE` needs: as many as never to
-    change anything in place."""
-    return sys.maxsize
-
-
-#: Whether replay tags a message nothing else holds with its turn in place. The reference count
-#: must count every holder: so on CPython up to 3.13 with the GIL. From 3.14 the interpreter
-#: may borrow a local's reference for a call's argument, so a count can be one short; a
-#: free-threaded build counts some references apart. There every message is copied.
-TAGS_IN_PLACE = (
-    sys.implementation.name == "cpython"
-    and sys.version_info < (3, 14)
-    and not sysconfig.get_config_var("Py_GIL_DISABLED")
-)
-
-#: How many references hold a value, plus one: the call's argument (see :data:`TAGS_IN_PLACE`).
-_references = sys.getrefcount if TAGS_IN_PLACE else _unknown_references
-
-
 class _Turns:
     """A transcript's messages split into turns as they come: each tagged with its turn's
     number, a turn ending with its ``result``; the messages after the last result form a final,
@@ -227,21 +205,8 @@ class _Turns:
     def add(self, messages: Iterable[Message]) -> None:
         current = self.current
         number = self.number
-        # A translator's fresh messages are tagged where they are rather than copied (a copy of
-        # every message was a tenth of an OpenCode replay), when nothing else holds them: not the
-        # translator, not a list it kept. Counted references: the caller's name for the list and
-        # this one, plus the count's own argument; for a message, the list, the loop's name and
-        # the argument. Messages are immutable to everyone else, so a change no one else can see
-        # is a copy; any message held elsewhere is copied by :meth:`Message.in_turn`.
-        owned = isinstance(messages, list) and _references(messages) <= 3
         for message in messages:
-            fields = vars(message)
-            if fields["turn"] != number:
-                if owned and _references(message) <= 3:
-                    fields["turn"] = number
-                    message.__pydantic_fields_set__.add("turn")
-                else:
-                    message = message.in_turn(number)
+            message = message.in_turn(number)
             current.append(message)
             if message.type is _RESULT:
                 self.turns.append(current)

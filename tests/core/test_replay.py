@@ -21,8 +21,8 @@ from agentrun import (
     run_turn,
 )
 from agentrun.abc import Translator
-from agentrun.engines import _registry, _replay
-from agentrun.engines._replay import TAGS_IN_PLACE, ReplayEngine, read_events, replay_turns
+from agentrun.engines import _registry
+from agentrun.engines._replay import ReplayEngine, read_events, replay_turns
 
 
 def _claude_transcript() -> Path:
@@ -89,7 +89,7 @@ def test_replay_makes_the_turns_the_dataclass_makes() -> None:
 class _KeepingTranslator(Translator):
     """A translator that gives out messages it keeps: the same message on every ``again`` line,
     and on every ``kept`` line the list it keeps (with a message appended); fresh messages
-    otherwise. Replay tags messages with their turn in place only when nothing else holds them."""
+    otherwise. Replay tags a copy of each, never the message given."""
 
     made: ClassVar[list[_KeepingTranslator]] = []
 
@@ -144,19 +144,14 @@ def test_replay_tags_a_message_the_translator_keeps_on_a_copy(
         ]
 
 
-@pytest.mark.parametrize("counted", [True, False], ids=["references counted", "not counted"])
-def test_replay_tags_a_fresh_message_in_place_where_references_are_counted(
-    monkeypatch: pytest.MonkeyPatch, counted: bool
-) -> None:
-    """A fresh message nothing else holds is tagged where it is (no copy): the translator's
-    weak references, which hold nothing, find the very messages of the turns. Where the
-    interpreter's counts cannot tell (:data:`TAGS_IN_PLACE`), each is a copy, with the same
-    turns."""
-    monkeypatch.setitem(_registry._TRANSLATORS, "weakly", f"{__name__}:_WeaklyKeepingTranslator")  # pyright: ignore[reportPrivateUsage]
-    if not counted:
-        monkeypatch.setattr(_replay, "_references", _replay._unknown_references)  # pyright: ignore[reportPrivateUsage]
-    _WeaklyKeepingTranslator.refs.clear()
-    turns = replay(_KEEPING_LINES, engine="weakly")
+def test_replay_tags_every_message_on_a_copy() -> None:
+    """Replay never changes a message a translator made, even one nothing else holds: each
+    message of a turn is a copy tagged with its turn (the translator's weak references, which
+    hold nothing, find none of them), and the turns are the same."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(_registry._TRANSLATORS, "weakly", f"{__name__}:_WeaklyKeepingTranslator")  # pyright: ignore[reportPrivateUsage]
+        _WeaklyKeepingTranslator.refs.clear()
+        turns = replay(_KEEPING_LINES, engine="weakly")
     assert [[(m.turn, m.text) for m in t.messages] for t in turns] == [
         [(1, "again"), (1, "fresh"), (1, "kept 0"), (1, None)],
         [(2, "again"), (2, "kept 0"), (2, "kept 1"), (2, "fresh"), (2, None)],
@@ -164,11 +159,9 @@ def test_replay_tags_a_fresh_message_in_place_where_references_are_counted(
     ]
     seen = [ref() for ref in _WeaklyKeepingTranslator.refs]
     assert len(seen) == 5
-    if counted and TAGS_IN_PLACE:
-        delivered = {id(m) for t in turns for m in t.messages}
-        assert all(m is not None and id(m) in delivered for m in seen)
-    else:
-        assert seen == [None] * 5
+    delivered = {id(m) for t in turns for m in t.messages}
+    assert not [m for m in seen if m is not None and id(m) in delivered]
+    assert all(m is None or m.turn is None for m in seen)
 
 
 class _WeaklyKeepingTranslator(_KeepingTranslator):

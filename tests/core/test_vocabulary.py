@@ -8,7 +8,7 @@ from typing import Any, get_args
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 import agentrun
 from agentrun import (
@@ -23,7 +23,14 @@ from agentrun import (
     Usage,
 )
 from agentrun._vocabulary.context import ContextTracker
-from agentrun._vocabulary.messages import ContextSource, ContextWindow, UsageSource, copy_with
+from agentrun._vocabulary.messages import (
+    ContextSource,
+    ContextWindow,
+    ErrorInfo,
+    ToolCall,
+    UsageSource,
+    assemble,
+)
 
 PUBLIC = {
     "ERROR_CODES", "AgentAccountError", "AgentrunError", "Catalog", "CompareRun", "FilesChanged", "compare", "ConfigurationError", "ContextSource",
@@ -136,19 +143,64 @@ _any_usage = st.builds(
 )
 
 
-class _ValidatedUsage(Usage):
-    """A subclass: its sums take the validating constructor."""
+_count = st.none() | st.integers(min_value=-(10**12), max_value=10**12)
+_cost = st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.integers(-5, 10**6)
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "thinking_tokens",
+    "context_used_tokens",
+    "context_size_tokens",
+    "whole_prompt_tokens",
+    "answer_tokens",
+)
+
+
+def _reported(value: float | None) -> bool:
+    return value is not None and 0 <= value < float("inf")
+
+
+@example(counts={"input_tokens": -1}, cost=float("nan"))
+@example(counts={}, cost=-float("inf"))
+@example(counts={}, cost=float("inf"))
+@given(counts=st.dictionaries(st.sampled_from(_COUNTS), _count), cost=_cost)
+def test_usage_reports_no_negative_nan_or_infinite_figure(
+    counts: dict[str, int | None], cost: float | None
+) -> None:
+    """Whatever an agent or a file says, a figure below zero, NaN or infinite is not reported
+    (``None``), and every other figure is kept as it was given."""
+    usage = Usage.model_validate({**counts, "cost_usd": cost})
+    for name, value in {**counts, "cost_usd": cost}.items():
+        got = getattr(usage, name)
+        assert got == (value if _reported(value) else None), name
+        assert got is None or 0 <= got < float("inf")
+
+
+def test_costs_that_add_up_to_infinity_are_not_reported() -> None:
+    huge = Usage(cost_usd=1e308, input_tokens=1)
+    total = huge + huge
+    assert (total.cost_usd, total.input_tokens) == (None, 2)
+
+
+@pytest.mark.parametrize("count", [float("nan"), float("inf"), -float("inf"), 1.5])
+def test_a_count_that_is_no_whole_number_is_refused(count: float) -> None:
+    with pytest.raises(ValidationError):
+        Usage(input_tokens=count)  # pyright: ignore[reportArgumentType]
 
 
 @given(_any_usage | st.builds(Usage), _any_usage | st.builds(Usage))
-def test_usage_addition_is_what_validating_the_sum_makes(x: Usage, y: Usage) -> None:
-    """Usages are summed without validating the sum: it must be what the validating
-    constructor makes of the same figures, to the fields set and the JSON."""
-    made = x + y
-    validated = _ValidatedUsage.model_validate(x.model_dump()) + y
-    _same_model(made, validated)
-    _same_model(made, Usage.model_validate(vars(made)))
-    assert made.model_dump_json() == validated.model_dump_json()
+def test_a_sum_of_usages_reports_no_negative_or_nan_figure(x: Usage, y: Usage) -> None:
+    """Sums are assembled: each is what validating its figures makes, and every figure of a
+    sum is a reported one."""
+    total = x + y
+    _same_model(total, Usage.model_validate(vars(total)))
+    assert total.model_fields_set == set(Usage.model_fields)
+    for name in (*_COUNTS, "cost_usd"):
+        got = getattr(total, name)
+        assert got is None or 0 <= got < float("inf")
+    assert json.loads(total.model_dump_json())  # NaN would not survive the JSON
 
 
 def test_prompt_tokens_is_input_plus_cache() -> None:
@@ -247,6 +299,72 @@ def _same_model(ours: object, theirs: object) -> None:
     assert ours.model_dump_json(exclude_unset=True) == theirs.model_dump_json(exclude_unset=True)
 
 
+_short = st.none() | st.text(max_size=4)
+_tool = st.builds(
+    ToolCall,
+    id=_short,
+    name=_short,
+    input=st.none() | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    is_error=st.none() | st.booleans(),
+)
+_context = st.builds(
+    ContextWindow,
+    used_tokens=st.none() | st.integers(0, 10**6),
+    size_tokens=st.none() | st.integers(0, 10**6),
+    used_source=st.none() | st.sampled_from(get_args(ContextSource)),
+)
+_error = st.builds(ErrorInfo, message=st.text(max_size=4), status=st.none() | st.integers(0, 599))
+#: Validated models of the vocabulary, nested ones included, with only some fields given.
+_validated = st.one_of(
+    _any_usage,
+    _tool,
+    _context,
+    _error,
+    st.builds(InitMeta, model=_short, tools=st.none() | st.tuples(st.text(max_size=3))),
+    st.builds(
+        Message,
+        type=st.sampled_from([*MessageType, "brand_new"]),
+        text=_short,
+        tool=st.none() | _tool,
+        usage=st.none() | _any_usage,
+        context=st.none() | _context,
+        error=st.none() | _error,
+        replayed=st.booleans(),
+        raw=st.none() | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    ),
+)
+
+
+@given(_validated)
+def test_assemble_is_model_construct_and_of_validated_values_what_validation_makes(
+    model: BaseModel,
+) -> None:
+    """The library's one way to build a model without validating it: the fields a validated
+    model has set, given back, make the same model (to the fields set and both JSON forms)
+    as validation made it, and what pydantic's own ``model_construct`` makes of them."""
+    cls: Any = type(model)
+    given_fields = {name: getattr(model, name) for name in model.model_fields_set}
+    made = assemble(cls, given_fields)
+    _same_model(made, model)
+    _same_model(made, cls.model_construct(**given_fields))
+    assert made.model_dump() == cls.model_validate(given_fields).model_dump()
+    every = dict(vars(model))
+    marked = set(list(every)[:1])
+    _same_model(assemble(cls, every, marked), cls.model_construct(marked, **every))
+
+
+def test_assemble_refuses_a_model_it_cannot_build() -> None:
+    """A model taking extra fields would need them sorted from its own: it takes its
+    constructor."""
+
+    class Open(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        x: int = 0
+
+    with pytest.raises(TypeError, match="Open"):
+        assemble(Open, {"x": 1})
+
+
 class _Name(str):
     """A str subclass: validation makes a plain str of it."""
 
@@ -319,18 +437,6 @@ def test_a_message_in_its_turn_is_a_copy_with_the_turn_set(
     assert tagged.turn == number and message.turn == turn
     assert (tagged is message) == (turn == number)
     assert tagged.raw is message.raw
-
-
-@given(
-    usage=st.builds(Usage, input_tokens=opt_int, cost_usd=st.none() | st.floats(0, 5)),
-    update=st.dictionaries(
-        st.sampled_from(["output_tokens", "cost_usd", "usage_source", "context_size_tokens"]),
-        st.none() | st.integers(0, 9),
-        max_size=3,
-    ),
-)
-def test_copy_with_is_model_copy(usage: Usage, update: dict[str, Any]) -> None:
-    _same_model(copy_with(usage, update), usage.model_copy(update=update))
 
 
 _reading_number = (

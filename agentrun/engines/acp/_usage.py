@@ -14,15 +14,14 @@ figures as they came in the result's ``data``).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
-from ..._vocabulary.messages import Usage, assemble
+from ..._vocabulary.messages import Usage, assemble, reported_figure
 from ._meta import summed_call_usage
 from ._schema import Usage as AcpUsage
 
 __all__ = ["LAST_CALL_USAGE", "prompt_usage", "usage_of", "usage_of_quota"]
 
-_N = TypeVar("_N", int, float)
 
 #: Agents whose prompt ``usage`` covers only the last model call of the prompt.
 LAST_CALL_USAGE = frozenset({"OpenCode"})
@@ -39,23 +38,19 @@ def usage_of(reported: AcpUsage | None, cost: float | None) -> Usage | None:
     """ACP's usage (and this turn's cost) as the library's :class:`~agentrun.Usage`."""
     if reported is None:
         return None if cost is None else Usage(cost_usd=cost)
-    # Validated figures (ints of the model, a float cost): assembled, with what Usage's
-    # validation would do to them (a negative figure is not reported).
+    # Validated figures (ints of the model, a float cost): assembled, each as Usage's rule
+    # reports it.
     return assemble(
         Usage,
         {
-            "input_tokens": _figure(reported.input_tokens),
-            "output_tokens": _figure(_output_with_thoughts(reported)),
-            "cache_read_tokens": _figure(reported.cached_read_tokens),
-            "cache_write_tokens": _figure(reported.cached_write_tokens),
-            "thinking_tokens": _figure(reported.thought_tokens),
-            "cost_usd": _figure(cost),
+            "input_tokens": reported_figure(reported.input_tokens),
+            "output_tokens": reported_figure(_output_with_thoughts(reported)),
+            "cache_read_tokens": reported_figure(reported.cached_read_tokens),
+            "cache_write_tokens": reported_figure(reported.cached_write_tokens),
+            "thinking_tokens": reported_figure(reported.thought_tokens),
+            "cost_usd": reported_figure(cost),
         },
     )
-
-
-def _figure(value: _N | None) -> _N | None:
-    return None if value is not None and value < 0 else value
 
 
 def _output_with_thoughts(reported: AcpUsage) -> int | None:

@@ -25,13 +25,11 @@ pydantic-core first (the view cost more than the checks it replaced).
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, cast
 
 from ..._bases.translator import Translator
 from ..._vocabulary.context import Catalog, ContextTracker
-from ..._vocabulary.jsonvalues import MAX_COUNT
 from ..._vocabulary.jsonvalues import as_dict as _obj
 from ..._vocabulary.jsonvalues import as_float as _float
 from ..._vocabulary.jsonvalues import as_int as _int
@@ -50,6 +48,7 @@ from ..._vocabulary.messages import (
     Usage,
     UsageSource,
     assemble,
+    reported_figure,
 )
 from ..._vocabulary.prices import account_usage
 from ..._wire.framing import capped
@@ -109,18 +108,14 @@ _STR_ONLY = frozenset({str})
 
 
 def _count(value: object) -> int | None:
-    """A token count as ``Usage`` takes it: an integer (:func:`as_int`'s), and a negative one is
-    not reported (``Usage``'s rule, applied here: usages are assembled, not validated)."""
-    if type(value) is int:  # the common case, without a call
-        return value if 0 <= value <= MAX_COUNT else None
-    count = _int(value)
-    return None if count is None or count < 0 else count
+    """A token count as ``Usage`` takes it: an integer (:func:`as_int`'s) that its rule reports
+    (usages are assembled, not validated)."""
+    return reported_figure(_int(value))
 
 
 def _cost(value: object) -> float | None:
-    """A cost as ``Usage`` takes it (a negative, NaN or infinite one is not reported)."""
-    cost = _float(value)
-    return cost if cost is not None and 0 <= cost < math.inf else None
+    """A cost as ``Usage`` takes it: a number that its rule reports."""
+    return reported_figure(_float(value))
 
 
 def _text(value: object) -> str:
@@ -178,34 +173,32 @@ def _call_usage(usage: Json | None, extra: Json) -> Usage:
 
 
 def _model_usage_sum(per_model: Json, extra: Json) -> Usage:
-    """The per-model entries summed as ``Usage.__add__`` sums them (an entry that is not an
-    object adds nothing; none at all: an empty usage), with the library's ``extra`` fields."""
-    inp = out = read = write = thinking = None
-    cost: float | None = None
-    summed = False
+    """The per-model entries summed by ``Usage.__add__`` (an entry that is not an object adds
+    nothing; none at all: an empty usage), with the library's ``extra`` fields."""
+    total: Usage | None = None
     for entry in per_model.values():
         if not isinstance(entry, dict):
             continue
         e: Json = entry  # pyright: ignore[reportUnknownVariableType]
-        summed = True
-        inp = _sum(inp, _count(e.get("inputTokens")))
-        out = _sum(out, _count(e.get("outputTokens")))
-        read = _sum(read, _count(e.get("cacheReadInputTokens")))
-        write = _sum(write, _count(e.get("cacheCreationInputTokens")))
-        thinking = _sum(thinking, _count(e.get("thinkingTokens")))
-        c = _cost(e.get("costUSD"))
-        cost = c if cost is None else cost if c is None else round(cost + c, 12)
-    if not summed:
+        call = assemble(
+            Usage,
+            {
+                "input_tokens": _count(e.get("inputTokens")),
+                "output_tokens": _count(e.get("outputTokens")),
+                "cache_read_tokens": _count(e.get("cacheReadInputTokens")),
+                "cache_write_tokens": _count(e.get("cacheCreationInputTokens")),
+                "thinking_tokens": _count(e.get("thinkingTokens")),
+                "cost_usd": _cost(e.get("costUSD")),
+            },
+        )
+        total = call if total is None else total + call
+    if total is None:
         return assemble(Usage, extra)
+    summed = vars(total)
     return assemble(
         Usage,
         {
-            "input_tokens": inp,
-            "output_tokens": out,
-            "cache_read_tokens": read,
-            "cache_write_tokens": write,
-            "thinking_tokens": thinking,
-            "cost_usd": cost,
+            **{name: summed[name] for name in _MODEL_USAGE_SUMMED},
             "context_used_tokens": None,
             "context_size_tokens": None,
             "usage_source": None,
@@ -215,8 +208,15 @@ def _model_usage_sum(per_model: Json, extra: Json) -> Usage:
     )
 
 
-def _sum(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else a + b
+#: The figures a result's per-model usage reports (and its usage marks set).
+_MODEL_USAGE_SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "thinking_tokens",
+    "cost_usd",
+)
 
 
 def _message(

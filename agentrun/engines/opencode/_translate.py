@@ -15,7 +15,6 @@ The translator is pure and serves both the live engine and ``agentrun replay --e
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +31,7 @@ from ..._vocabulary.messages import (
     ToolCall,
     Usage,
     assemble,
+    reported_figure,
 )
 from ..._vocabulary.prices import account_usage
 
@@ -86,35 +86,27 @@ def step_usage(tokens: Mapping[str, Any], cost: object = None) -> Usage:
     """Our :class:`Usage` of one step from ``step_finish.part.tokens`` (and its ``cost``)."""
     value = tokens.get("cache")
     cache: dict[str, Any] = value if isinstance(value, dict) else _EMPTY  # pyright: ignore[reportUnknownVariableType]
-    read = _int(cache.get("read"))
-    write = _int(cache.get("write"))
-    inp = _int(tokens.get("input"))
+    read = reported_figure(_int(cache.get("read")))
+    write = reported_figure(_int(cache.get("write")))
+    inp = reported_figure(_int(tokens.get("input")))
     output = _int(tokens.get("output"))
     reasoning = _int(tokens.get("reasoning"))
     if output is not None or reasoning is not None:
         total_output: int | None = (output or 0) + (reasoning or 0)
     else:
         total_output = None
-    price = cost if type(cost) is float else _float(cost)
-    fields: dict[str, Any] = {
-        "input_tokens": inp,
-        "output_tokens": total_output,
-        "cache_read_tokens": read,
-        "cache_write_tokens": write,
-        "thinking_tokens": reasoning,
-        "cost_usd": price,
-    }
-    if (
-        (inp is not None and inp < 0)
-        or (total_output is not None and total_output < 0)
-        or (read is not None and read < 0)
-        or (write is not None and write < 0)
-        or (reasoning is not None and reasoning < 0)
-        or (price is not None and not 0 <= price < math.inf)
-    ):
-        return Usage.model_validate(fields)  # which drops what is below zero, NaN or infinite
-    # Every figure is already what validation returns: an int or a finite float, none below zero.
-    return assemble(Usage, fields)
+    # Each figure as ``Usage``'s rule reports it (usages are assembled, not validated).
+    return assemble(
+        Usage,
+        {
+            "input_tokens": inp,
+            "output_tokens": reported_figure(total_output),
+            "cache_read_tokens": read,
+            "cache_write_tokens": write,
+            "thinking_tokens": reported_figure(reasoning),
+            "cost_usd": reported_figure(cost if type(cost) is float else _float(cost)),
+        },
+    )
 
 
 class OpenCodeTranslator(AgentTranslator):
