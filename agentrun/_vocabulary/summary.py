@@ -166,7 +166,8 @@ class SteeredInput(BaseModel):
 class WindDown(BaseModel):
     """Wind a turn down before its deadline: ``seconds`` before the turn's ``timeout`` the
     library steers the agent with ``text`` (``Turn.steer``), so it can end the turn by itself.
-    ``run_turn(..., wind_down=S)`` is ``WindDown(seconds=S)``."""
+    ``run_turn(..., wind_down=S)`` is ``WindDown(seconds=S)``. The request, part of the turn's
+    limits (:class:`~agentrun.TurnLimits`); what happened is the summary's :class:`WoundDown`."""
 
     model_config: ClassVar[ConfigDict] = ConfigDict(frozen=True, extra="forbid")
 
@@ -199,7 +200,8 @@ class WindDown(BaseModel):
 
 
 class WoundDown(BaseModel):
-    """How a turn run with ``wind_down`` was wound down (``TurnSummary.wound_down``)."""
+    """How a turn run with ``wind_down`` was wound down (``TurnSummary.wound_down``): the record
+    of what a :class:`WindDown` asked for, once it acted."""
 
     model_config: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
