@@ -499,3 +499,10 @@ def test_a_context_reading_is_what_the_validating_constructors_make(
     _same_model(made, validated)
     assert made.model_dump_json() == validated.model_dump_json()
     _same_model(Message.context_window(reading, raw={"r": 1}), validated)
+
+
+@pytest.mark.parametrize("model", [5, ["gpt"], {"id": "m"}])
+def test_an_init_message_refuses_what_is_not_text(model: object) -> None:
+    # Text or nothing is assembled; anything else goes through validation, which refuses it.
+    with pytest.raises(ValidationError):
+        Message.init_message("agent", model=model)  # type: ignore[arg-type]
