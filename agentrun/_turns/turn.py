@@ -553,12 +553,12 @@ class Turn:
         policy = self._policy
         if policy is not None and send.buffered + policy.max_notes >= BUFFER:
             return False  # no room for the notes it may set off
-        self._hand_over(send, message)
+        self._pass_to_consumer(send, message)
         if policy is not None:
             self._apply_policy(policy, message, send)
         return True
 
-    def _hand_over(self, send: Sender[Message], message: Message) -> None:
+    def _pass_to_consumer(self, send: Sender[Message], message: Message) -> None:
         message = message.in_turn(self.number)
         self.summary.add(message)
         if self.nonblocking:
@@ -578,7 +578,7 @@ class Turn:
         notes = policy.on_delivery(message)
         if send is not None:
             for note in notes:
-                self._hand_over(send, note)
+                self._pass_to_consumer(send, note)
             notes = []
         if policy.stopping and not self._done and self._scope is not None:
             self._scope.cancel()  # the engine interrupts the agent
