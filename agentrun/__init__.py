@@ -70,7 +70,7 @@ from ._vocabulary.permissions import (
     approve_all,
     deny_all,
 )
-from ._vocabulary.policy import Budget, BudgetLimit, ContextPolicy
+from ._vocabulary.policy_settings import Budget, BudgetLimit, ContextPolicy
 from ._vocabulary.prices import ModelPrice, PriceCatalog, default_prices
 from ._vocabulary.questions import (
     Question,

@@ -20,7 +20,7 @@ When the driver is done, :func:`~.ending.turn_ending` decides which failure ende
 :class:`TurnContext` is what an engine's driver sees of it; :class:`TurnHost` is what it asks of
 its session (public names only; the session implements it). Imports the vocabulary, the wire's
 framing types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.ending`,
-:mod:`.handoff`, :mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; never the session.
+:mod:`.handoff`, :mod:`.observe`, :mod:`.turn_policy` and :mod:`.quiet`; never the session.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .ending import TurnOutcome, turn_ending
 from .handoff import HandoffSeed
 from .observe import OBSERVERS, Observer
-from .policies import PolicyStop, TurnPolicy
 from .quiet import TurnClocks
+from .turn_policy import PolicyStop, TurnPolicy
 
 if TYPE_CHECKING:
     from .output import OutputSpec

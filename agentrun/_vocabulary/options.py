@@ -21,7 +21,7 @@ from .env import validate_env
 from .errors import configuration_error
 from .journal import SessionStore
 from .permissions import PermissionHandler
-from .policy import Budget, ContextPolicy
+from .policy_settings import Budget, ContextPolicy
 from .questions import QuestionHandler
 from .sandbox import Sandbox
 
