@@ -9,7 +9,7 @@ light.
 from typing import TYPE_CHECKING, Any
 
 from ._bases.translator import Translator
-from ._store.journal import JsonlSessionStore
+from ._store.jsonl_store import JsonlSessionStore
 from ._turns.engine import Engine
 from ._turns.run import run_turn
 from ._turns.session import Session, WireTap
@@ -45,7 +45,6 @@ from ._vocabulary.errors import (
     TurnTimeoutError,
     UsageError,
 )
-from ._vocabulary.journal import SessionStore
 from ._vocabulary.limits import TurnLimits
 from ._vocabulary.messages import (
     BackgroundTask,
@@ -70,7 +69,7 @@ from ._vocabulary.permissions import (
     approve_all,
     deny_all,
 )
-from ._vocabulary.policy import Budget, BudgetLimit, ContextPolicy
+from ._vocabulary.policy_settings import Budget, BudgetLimit, ContextPolicy
 from ._vocabulary.prices import ModelPrice, PriceCatalog, default_prices
 from ._vocabulary.questions import (
     Question,
@@ -81,6 +80,7 @@ from ._vocabulary.questions import (
     QuestionRequest,
 )
 from ._vocabulary.sandbox import Sandbox, SandboxBackend
+from ._vocabulary.session_store import SessionStore
 from ._vocabulary.summary import (
     ContextSummary,
     SessionTotals,

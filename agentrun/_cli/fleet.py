@@ -848,7 +848,7 @@ async def _run_fleet(
     run.emit("fleet_started", results=str(run.results))
     if not todo:
         return
-    from .._store.journal import JsonlSessionStore
+    from .._store.jsonl_store import JsonlSessionStore
 
     scratch = Path(tempfile.mkdtemp(prefix="work-", dir=run.out))
     async with AsyncExitStack() as stack:
@@ -1029,7 +1029,7 @@ async def _run_check(argv: list[str], cwd: Path, timeout: float) -> CheckResult:
 
 def _trajectory(journals: Path, out: Path, name: str) -> tuple[str | None, str | None]:
     """The task's newest journal, and its ATIF trajectory written under ``out/trajectories``."""
-    from .._store.journal import JsonlSessionStore
+    from .._store.jsonl_store import JsonlSessionStore
     from .._store.trajectory import to_atif
     from .sessions import _turn_messages  # pyright: ignore[reportPrivateUsage]
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-from .._store.journal import JsonlSessionStore, check_journal_id, new_journal_id
+from .._store.jsonl_store import JsonlSessionStore, check_journal_id, new_journal_id
 from .._vocabulary.errors import ConfigurationError, ForkNotSupportedError
 from .._vocabulary.messages import Message
 from .._vocabulary.summary import SessionTotals

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from .._fleets.compare import CompareRun, FilesChanged
 from .._fleets.fleet import FleetTurnRecord
-from .._store.journal import (
+from .._store.jsonl_store import (
     MAX_JOURNAL_BYTES,
     JsonlSessionStore,
     default_sessions_dir,

@@ -57,10 +57,10 @@ from .._turns.run import run_turn
 from .._turns.session import Session
 from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, configuration_error
-from .._vocabulary.journal import SessionStore
 from .._vocabulary.limits import TurnLimits
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
 from .._vocabulary.options import SessionOptions
+from .._vocabulary.session_store import SessionStore
 from .._vocabulary.summary import TurnSummary, WindDown, WoundDown
 
 __all__ = [

@@ -19,7 +19,7 @@ In order of precedence:
 
 A turn cancelled by anything (the caller, a timeout, a policy, the close) says
 ``stop_reason == "cancelled"`` unless a policy names its own. Imports the vocabulary and
-:mod:`.policies` (for typing).
+:mod:`.turn_policy` (for typing).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .._vocabulary.errors import (
 
 if TYPE_CHECKING:
     from .._vocabulary.summary import TurnSummary
-    from .policies import PolicyStop
+    from .turn_policy import PolicyStop
 
 __all__ = ["TurnEnding", "TurnOutcome", "turn_ending"]
 

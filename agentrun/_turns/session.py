@@ -21,7 +21,7 @@ nothing a cancelled turn emits late reaches the next; a cancel is bounded by
 and the turn's :class:`~.turn.TurnHost`.
 
 Imports the vocabulary, the wire's sandbox check, and the sibling modules :mod:`.boundary`,
-:mod:`.driver`, :mod:`.handoff`, :mod:`.journal`, :mod:`.observe`, :mod:`.policies` and
+:mod:`.driver`, :mod:`.handoff`, :mod:`.journaling`, :mod:`.observe`, :mod:`.turn_policy` and
 :mod:`.turn`.
 """
 
@@ -52,10 +52,10 @@ from .._wire.sandbox import check_sandbox
 from .boundary import check_turn_arguments, single_error
 from .driver import CANCEL_GRACE, EngineDriver
 from .handoff import HANDOFF_PROMPT, HandoffSeed
-from .journal import JournalObserver, journal_observer
+from .journaling import JournalObserver, journal_observer
 from .observe import OBSERVERS, Observer, spawn_env
-from .policies import TurnPolicy, session_policy
 from .turn import MessageCallback, Turn, TurnContext
+from .turn_policy import TurnPolicy, session_policy
 
 if TYPE_CHECKING:
     from .._store.trajectory.load import TrajectorySource

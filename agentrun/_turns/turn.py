@@ -20,7 +20,7 @@ When the driver is done, :func:`~.ending.turn_ending` decides which failure ende
 :class:`TurnContext` is what an engine's driver sees of it; :class:`TurnHost` is what it asks of
 its session (public names only; the session implements it). Imports the vocabulary, the wire's
 framing types, and the sibling modules :mod:`.boundary`, :mod:`.channel`, :mod:`.ending`,
-:mod:`.handoff`, :mod:`.observe`, :mod:`.policies` and :mod:`.quiet`; never the session.
+:mod:`.handoff`, :mod:`.observe`, :mod:`.turn_policy` and :mod:`.quiet`; never the session.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from .channel import Receiver, Sender, channel, receive_soon, send_soon
 from .ending import TurnOutcome, turn_ending
 from .handoff import HandoffSeed
 from .observe import OBSERVERS, Observer
-from .policies import PolicyStop, TurnPolicy
 from .quiet import TurnClocks
+from .turn_policy import PolicyStop, TurnPolicy
 
 if TYPE_CHECKING:
     from .output import OutputSpec
@@ -553,12 +553,12 @@ class Turn:
         policy = self._policy
         if policy is not None and send.buffered + policy.max_notes >= BUFFER:
             return False  # no room for the notes it may set off
-        self._hand_over(send, message)
+        self._pass_to_consumer(send, message)
         if policy is not None:
             self._apply_policy(policy, message, send)
         return True
 
-    def _hand_over(self, send: Sender[Message], message: Message) -> None:
+    def _pass_to_consumer(self, send: Sender[Message], message: Message) -> None:
         message = message.in_turn(self.number)
         self.summary.add(message)
         if self.nonblocking:
@@ -578,7 +578,7 @@ class Turn:
         notes = policy.on_delivery(message)
         if send is not None:
             for note in notes:
-                self._hand_over(send, note)
+                self._pass_to_consumer(send, note)
             notes = []
         if policy.stopping and not self._done and self._scope is not None:
             self._scope.cancel()  # the engine interrupts the agent

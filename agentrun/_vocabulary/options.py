@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .env import validate_env
 from .errors import configuration_error
-from .journal import SessionStore
 from .permissions import PermissionHandler
-from .policy import Budget, ContextPolicy
+from .policy_settings import Budget, ContextPolicy
 from .questions import QuestionHandler
 from .sandbox import Sandbox
+from .session_store import SessionStore
 
 __all__ = ["ENGINE_OPTION_KEYS", "Effort", "Mode", "SessionOptions"]
 

@@ -329,10 +329,10 @@ def test_records_nested_too_deep_are_damage(tmp_path: Path) -> None:
 def test_journals_and_records_larger_than_their_bounds_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentrun._store import journal
+    from agentrun._store import jsonl_store
 
-    monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 400)
-    monkeypatch.setattr(journal, "MAX_RECORD_BYTES", 100)
+    monkeypatch.setattr(jsonl_store, "MAX_JOURNAL_BYTES", 400)
+    monkeypatch.setattr(jsonl_store, "MAX_RECORD_BYTES", 100)
     store = JsonlSessionStore(tmp_path)
     big = json.dumps({"kind": "message", "text": "x" * 200})
     _journal(tmp_path, "big", big, '{"kind": "closed"}')

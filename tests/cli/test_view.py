@@ -46,7 +46,7 @@ from agentrun._cli.view_data import (
     watched_files,
 )
 from agentrun._fleets.compare import CompareRun, FileDiff, FilesChanged
-from agentrun._store.journal import JsonlSessionStore
+from agentrun._store.jsonl_store import JsonlSessionStore
 from agentrun.trajectory import ATIF_VERSION
 
 HOSTILE = (

@@ -20,7 +20,7 @@ from agentrun import (
     TurnTimeoutError,
 )
 from agentrun._turns.ending import TurnEnding, TurnOutcome, turn_ending
-from agentrun._turns.policies import PolicyStop
+from agentrun._turns.turn_policy import PolicyStop
 
 ANSWERED = TurnSummary(has_result=True, ok=True)
 SILENT = TurnSummary()  # no result, nothing reported

@@ -4,11 +4,6 @@ Every event type of the pinned CLI is mapped; nothing is dropped silently except
 framing (``content_block_start``/``_stop`` of text and thinking blocks, ``signature_delta``,
 plain ``message_stop``, ``ping``), which carries nothing the complete events do not repeat.
 
-Usage and cost of a turn come from the per-result fields: ``model_usage_since_last_result``
-(tokens and ``costUSD`` of this result only), else ``result.usage`` and the difference of the
-session-cumulative ``total_cost_usd``. ``modelUsage`` and ``total_cost_usd`` accumulate over the
-whole session, across ``--resume`` too, and are never used as a turn's figures.
-
 Context readings: one per main-thread model call (``message.id``), from the call's input + cache
 tokens (``message_start`` in partial mode, else the first ``assistant`` event of the call). The
 window size comes from the catalog until a result reports ``modelUsage.<m>.contextWindow``,
@@ -20,23 +15,22 @@ value of a surprising type counts as absent), and the messages of the common eve
 from the checked values without being validated again (``assemble``; a count is checked to be
 what ``Usage`` takes, a negative one not reported). Rare events build their messages validated.
 Reading the values in Python measured cheaper than validating a typed view of them in
-pydantic-core first (the view cost more than the checks it replaced).
+pydantic-core first (the view cost more than the checks it replaced). The messages of checked
+values are built in :mod:`._message_builders`, a turn's usage and cost in :mod:`._usage`, a
+``Bash`` result's exit code in :mod:`._bash_results`.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, cast
 
 from ..._bases.translator import Translator
 from ..._vocabulary.context import Catalog, ContextTracker
 from ..._vocabulary.jsonvalues import as_dict as _obj
-from ..._vocabulary.jsonvalues import as_float as _float
 from ..._vocabulary.jsonvalues import as_int as _int
 from ..._vocabulary.jsonvalues import as_list as _list
 from ..._vocabulary.jsonvalues import as_str as _str
 from ..._vocabulary.messages import (
-    BackgroundTask,
     ContextWindow,
     ErrorInfo,
     InitMeta,
@@ -46,12 +40,27 @@ from ..._vocabulary.messages import (
     ProcessMeta,
     ToolCall,
     Usage,
-    UsageSource,
     assemble,
-    reported_figure,
 )
-from ..._vocabulary.prices import account_usage
 from ..._wire.framing import capped
+from ._bash_results import bash_exit_code
+from ._message_builders import (
+    Json,
+    background_tasks,
+    message_delta,
+    permission_denied,
+    protocol_error,
+    result_denials,
+    retry_notice,
+    stream_note,
+    strings,
+    text_message,
+    text_of,
+    tool_delta,
+    user_message,
+    without,
+)
+from ._usage import cost_figure, reported_window, token_count, turn_usage
 
 __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
 
@@ -78,201 +87,10 @@ FAILED_STOPS_KEPT = frozenset({"max_tokens", "refusal", "model_context_window_ex
 #: What a result passes on as it is, when the CLI sent it.
 RESULT_DATA = ("errors", "api_error_status", "api_error_type", "api_error", "result_index")
 
-Json = dict[str, Any]
-
 _TEXT_DELTA = MessageType.TEXT_DELTA
 _THINKING_DELTA = MessageType.THINKING_DELTA
 _NO_TOOL: tuple[None, None] = (None, None)
 _TOOL_BLOCKS = ("tool_use", "server_tool_use")
-
-
-def _without(event: Json, *keys: str) -> Json:
-    """A copy of ``event`` without ``keys`` (in the event's order)."""
-    copy = dict(event)
-    for key in keys:
-        copy.pop(key, None)
-    return copy
-
-
-def _strings(value: object) -> tuple[str, ...]:
-    """The strings of a list (anything else has none)."""
-    if not isinstance(value, list):
-        return ()
-    items = cast("list[Any]", value)
-    if set(map(type, items)) <= _STR_ONLY:  # the common case, checked without a Python loop
-        return tuple(items)
-    return tuple(t for t in items if isinstance(t, str))
-
-
-_STR_ONLY = frozenset({str})
-
-
-def _count(value: object) -> int | None:
-    """A token count as ``Usage`` takes it: an integer (:func:`as_int`'s) that its rule reports
-    (usages are assembled, not validated)."""
-    return reported_figure(_int(value))
-
-
-def _cost(value: object) -> float | None:
-    """A cost as ``Usage`` takes it: a number that its rule reports."""
-    return reported_figure(_float(value))
-
-
-def _text(value: object) -> str:
-    """A block's or a delta's text: a string, else empty."""
-    return value if isinstance(value, str) else ""
-
-
-#: The first line of a failed ``Bash`` result: Claude Code's only word on a non-zero exit code.
-_BASH_EXIT = re.compile(r"Exit code (\d{1,9})(?:\n|$)")
-#: Keys of a ``Bash`` result's ``tool_use_result`` that leave its exit code unknown: a command
-#: cut short, one left running in the background, a non-zero code Claude Code took as success
-#: (``returnCodeInterpretation``, e.g. grep's "No matches found").
-_BASH_CODE_UNKNOWN = ("interrupted", "backgroundTaskId", "returnCodeInterpretation")
-
-
-def _bash_exit_code(block: Json, result: object) -> int | None:
-    """A ``Bash`` tool result's exit code, or ``None`` when Claude Code does not tell it.
-
-    A success carries the structured ``tool_use_result`` (``stdout``, ``stderr``, ...): its code
-    is 0 unless one of ``_BASH_CODE_UNKNOWN`` says otherwise. A failure is ``is_error`` with no
-    structured field; its text starts with ``Exit code N`` (a refusal or a timeout names none).
-    """
-    if block.get("is_error") is True:
-        content = block.get("content")
-        if not isinstance(content, str):
-            first = _obj(next(iter(_list(content) or []), None)) or {}
-            content = first.get("text")
-        found = _BASH_EXIT.match(content) if isinstance(content, str) else None
-        return int(found.group(1)) if found else None
-    fields = _obj(result)
-    if fields is None or "stdout" not in fields:
-        return None
-    if any(fields.get(key) for key in _BASH_CODE_UNKNOWN):
-        return None
-    return 0
-
-
-def _call_usage(usage: Json | None, extra: Json) -> Usage:
-    """Usage of one API call (Anthropic shape) in our convention (already the same), with the
-    library's ``extra`` fields."""
-    if usage is None:
-        return assemble(Usage, extra)
-    details = _obj(usage.get("output_tokens_details"))
-    return assemble(
-        Usage,
-        {
-            "input_tokens": _count(usage.get("input_tokens")),
-            "output_tokens": _count(usage.get("output_tokens")),
-            "cache_read_tokens": _count(usage.get("cache_read_input_tokens")),
-            "cache_write_tokens": _count(usage.get("cache_creation_input_tokens")),
-            "thinking_tokens": None if details is None else _count(details.get("thinking_tokens")),
-            **extra,
-        },
-    )
-
-
-def _model_usage_sum(per_model: Json, extra: Json) -> Usage:
-    """The per-model entries summed by ``Usage.__add__`` (an entry that is not an object adds
-    nothing; none at all: an empty usage), with the library's ``extra`` fields."""
-    total: Usage | None = None
-    for entry in per_model.values():
-        if not isinstance(entry, dict):
-            continue
-        e: Json = entry  # pyright: ignore[reportUnknownVariableType]
-        call = assemble(
-            Usage,
-            {
-                "input_tokens": _count(e.get("inputTokens")),
-                "output_tokens": _count(e.get("outputTokens")),
-                "cache_read_tokens": _count(e.get("cacheReadInputTokens")),
-                "cache_write_tokens": _count(e.get("cacheCreationInputTokens")),
-                "thinking_tokens": _count(e.get("thinkingTokens")),
-                "cost_usd": _cost(e.get("costUSD")),
-            },
-        )
-        total = call if total is None else total + call
-    if total is None:
-        return assemble(Usage, extra)
-    summed = vars(total)
-    return assemble(
-        Usage,
-        {
-            **{name: summed[name] for name in _MODEL_USAGE_SUMMED},
-            "context_used_tokens": None,
-            "context_size_tokens": None,
-            "usage_source": None,
-            "cost_source": None,
-            **extra,
-        },
-    )
-
-
-#: The figures a result's per-model usage reports (and its usage marks set).
-_MODEL_USAGE_SUMMED = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "thinking_tokens",
-    "cost_usd",
-)
-
-
-def _message(
-    kind: MessageType, text: str, message_id: str | None, parent: str | None, raw: Json
-) -> Message:
-    """A text or thinking message (a block or a delta) of checked values."""
-    return assemble(
-        Message,
-        {
-            "type": kind,
-            "text": text,
-            "message_id": message_id,
-            "parent_tool_use_id": parent,
-            "raw": raw,
-        },
-    )
-
-
-def _tool_delta(
-    text: str,
-    tool: tuple[str | None, str | None],
-    message_id: str | None,
-    parent: str | None,
-    raw: Json,
-) -> Message:
-    """A ``tool_use_delta`` of checked values: a tool block's start (no text) or its input."""
-    tool_id, name = tool
-    return assemble(
-        Message,
-        {
-            "type": MessageType.TOOL_USE_DELTA,
-            "text": text,
-            "tool": assemble(ToolCall, {"id": tool_id, "name": name}),
-            "message_id": message_id,
-            "parent_tool_use_id": parent,
-            "raw": raw,
-        },
-    )
-
-
-def _stream_note(
-    subtype: str, message_id: str | None, parent: str | None, data: Json, raw: Json
-) -> Message:
-    """A ``system`` message of a stream event the translator passes on (rare: validated)."""
-    return Message(
-        type=MessageType.SYSTEM,
-        subtype=subtype,
-        message_id=message_id,
-        parent_tool_use_id=parent,
-        data=data,
-        raw=raw,
-    )
-
-
-def _protocol_error(text: str, data: Json, raw: Any) -> list[Message]:
-    return [Message.error_message(f"claude: {text}", code="protocol", data=data, raw=raw)]
 
 
 class ClaudeTranslator(Translator):
@@ -327,7 +145,7 @@ class ClaudeTranslator(Translator):
     def feed_decoded(self, event: Any) -> list[Message]:
         """:meth:`feed` of an event the line decoder made (its nesting already cut)."""
         if not isinstance(event, dict):
-            return _protocol_error(
+            return protocol_error(
                 "a stream-json line was not a JSON object", {"value": event}, event
             )
         ev: Json = event  # pyright: ignore[reportUnknownVariableType]
@@ -346,13 +164,13 @@ class ClaudeTranslator(Translator):
         if kind in ("control_response", "control_request", "control_cancel_request"):
             return [
                 Message(
-                    type=MessageType.SYSTEM, subtype=str(kind), data=_without(ev, "type"), raw=ev
+                    type=MessageType.SYSTEM, subtype=str(kind), data=without(ev, "type"), raw=ev
                 )
             ]
         if isinstance(kind, str) and kind:
             # A newer CLI's event kind: pass it through under its own type string.
             return [Message(type=kind, subtype=_str(ev.get("subtype")), data=ev, raw=ev)]
-        return _protocol_error("an event had no 'type'", {"event": ev}, ev)
+        return protocol_error("an event had no 'type'", {"event": ev}, ev)
 
     def finish(self) -> list[Message]:
         return []
@@ -366,10 +184,10 @@ class ClaudeTranslator(Translator):
         if subtype == "init":
             if self._tasks:
                 # Still running from an earlier turn: this turn's summary says so too.
-                return [self._init(ev), self._background(ev)]
+                return [self._init(ev), background_tasks(self._tasks, self._task_tools, ev)]
             return [self._init(ev)]
         if subtype == "api_retry":
-            return [self._retry(ev)]
+            return [retry_notice(ev)]
         if subtype == "compact_boundary":
             return self._compacted(ev)
         if subtype == "background_tasks_changed":
@@ -379,47 +197,22 @@ class ClaudeTranslator(Translator):
                 task_id = _str(task.get("task_id"))
                 if task_id is not None:
                     self._tasks[task_id] = task
-            return [self._background(ev)]
+            return [background_tasks(self._tasks, self._task_tools, ev)]
         if subtype == "task_started":
             task_id, tool_use_id = _str(ev.get("task_id")), _str(ev.get("tool_use_id"))
             if task_id is not None and tool_use_id is not None:
                 self._task_tools[task_id] = tool_use_id
             if task_id in self._tasks:
-                return [self._background(ev)]
-        data = _without(ev, "type", "subtype")
+                return [background_tasks(self._tasks, self._task_tools, ev)]
+        data = without(ev, "type", "subtype")
         if subtype == "permission_denied":
-            denial = PermissionDenial(
-                tool_name=_str(ev.get("tool_name")),
-                tool_use_id=_str(ev.get("tool_use_id")),
-                input=ev.get("tool_input"),
-                reason=_str(ev.get("message")),
-            )
-            return [
-                Message(
-                    type=MessageType.SYSTEM, subtype=subtype, denials=(denial,), data=data, raw=ev
-                )
-            ]
+            return [permission_denied(ev, data)]
         return [
             assemble(
                 Message,
                 {"type": MessageType.SYSTEM, "subtype": subtype or None, "data": data, "raw": ev},
             )
         ]
-
-    def _background(self, ev: Json) -> Message:
-        """The set of background tasks still running (it changes as they start and end)."""
-        tasks = [
-            BackgroundTask(
-                id=task_id,
-                description=_str(task.get("description")),
-                tool_use_id=_str(task.get("tool_use_id")) or self._task_tools.get(task_id),
-                kind=_str(task.get("task_type")),
-            ).model_dump(mode="json")
-            for task_id, task in self._tasks.items()
-        ]
-        return Message(
-            type=MessageType.SYSTEM, subtype="background_tasks", data={"tasks": tasks}, raw=ev
-        )
 
     def _compacted(self, ev: Json) -> list[Message]:
         """``/compact`` (or the CLI's own auto-compaction) replaced the conversation with a
@@ -440,23 +233,6 @@ class ClaudeTranslator(Translator):
                                          raw=ev))  # fmt: skip
         return out
 
-    def _retry(self, ev: Json) -> Message:
-        status = _int(ev.get("error_status"))
-        reason = _str(ev.get("error")) or "api_error"
-        delay_ms = _float(ev.get("retry_delay_ms"))
-        attempt, most = _int(ev.get("attempt")), _int(ev.get("max_retries"))
-        progress = f" {attempt}/{most}" if attempt is not None and most is not None else ""
-        return Message.retry_notice(
-            f"claude: model call failed ({reason}{f', HTTP {status}' if status else ''}); "
-            f"retry{progress}",
-            attempt=attempt,
-            max_attempts=most,
-            delay_s=None if delay_ms is None else round(delay_ms / 1000, 3),
-            code=reason,
-            status=status,
-            raw=ev,
-        )
-
     def _init(self, ev: Json) -> Message:
         self.saw_init = True
         session_id = _str(ev.get("session_id"))
@@ -466,7 +242,7 @@ class ClaudeTranslator(Translator):
         if model:
             self.model = model
             self.tracker.set_model(model)
-        tools = _strings(ev.get("tools"))
+        tools = strings(ev.get("tools"))
         init = assemble(
             InitMeta,
             {
@@ -534,9 +310,11 @@ class ClaudeTranslator(Translator):
     def _block(self, b: Json, message_id: str | None, parent: str | None, ev: Json) -> Message:
         btype = b.get("type")
         if btype == "text":
-            return _message(MessageType.TEXT, _text(b.get("text")), message_id, parent, ev)
+            return text_message(MessageType.TEXT, text_of(b.get("text")), message_id, parent, ev)
         if btype == "thinking":
-            return _message(MessageType.THINKING, _text(b.get("thinking")), message_id, parent, ev)
+            return text_message(
+                MessageType.THINKING, text_of(b.get("thinking")), message_id, parent, ev
+            )
         if btype == "tool_use" or btype == "server_tool_use":
             tool_id = _str(b.get("id"))
             name = _str(b.get("name"))
@@ -574,9 +352,9 @@ class ClaudeTranslator(Translator):
         prompt = assemble(
             Usage,
             {
-                "input_tokens": _count(usage.get("input_tokens")),
-                "cache_read_tokens": _count(usage.get("cache_read_input_tokens")),
-                "cache_write_tokens": _count(usage.get("cache_creation_input_tokens")),
+                "input_tokens": token_count(usage.get("input_tokens")),
+                "cache_read_tokens": token_count(usage.get("cache_read_input_tokens")),
+                "cache_write_tokens": token_count(usage.get("cache_creation_input_tokens")),
             },
         )
         return self.tracker.observe_call(prompt, raw=raw)
@@ -610,7 +388,7 @@ class ClaudeTranslator(Translator):
                     "is_error": is_error if isinstance(is_error, bool) else None,
                 }
                 exit_code = (
-                    _bash_exit_code(b, ev.get("tool_use_result") if results == 1 else None)
+                    bash_exit_code(b, ev.get("tool_use_result") if results == 1 else None)
                     if name == "Bash"
                     else None
                 )
@@ -627,37 +405,15 @@ class ClaudeTranslator(Translator):
             elif isinstance(b.get("text"), str):
                 texts.append(cast(str, b["text"]))
         if texts or not out:
-            out.append(self._user_message(ev, texts, parent, replayed))
+            out.append(user_message(ev, texts, parent, replayed))
         return out
-
-    def _user_message(
-        self, ev: Json, texts: list[str], parent: str | None, replayed: bool
-    ) -> Message:
-        """A user message's own text (values already checked by either reader): prompts the CLI
-        adds itself (continuation after a mid-stream error, the interrupt marker) and replayed
-        user messages, information, not agent output."""
-        data: Json = {"text": "\n".join(texts)}
-        for key in ("isSynthetic", "isReplay"):
-            if key in ev:
-                data[key] = ev[key]
-        return assemble(
-            Message,
-            {
-                "type": MessageType.SYSTEM,
-                "subtype": "user_message",
-                "parent_tool_use_id": parent,
-                "replayed": replayed,
-                "data": data,
-                "raw": ev,
-            },
-        )
 
     # -- stream_event ----------------------------------------------------------------------------
 
     def _stream_event(self, ev: Json) -> list[Message]:
         got = ev.get("event")
         if not isinstance(got, dict):
-            return _protocol_error("stream_event without an event object", {"event": ev}, ev)
+            return protocol_error("stream_event without an event object", {"event": ev}, ev)
         event: Json = got  # pyright: ignore[reportUnknownVariableType]
         parent = ev.get("parent_tool_use_id")
         if not isinstance(parent, str):
@@ -687,7 +443,7 @@ class ClaudeTranslator(Translator):
             if block.get("type") in _TOOL_BLOCKS and index is not None:
                 tool = _str(block.get("id")), _str(block.get("name"))
                 self._stream_tools[(message_id or "", index)] = tool
-                return [_tool_delta("", tool, message_id, parent, ev)]
+                return [tool_delta("", tool, message_id, parent, ev)]
             return []
         if etype == "content_block_stop" or etype == "ping":
             return []
@@ -703,40 +459,13 @@ class ClaudeTranslator(Translator):
             if abandoned is None:
                 return []
             data = {"abandoned_blocks": abandoned}
-            return [_stream_note("message_stop", message_id, parent, data, ev)]
+            return [stream_note("message_stop", message_id, parent, data, ev)]
         if etype == "message_delta":
-            delta = _obj(event.get("delta")) or {}
-            stop = _str(delta.get("stop_reason"))
-            if parent is None and stop is not None:
-                self._last_stop_reason = stop
-            output = thinking = None
-            usage = _obj(event.get("usage"))
-            if usage is not None:
-                output = _count(usage.get("output_tokens"))
-                details = _obj(usage.get("output_tokens_details"))
-                if details is not None:
-                    thinking = _count(details.get("thinking_tokens"))
-            # The output side of the call's usage (none reported: none).
-            call = (
-                None
-                if output is None and thinking is None
-                else assemble(Usage, {"output_tokens": output, "thinking_tokens": thinking})
-            )
-            return [
-                assemble(
-                    Message,
-                    {
-                        "type": MessageType.SYSTEM,
-                        "subtype": "message_delta",
-                        "stop_reason": stop,
-                        "usage": call,
-                        "message_id": message_id,
-                        "parent_tool_use_id": parent,
-                        "raw": ev,
-                    },
-                )
-            ]
-        return [_stream_note(f"stream_event:{etype}", message_id, parent, {"event": event}, ev)]
+            note = message_delta(event, message_id, parent, ev)
+            if parent is None and note.stop_reason is not None:
+                self._last_stop_reason = note.stop_reason
+            return [note]
+        return [stream_note(f"stream_event:{etype}", message_id, parent, {"event": event}, ev)]
 
     def _delta(
         self, event: Json, message_id: str | None, parent: str | None, ev: Json
@@ -747,13 +476,17 @@ class ClaudeTranslator(Translator):
         if dtype == "input_json_delta":
             index = _int(event.get("index"))
             tool = self._stream_tools.get((message_id or "", index or 0), _NO_TOOL)
-            return [_tool_delta(_text(delta.get("partial_json")), tool, message_id, parent, ev)]
+            return [tool_delta(text_of(delta.get("partial_json")), tool, message_id, parent, ev)]
         if dtype == "thinking_delta":
-            return [_message(_THINKING_DELTA, _text(delta.get("thinking")), message_id, parent, ev)]
+            return [
+                text_message(
+                    _THINKING_DELTA, text_of(delta.get("thinking")), message_id, parent, ev
+                )
+            ]
         if dtype == "signature_delta":
             return []
         subtype = f"content_block_delta:{dtype}"
-        return [_stream_note(subtype, message_id, parent, {"delta": delta}, ev)]
+        return [stream_note(subtype, message_id, parent, {"delta": delta}, ev)]
 
     # -- result ----------------------------------------------------------------------------------
 
@@ -778,23 +511,7 @@ class ClaudeTranslator(Translator):
             if is_error
             else None
         )
-        denied = ev.get("permission_denials")
-        denials = (
-            tuple(
-                assemble(
-                    PermissionDenial,
-                    {
-                        "tool_name": _str(d.get("tool_name")),
-                        "tool_use_id": _str(d.get("tool_use_id")),
-                        "input": d.get("tool_input"),
-                    },
-                )
-                for d in (_obj(item) for item in _list(denied))
-                if d is not None
-            )
-            if denied
-            else ()
-        )
+        denials = result_denials(ev.get("permission_denials"))
         out.append(
             self._result_message(
                 ev,
@@ -817,7 +534,9 @@ class ClaudeTranslator(Translator):
     ) -> None:
         """The window the CLI reports with a result: authoritative for the rest of the session
         (a refreshed reading joins ``out``)."""
-        window = self._reported_window(model_usage) or self._reported_window(since_last or {})
+        window = reported_window(model_usage, self.model) or reported_window(
+            since_last or {}, self.model
+        )
         if window is not None:
             self.tracker.report_size(window)
             refreshed = self.tracker.refresh()
@@ -958,44 +677,21 @@ class ClaudeTranslator(Translator):
             + len(self._previous_tool_names)
         )
 
-    def _reported_window(self, per_model: Json) -> int | None:
-        """The first window size reported: the session's model's entry first, then each."""
-        if self.model:
-            preferred = _obj(per_model.get(self.model))
-            if preferred is not None:
-                size = _int(preferred.get("contextWindow"))
-                if size:
-                    return size
-        for entry in per_model.values():
-            e = _obj(entry)
-            if e is not None:
-                size = _int(e.get("contextWindow"))
-                if size:
-                    return size
-        return None
-
     def _turn_usage(self, ev: Json, since_last: Json | None, context: Json) -> Usage:
         """The turn's usage (with ``context``, its context fill) and its cost."""
         # A session total below zero is nonsense (a broken or hostile agent): not reported, and
         # not what the next result's cost is measured from.
-        total_cost = _cost(ev.get("total_cost_usd"))
+        total_cost = cost_figure(ev.get("total_cost_usd"))
         previous = self._last_total_cost
         if total_cost is not None:
             self._last_total_cost = total_cost
         model = self.model or next(iter(since_last or {}), None)
-        if since_last:
-            # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
-            # counts the interrupted call, which was paid for.
-            return account_usage(_model_usage_sum(since_last, context), model=model)
-        # The cost: the session's total less the previous result's (the first result's total
-        # is the turn's own, unless the session was resumed: then it is the thread's).
-        cost: float | None = None
-        cost_source: UsageSource = "reported"
-        if total_cost is not None:
-            if previous is not None:
-                cost = round(max(total_cost - previous, 0.0), 12)
-                cost_source = "derived"
-            elif not self.resumed:
-                cost = total_cost
-        usage = _call_usage(_obj(ev.get("usage")), {**context, "cost_usd": cost})
-        return account_usage(usage, model=model, cost=cost_source)
+        return turn_usage(
+            ev,
+            since_last,
+            context,
+            model=model,
+            total_cost=total_cost,
+            previous_total=previous,
+            resumed=self.resumed,
+        )

@@ -20,7 +20,13 @@ from typing import Protocol
 from .._vocabulary.errors import AgentrunError, BudgetExceededError
 from .._vocabulary.messages import Message, MessageType
 from .._vocabulary.options import SessionOptions
-from .._vocabulary.policy import Budget, BudgetLimit, ContextGauge, ContextPolicy, tokens_of
+from .._vocabulary.policy_settings import (
+    Budget,
+    BudgetLimit,
+    ContextGauge,
+    ContextPolicy,
+    tokens_of,
+)
 from .._vocabulary.prices import estimate_cost
 from .._vocabulary.summary import TurnSummary
 

@@ -2,7 +2,7 @@
 
 It is an :class:`~.observe.Observer` of that one session (not a registered global one), so a
 session without a journal pays one check per message. Records are described in
-:mod:`agentrun._vocabulary.journal`.
+:mod:`agentrun._vocabulary.session_store`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._store.journal import JsonlSessionStore, new_journal_id
+from .._store.jsonl_store import JsonlSessionStore, new_journal_id
 from .._vocabulary.errors import JournalError
-from .._vocabulary.journal import SessionStore
 from .._vocabulary.messages import ErrorInfo
+from .._vocabulary.session_store import SessionStore
 from .._vocabulary.summary import SessionTotals
 
 if TYPE_CHECKING:

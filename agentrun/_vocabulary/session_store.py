@@ -1,14 +1,14 @@
 """Session journals: durable, append-only records of sessions, so that they outlive the process.
 
 A journal is a sequence of JSON records, one per line, that a :class:`SessionStore` keeps under
-a journal id. The library writes (see :mod:`agentrun._turns.journal`): a ``session`` record
+a journal id. The library writes (see :mod:`agentrun._turns.journaling`): a ``session`` record
 (engine, start time, options with environment values masked), a ``turn`` record with each
 prompt, a ``message`` record for every normalized message as it arrives, a ``summary`` record
 at each turn's end (the store is synced then), and a ``closed`` record. Any record may carry the
 agent's latest ``resume_id``.
 
 This module is the store's protocol; the built-in store, which keeps each journal in a JSONL
-file, is :class:`agentrun._store.journal.JsonlSessionStore`.
+file, is :class:`agentrun._store.jsonl_store.JsonlSessionStore`.
 """
 
 from __future__ import annotations

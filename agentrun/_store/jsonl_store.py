@@ -2,9 +2,9 @@
 :class:`~agentrun.SessionStore`, and reading journal lines back (:func:`read_records`).
 
 What a journal holds (its records) is described with the store's protocol in
-:mod:`agentrun._vocabulary.journal`. :class:`JsonlSessionStore` keeps one ``<id>.jsonl`` file per
-session in a directory (:func:`default_sessions_dir` by default), written line-buffered and
-fsynced at each turn's end. A crash mid-write loses at most the last line; :func:`read_records`
+:mod:`agentrun._vocabulary.session_store`. :class:`JsonlSessionStore` keeps one ``<id>.jsonl``
+file per session in a directory (:func:`default_sessions_dir` by default), written line-buffered
+and fsynced at each turn's end. A crash mid-write loses at most the last line; :func:`read_records`
 skips a torn last line. A journal is private to its user (``0600``; a directory the store makes,
 ``0700``) and held by one session at a time: the store takes an exclusive ``flock`` on the file
 while it writes it, which the system lets go when the file is closed or the process dies.

@@ -1,0 +1,158 @@
+"""Usage, cost and context-window figures of Claude Code's events, as ``Usage`` takes them.
+
+A count or a cost is checked to be what ``Usage`` takes (a negative one is not reported), so the
+usages are assembled, not validated again.
+
+Usage and cost of a turn come from the per-result fields: ``model_usage_since_last_result``
+(tokens and ``costUSD`` of this result only), else ``result.usage`` and the difference of the
+session-cumulative ``total_cost_usd``. ``modelUsage`` and ``total_cost_usd`` accumulate over the
+whole session, across ``--resume`` too, and are never used as a turn's figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._vocabulary.jsonvalues import as_dict as _obj
+from ..._vocabulary.jsonvalues import as_float as _float
+from ..._vocabulary.jsonvalues import as_int as _int
+from ..._vocabulary.messages import Usage, UsageSource, assemble, reported_figure
+from ..._vocabulary.prices import account_usage
+
+__all__ = [
+    "call_usage",
+    "cost_figure",
+    "model_usage_sum",
+    "reported_window",
+    "token_count",
+    "turn_usage",
+]
+
+#: A decoded JSON object.
+Json = dict[str, Any]
+
+
+def token_count(value: object) -> int | None:
+    """A token count as ``Usage`` takes it: an integer (:func:`as_int`'s) that its rule reports
+    (usages are assembled, not validated)."""
+    return reported_figure(_int(value))
+
+
+def cost_figure(value: object) -> float | None:
+    """A cost as ``Usage`` takes it: a number that its rule reports."""
+    return reported_figure(_float(value))
+
+
+def call_usage(usage: Json | None, extra: Json) -> Usage:
+    """Usage of one API call (Anthropic shape) in our convention (already the same), with the
+    library's ``extra`` fields."""
+    if usage is None:
+        return assemble(Usage, extra)
+    details = _obj(usage.get("output_tokens_details"))
+    return assemble(
+        Usage,
+        {
+            "input_tokens": token_count(usage.get("input_tokens")),
+            "output_tokens": token_count(usage.get("output_tokens")),
+            "cache_read_tokens": token_count(usage.get("cache_read_input_tokens")),
+            "cache_write_tokens": token_count(usage.get("cache_creation_input_tokens")),
+            "thinking_tokens": None
+            if details is None
+            else token_count(details.get("thinking_tokens")),
+            **extra,
+        },
+    )
+
+
+def model_usage_sum(per_model: Json, extra: Json) -> Usage:
+    """The per-model entries summed by ``Usage.__add__`` (an entry that is not an object adds
+    nothing; none at all: an empty usage), with the library's ``extra`` fields."""
+    total: Usage | None = None
+    for entry in per_model.values():
+        if not isinstance(entry, dict):
+            continue
+        e: Json = entry  # pyright: ignore[reportUnknownVariableType]
+        call = assemble(
+            Usage,
+            {
+                "input_tokens": token_count(e.get("inputTokens")),
+                "output_tokens": token_count(e.get("outputTokens")),
+                "cache_read_tokens": token_count(e.get("cacheReadInputTokens")),
+                "cache_write_tokens": token_count(e.get("cacheCreationInputTokens")),
+                "thinking_tokens": token_count(e.get("thinkingTokens")),
+                "cost_usd": cost_figure(e.get("costUSD")),
+            },
+        )
+        total = call if total is None else total + call
+    if total is None:
+        return assemble(Usage, extra)
+    summed = vars(total)
+    return assemble(
+        Usage,
+        {
+            **{name: summed[name] for name in MODEL_USAGE_SUMMED},
+            "context_used_tokens": None,
+            "context_size_tokens": None,
+            "usage_source": None,
+            "cost_source": None,
+            **extra,
+        },
+    )
+
+
+#: The figures a result's per-model usage reports (and its usage marks set).
+MODEL_USAGE_SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "thinking_tokens",
+    "cost_usd",
+)
+
+
+def reported_window(per_model: Json, model: str | None) -> int | None:
+    """The first window size reported: the session's model's entry first, then each."""
+    if model:
+        preferred = _obj(per_model.get(model))
+        if preferred is not None:
+            size = _int(preferred.get("contextWindow"))
+            if size:
+                return size
+    for entry in per_model.values():
+        e = _obj(entry)
+        if e is not None:
+            size = _int(e.get("contextWindow"))
+            if size:
+                return size
+    return None
+
+
+def turn_usage(
+    ev: Json,
+    since_last: Json | None,
+    context: Json,
+    *,
+    model: str | None,
+    total_cost: float | None,
+    previous_total: float | None,
+    resumed: bool,
+) -> Usage:
+    """A result's usage of the turn (with ``context``, its context fill) and its cost:
+    ``total_cost`` is the result's session total, ``previous_total`` the previous result's."""
+    if since_last:
+        # Per-result tokens and cost. On an interrupt ``usage`` is all zeros while this
+        # counts the interrupted call, which was paid for.
+        return account_usage(model_usage_sum(since_last, context), model=model)
+    # The cost: the session's total less the previous result's (the first result's total
+    # is the turn's own, unless the session was resumed: then it is the thread's).
+    cost: float | None = None
+    cost_source: UsageSource = "reported"
+    if total_cost is not None:
+        if previous_total is not None:
+            cost = round(max(total_cost - previous_total, 0.0), 12)
+            cost_source = "derived"
+        elif not resumed:
+            cost = total_cost
+    usage = call_usage(_obj(ev.get("usage")), {**context, "cost_usd": cost})
+    return account_usage(usage, model=model, cost=cost_source)
