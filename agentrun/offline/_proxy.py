@@ -43,7 +43,7 @@ import os
 import secrets
 import sys
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -235,6 +235,14 @@ def _unauthorized_error(provider: Provider) -> HttpError:
     return HttpError(status=401, message=message, error_type="UNAUTHENTICATED")
 
 
+def _redact(data: bytes, keys: Iterable[bytes], redacted: bytes) -> bytes:
+    """``data`` with every key in ``keys`` replaced by ``redacted`` (an empty key is none)."""
+    for key in keys:
+        if key and key in data:
+            data = data.replace(key, redacted)
+    return data
+
+
 class _StreamScrubber:
     """Replaces every real key in a stream handed on piece by piece, a key split across pieces
     included: the end of what came so far that could begin a key is held back until the next
@@ -250,10 +258,7 @@ class _StreamScrubber:
         """What of ``piece`` (and of what was held back) can be handed on now."""
         if not self._keys:
             return piece
-        data = self._held + piece if self._held else piece
-        for key in self._keys:
-            if key in data:
-                data = data.replace(key, self._redacted)
+        data = _redact(self._held + piece if self._held else piece, self._keys, self._redacted)
         keep = self._partial_key_start(data)
         self._held = data[keep:]
         return data[:keep]
@@ -531,9 +536,7 @@ class CredentialProxy(BackgroundServer):
     # ------------------------------------------------------------------ one request
 
     def _scrub(self, data: bytes) -> bytes:
-        for key in self._scrubbed:
-            data = data.replace(key, _REDACTED.encode())
-        return data
+        return _redact(data, self._scrubbed, _REDACTED.encode())
 
     def _admits(self, provider: Provider, request: HttpRequest) -> bool:
         """Whether ``request`` carries the client key where ``provider`` reads its key
