@@ -60,6 +60,7 @@ from ._vocabulary.messages import (
     Usage,
     UsageSource,
 )
+from ._vocabulary.metering import MeteredUsage, UsageMeter
 from ._vocabulary.options import Effort, Mode, SessionOptions
 from ._vocabulary.permissions import (
     PermissionDecision,
@@ -111,7 +112,7 @@ if TYPE_CHECKING:
     from ._store.trajectory.import_ import from_atif
     from ._store.trajectory.turns import ReplayedTurn
     from .engines._replay import replay
-    from .offline._proxy import CredentialProxy
+    from .offline._proxy import CredentialProxy, ProxyClient
 
 #: Public names defined in modules loaded on first use.
 _LAZY: dict[str, str] = {
@@ -131,6 +132,7 @@ _LAZY: dict[str, str] = {
     "RaySession": "._fleets.ray",
     "replay": ".engines._replay",
     "CredentialProxy": ".offline._proxy",
+    "ProxyClient": ".offline._proxy",
     "Trajectory": "._store.trajectory.atif",
     "ReplayedTurn": "._store.trajectory.turns",
     "from_atif": "._store.trajectory.import_",
@@ -194,6 +196,7 @@ __all__ = [
     "Message",
     "MessageCallback",
     "MessageType",
+    "MeteredUsage",
     "Mode",
     "ModelInfo",
     "ModelPrice",
@@ -209,6 +212,7 @@ __all__ = [
     "ProcessExitError",
     "ProcessMeta",
     "ProtocolError",
+    "ProxyClient",
     "Question",
     "QuestionAnswer",
     "QuestionHandler",
@@ -245,6 +249,7 @@ __all__ = [
     "TurnTimeoutError",
     "Usage",
     "UsageError",
+    "UsageMeter",
     "UsageSource",
     "WindDown",
     "WireTap",

@@ -2,11 +2,12 @@
 through the metering credential proxy.
 
 The agent runs in a kept home of its own (as on the embedded default), configured as offline but
-pointed at the proxy, with the key the proxy minted: the real key stays in this process. After each
-turn the proxy's ledger for that turn is set beside the summary's usage: with ``--json`` one
-line ``{"type": "metered", ...}``, else one line of text; a disagreement is added to the
-summary's errors (code ``usage_mismatch``), and a turn during which the budget refused a call
-ends with stop reason ``budget``.
+pointed at the proxy, with the key of the proxy client minted for it: the real key stays in this
+process. The client is the session's meter, so each turn's summary carries the proxy's figures
+(``TurnSummary.metered``; a disagreement is a summary error with code ``usage_mismatch``, a
+turn during which the budget refused a call ends with stop reason ``budget``); after each turn
+they are shown beside the summary's usage: with ``--json`` one line ``{"type": "metered",
+...}``, else one line of text.
 
 With ``--sandbox`` the proxy listens on a Unix socket bound into the agent's sandbox instead of
 a loopback port: the agent's only way out.
@@ -23,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from .._vocabulary.errors import ConfigurationError
-from .._vocabulary.messages import ErrorInfo
 from .._vocabulary.summary import TurnSummary
-from ..offline._proxy import KEY_VARIABLES, CredentialProxy, Provider, usage_disagreement
+from ..offline._ledger import ZERO_USAGE
+from ..offline._proxy import KEY_VARIABLES, CredentialProxy, Provider
 
 __all__ = ["ENGINE_PROVIDERS", "Meter", "check_proxy_arguments", "open_proxy", "wants_proxy"]
 
@@ -99,64 +100,53 @@ async def open_proxy(
 
 
 class Meter:
-    """Sets each turn's metered usage beside its summary."""
+    """Shows each turn's metered usage (``TurnSummary.metered``, set by the session's proxy
+    client) beside its summary's."""
 
     def __init__(self, proxy: CredentialProxy, *, as_json: bool) -> None:
         self._proxy = proxy
         self._as_json = as_json
-        self._mark = proxy.ledger.mark()
-        self._refused = proxy.refused
         self._unauthorized = proxy.unauthorized
 
     async def turn(self, summary: TurnSummary) -> None:
         proxy = self._proxy
-        await proxy.settled()
-        served = proxy.ledger.since(self._mark)
-        self._mark += len(served)
-        refused, self._refused = proxy.refused - self._refused, proxy.refused
+        metered = summary.metered
+        if metered is None:  # the turn failed before it started: nothing was metered
+            return
         unauthorized = proxy.unauthorized - self._unauthorized
         self._unauthorized = proxy.unauthorized
-        disagreement = usage_disagreement(summary.usage, served, prices=proxy.prices)
-        if disagreement is not None:
-            summary.errors.append(
-                ErrorInfo(
-                    message=f"the usage differs from the proxy's metering: {disagreement}",
-                    code="usage_mismatch",
-                )
-            )
-        if refused:
-            summary.stop_reason = "budget"
-            summary.ok = False
         record: dict[str, Any] = {
             "type": "metered",
             "turn": summary.turn,
             "proxy": {
-                "usage": served.main.usage.model_dump(exclude_none=True),
-                "calls": len(served.main),
-                "side_usage": served.side.usage.model_dump(exclude_none=True),
-                "side_calls": len(served.side),
-                "cost_usd": served.cost(),
-                "refused": refused,
+                "usage": metered.usage.model_dump(exclude_none=True),
+                "calls": metered.calls,
+                "side_usage": (metered.side_usage or ZERO_USAGE).model_dump(exclude_none=True),
+                "side_calls": metered.side_calls,
+                "cost_usd": metered.cost_usd,
+                "refused": metered.refused,
                 "unauthorized": unauthorized,
             },
             "summary": {
                 "usage": summary.usage.model_dump(exclude_none=True) if summary.usage else None
             },
             "stop_reason": summary.stop_reason,
-            "agrees": disagreement is None,
-            "disagreement": disagreement,
-            "budget_spent": proxy.budget_spent,
+            "agrees": metered.agrees,
+            "disagreement": metered.disagreement,
+            "budget_spent": metered.budget_spent,
         }
         if self._as_json:
             print(json.dumps(record), flush=True)
             return
-        usage = served.main.usage
-        verdict = "agrees" if disagreement is None else f"DISAGREES: {disagreement}"
+        usage = metered.usage
+        verdict = "agrees" if metered.agrees else f"DISAGREES: {metered.disagreement}"
         line = (
-            f"── metered at the proxy: {len(served.main)} calls, in {usage.input_tokens}, "
+            f"── metered at the proxy: {metered.calls} calls, in {usage.input_tokens}, "
             f"out {usage.output_tokens}, cache read {usage.cache_read_tokens}, "
             f"cache write {usage.cache_write_tokens} ({verdict})"
         )
-        if refused:
-            line += f"; {refused} calls refused, the budget is spent ({proxy.budget_spent})"
+        if metered.refused:
+            line += (
+                f"; {metered.refused} calls refused, the budget is spent ({metered.budget_spent})"
+            )
         print(line, file=sys.stdout, flush=True)

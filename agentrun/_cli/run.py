@@ -28,6 +28,7 @@ from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError
 from .._vocabulary.limits import NO_LIMITS, TurnLimits
 from .._vocabulary.messages import Message, MessageType
+from .._vocabulary.metering import UsageMeter
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.sandbox import Sandbox
 from .._vocabulary.summary import TurnSummary, WindDown
@@ -354,6 +355,7 @@ async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interr
             socket_path = Path(sockets) / "proxy.sock" if sandbox_option(args) else None
             async with open_proxy(args, socket_path=socket_path) as proxy:
                 meter = Meter(proxy, as_json=args.json)
+                client = proxy.client(args.engine)
                 if socket_path is None:
                     url, sandbox = proxy.url, None
                 else:
@@ -363,7 +365,7 @@ async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interr
                     )
                 engine, session = _embedded(
                     args, url, str(home), cwd, plan.options, sandbox=sandbox,
-                    api_key=proxy.client_key,
+                    api_key=client.key, meter=client,
                 )  # fmt: skip
                 return await _turns(
                     engine, session, plan, args, interrupt, on_close=remember, metered=meter.turn
@@ -427,6 +429,7 @@ def _embedded(
     *,
     sandbox: Sandbox | None = None,
     api_key: str | None = None,
+    meter: UsageMeter | None = None,
 ) -> tuple[Engine, SessionOptions]:
     from ..offline import embedded_engine
 
@@ -442,6 +445,7 @@ def _embedded(
         sandbox=sandbox or sandbox_option(args),
         api_key=api_key,
         **({"options": options} if options else {}),
+        **({"meter": meter} if meter is not None else {}),
         **_approval(args),
         **_journal_options(args),
     )

@@ -15,7 +15,7 @@ In order of precedence:
 5. a turn that ended by itself without a result is a :class:`NoResultError`;
 6. a failed turn whose fatal error was the agent's account (not logged in, no credit) raises
    the typed account error instead of ending as an empty summary or a bare exit, that cause
-   kept as ``__cause__``.
+   kept as ``__cause__`` (unless the stop explains it: the metering proxy's spent budget).
 
 A turn cancelled by anything (the caller, a timeout, a policy, the close) says
 ``stop_reason == "cancelled"`` unless a policy names its own. Imports the vocabulary and
@@ -112,6 +112,7 @@ def turn_ending(
         (failure is None or isinstance(failure, NoResultError | ProcessExitError))
         and not ok
         and not outcome.cancelled_by_caller
+        and not (stop is not None and stop.explains_account_error)
     ):
         account = account_error(summary.errors, engine)
         if account is not None:

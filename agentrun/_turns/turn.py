@@ -43,6 +43,7 @@ from .._vocabulary.errors import (
 )
 from .._vocabulary.limits import NO_LIMITS, TurnLimits
 from .._vocabulary.messages import ErrorInfo, Message, MessageType
+from .._vocabulary.metering import mismatch_error
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.summary import SessionTotals, SteeredInput, TurnSummary, WoundDown
 from .boundary import check_turn_arguments, failure_code
@@ -262,6 +263,8 @@ class Turn:
         self._watchdog: anyio.CancelScope | None = None
         #: What a policy stopped this turn for, if one did.
         self.stopped_by_policy: PolicyStop | None = None
+        #: The session's meter's mark when the turn started (``None``: no meter).
+        self._meter_mark: int | None = None
         self._finished = anyio.Event()
         self._failure: AgentrunError | None = None
         self._done = False
@@ -303,6 +306,9 @@ class Turn:
             for observer in self._observers:
                 observer.turn_started(self)
         policy = self._policy
+        meter = session.options.meter
+        if meter is not None:
+            self._meter_mark = meter.mark()
         self.clocks.start(now, None if policy is None else policy.wall_limit())
         self._send, self._recv = channel[Message](BUFFER)
         self._scope = anyio.CancelScope()
@@ -678,6 +684,7 @@ class Turn:
             wound = self.summary.wound_down
             if wound is not None:
                 wound.ended_by_itself = completed and self.summary.has_result
+            metered_stop = await self._meter()
             policy = self._policy
             if policy is not None:
                 ran_out = (
@@ -688,6 +695,7 @@ class Turn:
                 self.stopped_by_policy = policy.settle(
                     self.summary, engine=engine, number=self.number, ran_out_of_wall=ran_out
                 )
+            self.stopped_by_policy = self.stopped_by_policy or metered_stop
             ending = turn_ending(
                 outcome,
                 self.summary,
@@ -738,6 +746,29 @@ class Turn:
                 self._quiet_watch.cancel()
             if self._wind_down_watch is not None:
                 self._wind_down_watch.cancel()
+
+    async def _meter(self) -> PolicyStop | None:
+        """Set what the session's meter counted for the turn beside its usage: a disagreement
+        becomes a summary error, and a call refused for the proxy's budget stops the turn with
+        ``budget`` (the quota error the agent got is that stop, not an account failure)."""
+        meter = self.session.options.meter
+        mark = self._meter_mark
+        if meter is None or mark is None:
+            return None
+        metered = None
+        with anyio.CancelScope(shield=True):  # bounded: the meter waits a few seconds at most
+            metered = await meter.metered_since(mark, self.summary)
+        if metered is None:
+            return None
+        self.summary.metered = metered
+        error = mismatch_error(metered)
+        if error is not None:
+            self.summary.errors.append(error)
+        if not metered.refused:
+            return None
+        return PolicyStop(
+            limit="proxy", stop_reason="budget", error=None, explains_account_error=True
+        )
 
     def _take_failure(self) -> AgentrunError | None:
         """The error that ended the turn, if not raised yet (the iterator will not raise it)."""

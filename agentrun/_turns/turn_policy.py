@@ -41,6 +41,9 @@ class PolicyStop:
     limit: str
     stop_reason: str
     error: AgentrunError | None
+    #: The agent's account error (no quota left) was this stop's doing, so the turn does not
+    #: raise it as its own (the metering proxy refused a call for its budget).
+    explains_account_error: bool = False
 
 
 class TurnPolicy(Protocol):

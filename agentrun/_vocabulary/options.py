@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .env import validate_env
 from .errors import configuration_error
+from .metering import UsageMeter
 from .permissions import PermissionHandler
 from .policy_settings import Budget, ContextPolicy
 from .questions import QuestionHandler
@@ -152,6 +153,9 @@ class SessionOptions(BaseModel):
     #: environment. Raises :class:`~agentrun.EngineUnavailableError` at start where it cannot be
     #: had (never runs unsandboxed instead).
     sandbox: Sandbox | None = None
+    #: The metering proxy's meter for this session (``CredentialProxy.client(...)``): each
+    #: turn's usage is checked against what the proxy counted (``TurnSummary.metered``).
+    meter: UsageMeter | None = Field(default=None, exclude=True)
 
     @field_validator("model", "agent_id", "resume_id")
     @classmethod

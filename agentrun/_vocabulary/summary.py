@@ -42,6 +42,7 @@ from .messages import (
     Usage,
     assemble,
 )
+from .metering import MeteredUsage
 from .questions import QuestionRecord
 
 __all__ = [
@@ -267,6 +268,9 @@ class TurnSummary(BaseModel):
     #: otherwise (and then left out of the JSON form). ``usage`` never counts them. A call made
     #: after a turn's result (a prompt suggestion) counts in the next turn's.
     side_usage: Usage | None = Field(default=None, exclude_if=lambda value: value is None)
+    #: What the metering proxy counted for this turn (a session with ``SessionOptions.meter``),
+    #: beside ``usage``; ``None`` otherwise (and then left out of the JSON form).
+    metered: MeteredUsage | None = Field(default=None, exclude_if=lambda value: value is None)
 
     # The running state of the fold lives in one plain object: folding a message touches no
     # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a

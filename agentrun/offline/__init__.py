@@ -30,7 +30,7 @@ from ._embedded import EMBEDDED_ENGINES, embedded_engine, offline_config
 from ._ledger import Ledger, LedgerEntry, LedgerSlice
 from ._modelserver import ModelServer
 from ._netns import can_isolate_network, isolated_argv, network_is_loopback_only, run_isolated
-from ._proxy import CredentialProxy, usage_disagreement
+from ._proxy import CredentialProxy, ProxyClient, usage_disagreement
 from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, RecordedRequest, SideRequest
 from ._script import (
     DEFAULT_SHELL_COMMAND,
@@ -61,6 +61,7 @@ __all__ = [
     "ModelServer",
     "ModelTurn",
     "OfflineAgentConfig",
+    "ProxyClient",
     "RecordedRequest",
     "Script",
     "ScriptUsage",

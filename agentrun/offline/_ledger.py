@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -73,6 +73,14 @@ class LedgerEntry(_Frozen):
     answered_at: datetime
     #: The whole answer was written (``False``: the client went away, or the server stopped).
     complete: bool = True
+    #: The metering proxy's client the request came with (one per session,
+    #: :meth:`~agentrun.CredentialProxy.client`); ``None`` for the proxy's own ``client_key``
+    #: and on the model server.
+    client: str | None = None
+    #: Why the metering proxy refused the call instead of forwarding it: ``budget`` (a budget
+    #: was spent), ``no_key`` (no real key for its provider), ``upstream`` (the upstream could
+    #: not be reached); ``None`` for a call forwarded, and on the model server.
+    refusal: Literal["budget", "no_key", "upstream"] | None = None
 
     @property
     def is_side(self) -> bool:
@@ -92,6 +100,10 @@ class LedgerSlice(_Frozen):
     def main(self) -> LedgerSlice:
         """The calls of the conversation (no side requests)."""
         return LedgerSlice(entries=tuple(e for e in self.entries if not e.is_side))
+
+    def of_client(self, client: str | None) -> LedgerSlice:
+        """The entries of one metering-proxy client (``None``: the proxy's own key)."""
+        return LedgerSlice(entries=tuple(e for e in self.entries if e.client == client))
 
     @property
     def side(self) -> LedgerSlice:

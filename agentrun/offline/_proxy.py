@@ -54,7 +54,9 @@ import anyio.abc
 
 from .._vocabulary.errors import ConfigurationError, UsageError
 from .._vocabulary.messages import Usage
+from .._vocabulary.metering import MeteredUsage, UsageMeter
 from .._vocabulary.prices import PriceCatalog, default_prices
+from .._vocabulary.summary import TurnSummary
 from ._dialects import DIALECTS, Dialect
 from ._http import BackgroundServer, HttpRequest, Limits, Responder, serve_connection
 from ._ledger import ZERO_USAGE, Ledger, LedgerEntry, LedgerSlice
@@ -67,6 +69,7 @@ __all__ = [
     "KEY_VARIABLES",
     "CredentialProxy",
     "Provider",
+    "ProxyClient",
     "usage_disagreement",
 ]
 
@@ -197,6 +200,41 @@ def _budget_error(provider: Provider, why: str) -> HttpError:
     # Gemini CLI retries a 429 for minutes unless its words say nothing is left ("limit: 0").
     message += "; left under the limit: 0"
     return HttpError(status=429, message=message, error_type="RESOURCE_EXHAUSTED")
+
+
+def _check_budget(max_tokens: int | None, max_cost_usd: float | None) -> None:
+    for value in (max_tokens, max_cost_usd):
+        if value is not None and not value > 0:
+            raise ConfigurationError("a proxy budget must be above 0", option="budget")
+
+
+def _tokens(usage: Usage) -> int:
+    """Every token of ``usage`` a budget counts: input, cache reads and writes, output."""
+    return sum(
+        figure or 0
+        for figure in (
+            usage.input_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.output_tokens,
+        )
+    )
+
+
+def _spent(
+    spent: LedgerSlice, max_tokens: int | None, max_cost_usd: float | None, prices: PriceCatalog
+) -> str | None:
+    """Why a budget of ``max_tokens`` / ``max_cost_usd`` is spent by ``spent``, or ``None``."""
+    tokens = _tokens(spent.usage)
+    if max_tokens is not None and tokens >= max_tokens:
+        return f"{tokens} tokens of {max_tokens}"
+    if max_cost_usd is not None:
+        cost = spent.cost(prices=prices)
+        if cost is None:
+            return "a model called has no price in the catalog"
+        if cost >= max_cost_usd:
+            return f"${cost:.4f} of ${max_cost_usd:.4f}"
+    return None
 
 
 def _presented_keys(provider: Provider, request: HttpRequest) -> list[str]:
@@ -364,11 +402,11 @@ class CredentialProxy(BackgroundServer):
         chosen = _known_providers(keys, "keys") if keys is not None else _keys_from_environment()
         self._keys: dict[Provider, str] = {cast(Provider, p): k for p, k in chosen.items() if k}
         self._client_key = _CLIENT_KEY_PREFIX + secrets.token_urlsafe(32)
-        self._client_key_bytes = self._client_key.encode()
+        #: Each client's key and its client (``None``: the proxy's own :attr:`client_key`).
+        self._client_keys: list[tuple[bytes, str | None]] = [(self._client_key.encode(), None)]
+        self._clients: dict[str, ProxyClient] = {}
         self._scrubbed = [key.encode() for key in self._keys.values()]
-        for value in (max_tokens, max_cost_usd):
-            if value is not None and value <= 0:
-                raise ConfigurationError("a proxy budget must be above 0", option="budget")
+        _check_budget(max_tokens, max_cost_usd)
         for value in (connect_timeout, idle_timeout):
             if not value > 0:
                 raise ConfigurationError("a proxy timeout must be above 0", option="timeout")
@@ -395,6 +433,8 @@ class CredentialProxy(BackgroundServer):
         self.unauthorized: int = 0
         self._in_flight = 0
         self._quiet: anyio.Event | None = None
+        self._in_flight_of: dict[str | None, int] = {}
+        self._quiet_of: dict[str | None, anyio.Event] = {}
 
     def __repr__(self) -> str:  # never the keys, nor the client key
         providers = ", ".join(sorted(self._keys))
@@ -418,6 +458,43 @@ class CredentialProxy(BackgroundServer):
         (in the header the request's provider reads its key from). Not a secret worth the
         caller's key: it spends only through this proxy, within its budget, while it runs."""
         return self._client_key
+
+    def client(
+        self,
+        name: str | None = None,
+        *,
+        max_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+    ) -> ProxyClient:
+        """A new client of this proxy for one session: a key of its own (give it to the agent),
+        its calls tagged with ``name`` in the ledger (default ``client-1``, ``client-2``, ...),
+        and, with ``max_tokens`` / ``max_cost_usd``, a budget of its own within the proxy's.
+        It is the session's meter too: ``SessionOptions(meter=client)`` checks each turn's
+        usage against the proxy's figures. A name given twice, or a budget not above 0, is a
+        :class:`~agentrun.ConfigurationError`."""
+        if name is None:
+            name = f"client-{len(self._clients) + 1}"
+            while name in self._clients:
+                name += "+"
+        if not isinstance(name, str) or not name.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError(
+                "a proxy client's name must be a non-empty string", option="name"
+            )
+        if name in self._clients:
+            raise ConfigurationError(
+                f"the proxy already has a client named {name!r}", option="name"
+            )
+        _check_budget(max_tokens, max_cost_usd)
+        key = _CLIENT_KEY_PREFIX + secrets.token_urlsafe(32)
+        client = ProxyClient(self, name, key, max_tokens=max_tokens, max_cost_usd=max_cost_usd)
+        self._clients[name] = client
+        self._client_keys.append((key.encode(), name))
+        return client
+
+    @property
+    def clients(self) -> dict[str, ProxyClient]:
+        """The clients made with :meth:`client`, by name."""
+        return dict(self._clients)
 
     @property
     def placeholder_key(self) -> str:
@@ -461,19 +538,21 @@ class CredentialProxy(BackgroundServer):
         with anyio.move_on_after(most):
             await self._quiet.wait()
 
+    async def client_settled(self, client: str | None, most: float = 10.0) -> None:
+        """:meth:`settled` for the calls of one client only (the other sessions sharing the
+        proxy may go on calling)."""
+        if not self._in_flight_of.get(client):
+            return
+        quiet = self._quiet_of.get(client)
+        if quiet is None:
+            quiet = self._quiet_of[client] = anyio.Event()
+        with anyio.move_on_after(most):
+            await quiet.wait()
+
     @property
     def spent_tokens(self) -> int:
         """Every token the metered calls processed: input, cache reads and writes, output."""
-        usage = self.ledger.since(0).usage
-        return sum(
-            figure or 0
-            for figure in (
-                usage.input_tokens,
-                usage.cache_read_tokens,
-                usage.cache_write_tokens,
-                usage.output_tokens,
-            )
-        )
+        return _tokens(self.ledger.since(0).usage)
 
     @property
     def spent_cost_usd(self) -> float | None:
@@ -483,15 +562,9 @@ class CredentialProxy(BackgroundServer):
     @property
     def budget_spent(self) -> str | None:
         """Why further model calls are refused, or ``None`` while the budget lasts."""
-        if self.max_tokens is not None and self.spent_tokens >= self.max_tokens:
-            return f"{self.spent_tokens} tokens of {self.max_tokens}"
-        if self.max_cost_usd is not None:
-            cost = self.spent_cost_usd
-            if cost is None:
-                return "a model called has no price in the catalog"
-            if cost >= self.max_cost_usd:
-                return f"${cost:.4f} of ${self.max_cost_usd:.4f}"
-        return None
+        if self.max_tokens is None and self.max_cost_usd is None:
+            return None
+        return _spent(self.ledger.since(0), self.max_tokens, self.max_cost_usd, self.prices)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -538,14 +611,24 @@ class CredentialProxy(BackgroundServer):
     def _scrub(self, data: bytes) -> bytes:
         return _redact(data, self._scrubbed, _REDACTED.encode())
 
-    def _admits(self, provider: Provider, request: HttpRequest) -> bool:
-        """Whether ``request`` carries the client key where ``provider`` reads its key
-        (compared in constant time)."""
-        admitted = False
+    def _admits(self, provider: Provider, request: HttpRequest) -> tuple[bool, str | None]:
+        """Whether ``request`` carries a client key where ``provider`` reads its key (compared
+        in constant time with every client's), and whose."""
+        admitted, client = False, None
         for presented in _presented_keys(provider, request):
             given = presented.encode("utf-8", "surrogateescape")
-            admitted |= hmac.compare_digest(given, self._client_key_bytes)
-        return admitted
+            for key, name in self._client_keys:
+                if hmac.compare_digest(given, key):
+                    admitted, client = True, name
+        return admitted, client
+
+    def _budget_spent_for(self, client: str | None) -> str | None:
+        """Why a call of ``client`` is refused: the proxy's budget, or the client's own."""
+        why = self.budget_spent
+        own = self._clients.get(client) if client is not None else None
+        if why is None and own is not None and (spent := own.own_budget_spent) is not None:
+            why = f"the budget of {client}: {spent}"
+        return why
 
     def _account(
         self,
@@ -559,6 +642,8 @@ class CredentialProxy(BackgroundServer):
         dialect: Dialect | None = None,
         reported: dict[str, Any] | None = None,
         complete: bool = True,
+        client: str | None = None,
+        refusal: Literal["budget", "no_key", "upstream"] | None = None,
     ) -> None:
         usage = ZERO_USAGE
         if dialect is not None and reported is not None:
@@ -575,6 +660,8 @@ class CredentialProxy(BackgroundServer):
                 received_at=received_at,
                 answered_at=datetime.now(timezone.utc),
                 complete=complete,
+                client=client,
+                refusal=refusal,
             )
         )
 
@@ -618,12 +705,38 @@ class CredentialProxy(BackgroundServer):
         provider = _provider_of(api, request)
         dialect = DIALECTS.get(api)
         shape = dialect or DIALECTS[_SHAPE[provider]]
-        if not self._admits(provider, request):
+        admitted, client = self._admits(provider, request)
+        if not admitted:
             # Not the agent's: refused before anything is counted or forwarded.
             self.unauthorized += 1
             body, headers = shape.error_answer(_unauthorized_error(provider), "req_proxy_refused")
             await out.send_json(401, body, keep, headers=list(headers.items()))
             return keep
+        if dialect is None:
+            return await self._admitted(request, out, api, provider, shape, client, received_at)
+        self._in_flight_of[client] = self._in_flight_of.get(client, 0) + 1
+        try:
+            return await self._admitted(request, out, api, provider, shape, client, received_at)
+        finally:
+            self._in_flight_of[client] -= 1
+            if not self._in_flight_of[client]:
+                quiet = self._quiet_of.pop(client, None)
+                if quiet is not None:
+                    quiet.set()
+
+    async def _admitted(
+        self,
+        request: HttpRequest,
+        out: Responder,
+        api: ApiKind,
+        provider: Provider,
+        shape: Dialect,
+        client: str | None,
+        received_at: datetime,
+    ) -> bool:
+        """Answer a request that carried a client key (``client``'s)."""
+        keep = request.keep_alive
+        dialect = DIALECTS.get(api)
         payload = _json_object(request.body)
         seq, self._seq = self._seq, self._seq + 1
         model = shape.model_of(request.path, payload) if dialect and payload is not None else None
@@ -632,10 +745,12 @@ class CredentialProxy(BackgroundServer):
             side = next((r for r in self._side_requests if r.match(api, payload)), None)
 
         refusal: HttpError | None = None
-        if dialect is not None and (why := self.budget_spent) is not None:
-            refusal = _budget_error(provider, why)
+        refused_for: Literal["budget", "no_key", "upstream"] | None = None
+        if dialect is not None and (why := self._budget_spent_for(client)) is not None:
+            refusal, refused_for = _budget_error(provider, why), "budget"
             self.refused += 1
         elif provider not in self._keys:
+            refused_for = "no_key"
             names = " or ".join(KEY_VARIABLES[provider])
             refusal = HttpError(
                 status=401,
@@ -661,9 +776,10 @@ class CredentialProxy(BackgroundServer):
                 self.failures.append(words)
                 print(f"agentrun proxy: {words}", file=sys.stderr)
                 refusal = HttpError(status=502, message=f"agentrun proxy: {words}")
+                refused_for = "upstream"
             else:
                 return await self._relay(
-                    answer, out, keep, seq, api, received_at, model, side, dialect
+                    answer, out, keep, seq, api, received_at, model, side, dialect, client
                 )
         complete = False
         try:
@@ -673,7 +789,7 @@ class CredentialProxy(BackgroundServer):
             if dialect is not None:
                 self._account(
                     seq, api, received_at, model=model, status=refusal.status, side=side,
-                    complete=complete,
+                    complete=complete, client=client, refusal=refused_for,
                 )  # fmt: skip
         return keep
 
@@ -688,6 +804,7 @@ class CredentialProxy(BackgroundServer):
         model: str | None,
         side: SideRequest | None,
         dialect: Dialect | None,
+        client: str | None,
     ) -> bool:
         """Pass the upstream's answer on and enter its usage in the ledger."""
         # The body goes on as it came: a content-encoding the upstream chose despite
@@ -741,7 +858,7 @@ class CredentialProxy(BackgroundServer):
             if dialect is not None:
                 self._account(
                     seq, api, received_at, model=model, status=answer.status, side=side,
-                    dialect=dialect, reported=reported, complete=complete,
+                    dialect=dialect, reported=reported, complete=complete, client=client,
                 )  # fmt: skip
         return keep
 
@@ -784,3 +901,74 @@ def usage_disagreement(
         if priced is not None and abs(usage.cost_usd - priced) > max(1e-6, priced / 100):
             wrong.append(f"cost ${usage.cost_usd:.6f} (proxy ${priced:.6f} at catalog prices)")
     return "the agent reported " + ", ".join(wrong) if wrong else None
+
+
+class ProxyClient(UsageMeter):
+    """One session's way through a :class:`CredentialProxy` (:meth:`CredentialProxy.client`):
+    its own key (:attr:`key`, for the agent), its calls tagged :attr:`name` in the proxy's
+    ledger, optionally a budget of its own, and the session's meter
+    (``SessionOptions(meter=client)``): when a turn ends, what the proxy metered for this
+    client during it is set beside the summary's usage (``TurnSummary.metered``)."""
+
+    def __init__(
+        self,
+        proxy: CredentialProxy,
+        name: str,
+        key: str,
+        *,
+        max_tokens: int | None = None,
+        max_cost_usd: float | None = None,
+    ) -> None:
+        self.proxy = proxy
+        self.name = name
+        self._key = key
+        self.max_tokens = max_tokens
+        self.max_cost_usd = max_cost_usd
+
+    def __repr__(self) -> str:  # never the key
+        return f"ProxyClient(name={self.name!r})"
+
+    @property
+    def key(self) -> str:
+        """The key to give this session's agent (admitted by the proxy, tagged :attr:`name`)."""
+        return self._key
+
+    @property
+    def ledger(self) -> LedgerSlice:
+        """Every call of this client metered so far."""
+        return self.proxy.ledger.since(0).of_client(self.name)
+
+    @property
+    def own_budget_spent(self) -> str | None:
+        """Why this client's own budget refuses its calls, or ``None`` (the proxy's aside)."""
+        if self.max_tokens is None and self.max_cost_usd is None:
+            return None
+        return _spent(self.ledger, self.max_tokens, self.max_cost_usd, self.proxy.prices)
+
+    @property
+    def budget_spent(self) -> str | None:
+        """Why this client's calls are refused (the proxy's budget or its own), or ``None``."""
+        return self.proxy._budget_spent_for(self.name)  # pyright: ignore[reportPrivateUsage]
+
+    def mark(self) -> int:
+        return self.proxy.ledger.mark()
+
+    async def metered_since(self, mark: int, summary: TurnSummary) -> MeteredUsage:
+        proxy = self.proxy
+        await proxy.client_settled(self.name)
+        served = proxy.ledger.since(mark).of_client(self.name)
+        answered = LedgerSlice(entries=tuple(e for e in served.entries if e.refusal is None))
+        disagreement = usage_disagreement(summary.usage, answered, prices=proxy.prices)
+        side = served.side
+        return MeteredUsage(
+            client=self.name,
+            usage=served.main.usage,
+            calls=len(answered.main),
+            side_usage=side.usage if side.entries else None,
+            side_calls=len(answered.side),
+            cost_usd=served.cost(prices=proxy.prices),
+            refused=sum(1 for e in served.entries if e.refusal == "budget"),
+            agrees=disagreement is None,
+            disagreement=disagreement,
+            budget_spent=self.budget_spent,
+        )

@@ -52,7 +52,7 @@ PUBLIC = {
     "QuestionRequest", "CompactionNotSupportedError", "BackgroundTask",
     "__version__", "approve_all", "default_catalog", "deny_all", "engine_names", "get_engine",
     "get_translator", "run_turn",
-    "replay", "ReplayedTurn", "CredentialProxy", "Trajectory", "to_atif", "from_atif",
+    "replay", "ReplayedTurn", "CredentialProxy", "ProxyClient", "MeteredUsage", "UsageMeter", "Trajectory", "to_atif", "from_atif",
 }  # fmt: skip
 
 

@@ -15,8 +15,8 @@ import anyio.abc
 import pytest
 from model_client import Reply, exchange, parse_reply, raw_request
 
-from agentrun import ConfigurationError, CredentialProxy, TurnSummary, Usage
-from agentrun._cli.proxied import Meter
+from agentrun import ConfigurationError, CredentialProxy, SessionOptions, TurnSummary, Usage
+from agentrun._vocabulary.metering import mismatch_error
 from agentrun._vocabulary.prices import PriceCatalog
 from agentrun.offline import (
     Ledger,
@@ -289,30 +289,75 @@ def test_a_bad_upstream_url_is_a_configuration_error() -> None:
         CredentialProxy("ftp://example.com", keys=REAL)
 
 
-async def test_a_turn_s_usage_is_set_beside_the_ledger_and_a_disagreement_is_reported(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    async with ModelServer(Script(turns=[TURN, TURN])) as server:
+async def _post_as(proxy: CredentialProxy, key: str, api: str, path: str, body: Any) -> Reply:
+    (reply,) = await exchange(proxy.port, [raw_request(path, body, headers=auth(api, key))])
+    return reply
+
+
+async def test_each_client_meters_its_own_calls_and_a_disagreement_is_reported() -> None:
+    """Two sessions share the proxy, each with a client of its own: each turn's slice holds
+    its own client's calls only, whatever the other one called meanwhile."""
+    async with ModelServer(Script(turns=[TURN, TURN, TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
-            meter = Meter(proxy, as_json=True)
-            await _post(proxy, "chat", *STREAMED["chat"])
-            metered = proxy.ledger.since(0).main.usage
-            agreeing = TurnSummary(turn=1, usage=metered)
-            await meter.turn(agreeing)
-            await _post(proxy, "chat", *STREAMED["chat"])
-            wrong = metered.model_copy(update={"output_tokens": 1})
-            disagreeing = TurnSummary(turn=2, usage=wrong)
-            await meter.turn(disagreeing)
-    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
-    assert (first["agrees"], first["proxy"]["calls"], agreeing.errors) == (True, 1, [])
-    assert first["proxy"]["usage"] == metered.model_dump(exclude_none=True)
-    assert second["agrees"] is False and second["proxy"]["calls"] == 1
-    assert (
-        second["disagreement"]
-        == f"the agent reported output_tokens 1 (proxy {SCRIPTED.output_tokens})"
+            first, second = proxy.client("first"), proxy.client("second")
+            assert first.key != second.key != proxy.client_key
+            assert first.key not in repr(first) and first.key not in repr(proxy)
+            mark = first.mark()
+            await _post_as(proxy, first.key, "chat", *STREAMED["chat"])
+            await _post_as(proxy, second.key, "chat", *STREAMED["chat"])
+            served = proxy.ledger.since(0)
+            assert [e.client for e in served.entries] == ["first", "second"]
+            alone = served.of_client("first").main.usage
+            agreeing = await first.metered_since(mark, TurnSummary(turn=1, usage=alone))
+            wrong = alone.model_copy(update={"output_tokens": 1})
+            mark = second.mark()
+            await _post_as(proxy, first.key, "chat", *STREAMED["chat"])
+            disagreeing = await first.metered_since(mark, TurnSummary(turn=2, usage=wrong))
+    assert (agreeing.client, agreeing.calls, agreeing.agrees) == ("first", 1, True)
+    assert agreeing.usage == alone and agreeing.disagreement is None
+    assert disagreeing.agrees is False and disagreeing.calls == 1
+    assert disagreeing.disagreement == (
+        f"the agent reported output_tokens 1 (proxy {SCRIPTED.output_tokens})"
     )
-    (error,) = disagreeing.errors
-    assert error.code == "usage_mismatch" and not error.fatal
+    error = mismatch_error(disagreeing)
+    assert error is not None and error.code == "usage_mismatch" and not error.fatal
+
+
+async def test_a_client_s_own_budget_refuses_its_calls_only() -> None:
+    async with ModelServer(Script(turns=[TURN, TURN, TURN])) as server:
+        async with CredentialProxy(server.url, keys=REAL) as proxy:
+            small = proxy.client("small", max_tokens=1)
+            other = proxy.client("other")
+            mark = small.mark()
+            assert (await _post_as(proxy, small.key, "chat", *STREAMED["chat"])).status == 200
+            refused = await _post_as(proxy, small.key, "chat", *STREAMED["chat"])
+            assert (await _post_as(proxy, other.key, "chat", *STREAMED["chat"])).status == 200
+            metered = await small.metered_since(mark, TurnSummary(turn=1))
+    assert refused.status == 429 and b"the budget of small" in refused.body
+    assert metered.refused == 1 and metered.calls == 1
+    assert metered.budget_spent is not None and "the budget of small" in metered.budget_spent
+    assert other.budget_spent is None and len(server.model_requests) == 2
+    assert [e.refusal for e in proxy.ledger.entries] == [None, "budget", None]
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda p: p.client("a", max_tokens=0), "budget must be above 0"),
+        (lambda p: p.client("a", max_cost_usd=-1.0), "budget must be above 0"),
+        (lambda p: (p.client("a"), p.client("a")), "already has a client named 'a'"),
+        (lambda p: p.client(" "), "non-empty"),
+    ],
+)
+def test_bad_client_arguments_are_configuration_errors(make: Any, words: str) -> None:
+    proxy = CredentialProxy("http://127.0.0.1:9", keys=REAL)
+    with pytest.raises(ConfigurationError, match=words):
+        make(proxy)
+
+
+def test_a_meter_that_is_no_usage_meter_is_refused_by_the_session_options() -> None:
+    with pytest.raises(ConfigurationError, match="meter"):
+        SessionOptions(meter="the proxy")  # pyright: ignore[reportArgumentType]
 
 
 def test_no_figures_for_metered_tokens_is_a_disagreement() -> None:
