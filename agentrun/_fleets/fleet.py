@@ -59,9 +59,11 @@ from .._turns.turn import Turn
 from .._vocabulary.errors import AgentrunError, ConfigurationError, UsageError, configuration_error
 from .._vocabulary.limits import TurnLimits
 from .._vocabulary.messages import ErrorInfo, Message, MessageType, Usage
+from .._vocabulary.metering import MeteredUsage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.session_store import SessionStore
 from .._vocabulary.summary import TurnSummary, WindDown, WoundDown
+from ..offline._proxy import CredentialProxy, ProxyClient
 
 __all__ = [
     "EngineFactory",
@@ -164,6 +166,9 @@ class FleetTurnRecord(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict[str, str])
     #: How the turn was wound down (a task with ``wind_down``); left out of the JSON when not.
     wound_down: WoundDown | None = Field(default=None, exclude_if=lambda value: value is None)
+    #: What the metering proxy counted for the turn, beside ``usage`` (a task whose options
+    #: have a ``meter``); left out of the JSON when not.
+    metered: MeteredUsage | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class FleetSessionRecord(BaseModel):
@@ -286,7 +291,17 @@ class Fleet:
         backend: Literal["local", "ray"] = "local",
         ray_actor_options: Mapping[str, Any] | None = None,
         journal: SessionStore | bool | None = None,
+        proxy: CredentialProxy | None = None,
     ) -> None:
+        if proxy is not None and not isinstance(proxy, CredentialProxy):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ConfigurationError(
+                f"proxy must be a CredentialProxy, got {type(proxy).__name__}", option="proxy"
+            )
+        if proxy is not None and backend == "ray":
+            raise ConfigurationError(
+                "a fleet's proxy meters sessions of this process: not with backend='ray'",
+                option="proxy",
+            )
         if journal is not None:
             SessionOptions(journal=journal)  # a ConfigurationError for what is not a store
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -316,6 +331,9 @@ class Fleet:
         #: Keep a journal of every session (``SessionOptions.journal`` of each task that sets
         #: none): ``True`` in the default store, or a :class:`SessionStore`.
         self.journal: SessionStore | bool | None = journal
+        #: The metering proxy every task's model calls go through, and its budget the fleet's
+        #: (each task's ``options.meter`` one of its clients).
+        self.proxy: CredentialProxy | None = proxy
 
     def _options(self, task: FleetTask) -> SessionOptions:
         if self.journal is None or task.options.journal is not None:
@@ -367,6 +385,15 @@ class FleetRun:
         self.fleet = fleet
         self.tasks = tasks
         self.names: list[str] = _names(tasks)
+        if fleet.proxy is not None:
+            for name, task in zip(self.names, tasks, strict=True):
+                meter = task.options.meter
+                if not isinstance(meter, ProxyClient) or meter.proxy is not fleet.proxy:
+                    raise ConfigurationError(
+                        f"fleet task {name!r} is not metered by the fleet's proxy: give it "
+                        "options with meter=proxy.client(...) (and that client's key)",
+                        option="proxy",
+                    )
         self.result: FleetResult = FleetResult()
         self._sessions: dict[int, FleetSessionRecord] = {}
         self._turns: dict[int, list[FleetTurnRecord]] = {}
@@ -504,6 +531,7 @@ class FleetRun:
                             break
                         record, summary = await self._turn(task, name, session, prompt)
                         records.append(record)
+                        refused = self._refused_for_budget(summary)
                         resume_id = summary.resume_id or resume_id
                         if record.cost_usd is not None:
                             cost = (cost or 0.0) + record.cost_usd
@@ -518,6 +546,9 @@ class FleetRun:
                                 summary=summary,
                             )
                         )
+                        if refused is not None:
+                            error = ErrorInfo(message=refused, code="budget")
+                            break
             if live.scope.cancelled_caught or live.turn_cancelled:
                 error = ErrorInfo(
                     message="the fleet budget was spent; the turn was cancelled", code="budget"
@@ -572,7 +603,24 @@ class FleetRun:
             return "the fleet budget is spent"
         if task.max_cost_usd is not None and cost is not None and cost >= task.max_cost_usd:
             return f"the session's budget of ${task.max_cost_usd:g} is spent"
+        meter = task.options.meter
+        if isinstance(meter, ProxyClient) and (why := meter.budget_spent) is not None:
+            if meter.proxy is self.fleet.proxy and meter.proxy.budget_spent is not None:
+                self._stopped = True  # the fleet's budget: no session starts any more
+            return f"the proxy's budget is spent ({why})"
         return None
+
+    def _refused_for_budget(self, summary: TurnSummary) -> str | None:
+        """Why the session goes no further: the proxy refused a call of its turn for a budget
+        (the turn stopped with ``budget``). The fleet's proxy spent stops the fleet: no session
+        starts any more, and the running ones are refused their next call by the proxy."""
+        metered = summary.metered
+        if metered is None or not metered.refused:
+            return None
+        proxy = self.fleet.proxy
+        if proxy is not None and proxy.budget_spent is not None:
+            self._stopped = True
+        return f"the proxy refused a call: the budget is spent ({metered.budget_spent})"
 
     def _spend(self, cost: float, own: _Live) -> None:
         """Count a turn's cost; once the fleet budget is spent, stop every other running
@@ -664,6 +712,7 @@ def _record(
         text=summary.text,
         labels=task.labels,
         wound_down=summary.wound_down,
+        metered=summary.metered,
     )
 
 
