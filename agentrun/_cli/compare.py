@@ -6,9 +6,12 @@ import argparse
 import json
 import sys
 import tempfile
+from contextlib import AsyncExitStack
+from pathlib import Path
 
 from .._vocabulary.errors import ConfigurationError
 from ..engines._registry import engine_names
+from .proxied import check_proxy_arguments, open_proxy, wants_proxy
 from .run import load_script, read_prompt, sandbox_option
 
 __all__ = ["compare"]
@@ -32,6 +35,7 @@ async def compare(args: argparse.Namespace) -> int:
     )
     if getattr(args, "allow_host", None) and not getattr(args, "sandbox", False):
         raise ConfigurationError("--allow-host needs --sandbox", option="allow_host")
+    check_proxy_arguments(args, engines)
     prompt = read_prompt(args)
     script = load_script(args.script)
 
@@ -46,10 +50,19 @@ async def compare(args: argparse.Namespace) -> int:
         elif event.kind == "session_failed" and event.error is not None:
             print(f"✗ {event.task}: {event.error.message}", file=sys.stderr, flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="agentrun-compare-") as tmp:
+    async with AsyncExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="agentrun-compare-"))
         scratch = tmp
         if args.keep:
             scratch = tempfile.mkdtemp(prefix="agentrun-compare-")
+        proxy = None
+        if args.live and wants_proxy(args):
+            # One proxy for every run, each run a client of its own; sandboxed, on a Unix
+            # socket bound into each sandbox (the agents' only way out).
+            socket_path = Path(tmp) / "proxy.sock" if args.sandbox else None
+            proxy = await stack.enter_async_context(
+                open_proxy(args, socket_path=socket_path, engines=engines)
+            )
         runs = await compare(
             prompt,
             engines,
@@ -63,6 +76,7 @@ async def compare(args: argparse.Namespace) -> int:
             script=script,
             on_event=None if args.json else progress,
             sandbox=sandbox_option(args),
+            proxy=proxy,
         )
     if args.json:
         print(json.dumps([run.model_dump(mode="json") for run in runs], indent=2))

@@ -52,8 +52,10 @@ from .._turns.engine import Engine
 from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.options import SessionOptions
 from ..engines._registry import engine_names
+from ..offline._proxy import CredentialProxy
+from .proxied import check_proxy_arguments, open_proxy, wants_proxy
 from .render import clean
-from .run import EXIT_INTERRUPTED, load_script, parse_options
+from .run import EXIT_INTERRUPTED, load_script, parse_options, sandbox_option
 
 if TYPE_CHECKING:
     from ..offline import Script
@@ -596,6 +598,9 @@ class _Run:
     turns: dict[str, list[FleetTurnRecord]] = field(
         default_factory=dict[str, list[FleetTurnRecord]]
     )
+    #: ``--live --upstream URL`` / ``--proxy`` / ``--live --sandbox``: the metering proxy every
+    #: task's agent goes through, each with a client of its own, under one budget.
+    proxy: CredentialProxy | None = None
 
     def emit(self, kind: FleetCommandEventKind, **fields: Any) -> None:
         event = FleetCommandEvent(kind=kind, progress=self.counter.snapshot(), **fields)
@@ -657,9 +662,16 @@ def _resume_command(args: argparse.Namespace, results: Path) -> str:
         words += ["--per-engine", pair]
     if args.max_cost is not None:
         words += ["--max-cost", f"{args.max_cost:g}"]
-    for flag in ("live", "keep", "json", "view", "sandbox"):
+    for flag in ("live", "keep", "json", "view", "sandbox", "proxy"):
         if getattr(args, flag, False):
             words.append(f"--{flag}")
+    if getattr(args, "upstream", None) is not None:
+        words += ["--upstream", args.upstream]
+    # A resumed fleet's proxy starts a ledger of its own: its budget is counted afresh.
+    if getattr(args, "proxy_max_tokens", None) is not None:
+        words += ["--proxy-max-tokens", str(args.proxy_max_tokens)]
+    if getattr(args, "proxy_max_cost", None) is not None:
+        words += ["--proxy-max-cost", f"{args.proxy_max_cost:g}"]
     if getattr(args, "view", False) and getattr(args, "view_port", 0):
         words += ["--view-port", str(args.view_port)]
     return " ".join(shlex.quote(w) for w in words)
@@ -672,13 +684,9 @@ async def fleet(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             "--resume continues in its own directory; drop --out", option="out"
         )
-    if getattr(args, "sandbox", False) and args.live:
-        raise ConfigurationError(
-            "fleet --sandbox runs on the embedded model server only "
-            "(a live sandboxed agent: agentrun run --sandbox --live)",
-            option="sandbox",
-        )
     tasks = read_tasks(tasks_path, live=args.live)
+    proxied = args.live and wants_proxy(args)
+    check_proxy_arguments(args, sorted({task.engine for task in tasks}))
     if args.resume is not None:
         results = Path(args.resume)
         done = read_results(results)
@@ -716,6 +724,27 @@ async def fleet(args: argparse.Namespace) -> int:
     else:
         subscribers.append(PlainLines(sys.stderr))
     run = _Run(tasks_path, results, out, subscribers, _Counter(todo, skipped))
+    if not proxied or not todo:
+        return await _view_and_drive(run, args, tasks, todo, per_engine)
+    # One proxy for the fleet, reached (keys and upstreams checked) before anything starts;
+    # sandboxed, on a Unix socket bound into every task's sandbox.
+    with tempfile.TemporaryDirectory(prefix="agentrun-proxy-") as sockets:
+        socket_path = Path(sockets) / "proxy.sock" if args.sandbox else None
+        engines = sorted({task.engine for task in todo})
+        async with open_proxy(args, socket_path=socket_path, engines=engines) as proxy:
+            run.proxy = proxy
+            return await _view_and_drive(run, args, tasks, todo, per_engine)
+
+
+async def _view_and_drive(
+    run: _Run,
+    args: argparse.Namespace,
+    tasks: list[PlannedTask],
+    todo: list[PlannedTask],
+    per_engine: dict[str, int],
+) -> int:
+    """Run the fleet, with ``--view`` serving the view over its output meanwhile."""
+    out = run.out
     if not getattr(args, "view", False):
         return await _drive(run, args, tasks, todo, per_engine)
     status = EXIT_INTERRUPTED
@@ -864,7 +893,9 @@ async def _run_fleet(
             journals = run.out / "journals" / task.name
             journals.mkdir(parents=True, exist_ok=True)
             store = JsonlSessionStore(journals)
-            engine, options = await _engine(stack, task, args, run_dir, copied.cwd, store)
+            engine, options = await _engine(
+                stack, task, args, run_dir, copied.cwd, store, run.proxy
+            )
             fleet_task = FleetTask(
                 engine=task.engine,
                 prompts=task.prompts,
@@ -882,6 +913,7 @@ async def _run_fleet(
             per_engine=per_engine,
             max_cost_usd=args.max_cost,
             engine_factory=lambda t: prepared[t.name or ""].engine,
+            proxy=run.proxy,
         )
         checks = anyio.CapacityLimiter(args.jobs)
         async with (
@@ -911,8 +943,29 @@ async def _engine(
     run_dir: Path,
     cwd: Path,
     store: Any,
+    proxy: CredentialProxy | None = None,
 ) -> tuple[Engine, SessionOptions]:
     engine_options: dict[str, Any] = {"options": task.options} if task.options else {}
+    if proxy is not None:
+        # The agent in its offline configuration, pointed at the proxy with its own client's
+        # key: the task's calls are its client's in the ledger, checked on every turn.
+        from ..offline import embedded_engine
+
+        client = proxy.client(task.name)
+        url, sandbox = proxy.route(sandbox_option(args))
+        return embedded_engine(
+            task.engine,
+            url,
+            run_dir / "agent",
+            cwd=str(cwd),
+            model=task.model,
+            hitl=False,
+            journal=store,
+            sandbox=sandbox,
+            api_key=client.key,
+            meter=client,
+            **engine_options,
+        )
     if args.live:
         from ..engines._registry import get_engine
 

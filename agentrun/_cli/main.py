@@ -112,6 +112,21 @@ def _count(text: str) -> int:
     return value
 
 
+def _proxy_arguments(parser: argparse.ArgumentParser, who: str) -> None:
+    """``--upstream``, ``--proxy`` and the proxy's budget (``docs/proxy.md``)."""
+    parser.add_argument("--upstream", metavar="URL",
+                        help=f"with --live: {who} reaches the model API at URL only through "
+                             "the metering credential proxy, with a key minted for it")  # fmt: skip
+    parser.add_argument("--proxy", action="store_true",
+                        help="with --live: through the proxy to the provider's "
+                             "real API")  # fmt: skip
+    parser.add_argument("--proxy-max-tokens", type=_count, metavar="N",
+                        help="the proxy refuses model calls once N tokens are spent")  # fmt: skip
+    parser.add_argument("--proxy-max-cost", type=_dollars, metavar="USD",
+                        help="the proxy refuses model calls once USD dollars are "
+                             "spent")  # fmt: skip
+
+
 def _prompt_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "prompt",
@@ -142,15 +157,7 @@ def parser() -> argparse.ArgumentParser:
                       help="print normalized messages as JSON lines (unknown fields "
                            "left out)")  # fmt: skip
     run_.add_argument("--live", action="store_true", help="use your real agent configuration")
-    run_.add_argument("--upstream", metavar="URL",
-                      help="with --live: the agent reaches the model API at URL only through "
-                           "the metering credential proxy, with a key minted for it")  # fmt: skip
-    run_.add_argument("--proxy", action="store_true",
-                      help="with --live: through the proxy to the provider's real API")  # fmt: skip
-    run_.add_argument("--proxy-max-tokens", type=_count, metavar="N",
-                      help="the proxy refuses model calls once N tokens are spent")  # fmt: skip
-    run_.add_argument("--proxy-max-cost", type=_dollars, metavar="USD",
-                      help="the proxy refuses model calls once USD dollars are spent")  # fmt: skip
+    _proxy_arguments(run_, "the agent")
     run_.add_argument("--resume", metavar="ID", help="continue an earlier session")
     run_.add_argument("--then", action="append", default=[], metavar="PROMPT",
                       help="a follow-up turn in the same session (repeatable)")  # fmt: skip
@@ -195,6 +202,7 @@ def parser() -> argparse.ArgumentParser:
     compare_.add_argument("--cwd", help="the workspace to copy for each run (default: empty)")
     compare_.add_argument("--json", action="store_true", help="print the report as JSON")
     compare_.add_argument("--live", action="store_true", help="use your real agent configuration")
+    _proxy_arguments(compare_, "every agent (one shared proxy)")
     compare_.add_argument("--timeout", type=_seconds, help="seconds for each run")
     compare_.add_argument("--keep", action="store_true", help="keep the workspace copies")
     compare_.add_argument("--agent-permissions", action="store_true",
@@ -202,7 +210,8 @@ def parser() -> argparse.ArgumentParser:
                                "uses, since each run works in a private copy)")  # fmt: skip
     compare_.add_argument("--script", metavar="FILE", help="model server script (JSON)")
     compare_.add_argument("--sandbox", action="store_true",
-                          help="run each agent in a sandbox (docs/sandbox.md)")  # fmt: skip
+                          help="run each agent in a sandbox (with --live: its only way out the "
+                               "metering proxy; docs/sandbox.md)")  # fmt: skip
     compare_.add_argument("--allow-host", action="append", default=[], metavar="HOST",
                           help="with --sandbox: a host the agents may reach "
                                "(repeatable)")  # fmt: skip
@@ -225,6 +234,7 @@ def parser() -> argparse.ArgumentParser:
     fleet_.add_argument("--json", action="store_true",
                         help="progress events as JSON lines on standard output")  # fmt: skip
     fleet_.add_argument("--live", action="store_true", help="use your real agent configuration")
+    _proxy_arguments(fleet_, "every task's agent (one shared proxy and budget)")
     fleet_.add_argument("--keep", action="store_true",
                         help="keep each task's workspace copy (under DIR)")  # fmt: skip
     fleet_.add_argument("--view", action="store_true",
@@ -233,8 +243,8 @@ def parser() -> argparse.ArgumentParser:
     fleet_.add_argument("--view-port", type=_port, default=0, metavar="N",
                         help="the view's port (default: any free one)")  # fmt: skip
     fleet_.add_argument("--sandbox", action="store_true",
-                        help="run each task's agent in a sandbox (embedded model server; "
-                             "docs/sandbox.md)")  # fmt: skip
+                        help="run each task's agent in a sandbox (with --live: its only way "
+                             "out the metering proxy; docs/sandbox.md)")  # fmt: skip
 
     replay_ = sub.add_parser("replay", help="translate a recorded transcript")
     replay_.add_argument("--engine", required=True, help=f"one of {', '.join(translator_names())}")

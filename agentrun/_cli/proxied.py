@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -52,8 +52,9 @@ def wants_proxy(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "live", False)) and bool(getattr(args, "sandbox", False))
 
 
-def check_proxy_arguments(args: argparse.Namespace) -> None:
-    """The proxy's options make sense together, before anything starts."""
+def check_proxy_arguments(args: argparse.Namespace, engines: Sequence[str] | None = None) -> None:
+    """The proxy's options make sense together, before anything starts. ``engines``: the
+    engines that will run through it (default: ``--engine``'s)."""
     budget = (getattr(args, "proxy_max_tokens", None), getattr(args, "proxy_max_cost", None))
     if not wants_proxy(args):
         if any(value is not None for value in budget):
@@ -67,34 +68,43 @@ def check_proxy_arguments(args: argparse.Namespace) -> None:
             "--upstream and --proxy are for --live runs (the embedded default needs no key)",
             option="upstream",
         )
-    if args.engine not in ENGINE_PROVIDERS:
-        raise ConfigurationError(
-            f"engine {args.engine!r} cannot be pointed at the proxy "
-            f"(supported: {', '.join(ENGINE_PROVIDERS)})",
-            option="engine",
-        )
+    for engine in engines if engines is not None else [args.engine]:
+        if engine not in ENGINE_PROVIDERS:
+            raise ConfigurationError(
+                f"engine {engine!r} cannot be pointed at the proxy "
+                f"(supported: {', '.join(ENGINE_PROVIDERS)})",
+                option="engine",
+            )
 
 
 @asynccontextmanager
 async def open_proxy(
-    args: argparse.Namespace, *, socket_path: Path | None = None
+    args: argparse.Namespace,
+    *,
+    socket_path: Path | None = None,
+    engines: Sequence[str] | None = None,
 ) -> AsyncGenerator[CredentialProxy]:
-    """The proxy for this run, its upstream reached once: the engine's provider must have a key
-    in the environment and its upstream must answer, else a :class:`ConfigurationError`.
-    ``socket_path``: listen on this Unix socket (for a sandbox) instead of a loopback port."""
-    provider = ENGINE_PROVIDERS[args.engine]
+    """The proxy for this run, its upstreams reached once: each engine's provider must have a
+    key in the environment and its upstream must answer, else a :class:`ConfigurationError`.
+    ``socket_path``: listen on this Unix socket (for a sandbox) instead of a loopback port.
+    ``engines``: the engines that will run through it (default: ``--engine``'s)."""
     proxy = CredentialProxy(
         getattr(args, "upstream", None),
         socket_path=socket_path,
         max_tokens=getattr(args, "proxy_max_tokens", None),
         max_cost_usd=getattr(args, "proxy_max_cost", None),
     )
-    if not proxy.has_key(provider):
-        names = " or ".join(KEY_VARIABLES[provider])
-        raise ConfigurationError(
-            f"the proxy has no {provider} key for {args.engine}: set {names}", option="upstream"
-        )
-    await proxy.check_upstream(provider)
+    checked: set[Provider] = set()
+    for engine in engines if engines is not None else [args.engine]:
+        provider = ENGINE_PROVIDERS[engine]
+        if not proxy.has_key(provider):
+            names = " or ".join(KEY_VARIABLES[provider])
+            raise ConfigurationError(
+                f"the proxy has no {provider} key for {engine}: set {names}", option="upstream"
+            )
+        if provider not in checked:
+            await proxy.check_upstream(provider)
+            checked.add(provider)
     async with proxy:
         yield proxy
 

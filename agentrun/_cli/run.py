@@ -356,13 +356,8 @@ async def _run_proxied(args: argparse.Namespace, plan: _Plan, interrupt: _Interr
             async with open_proxy(args, socket_path=socket_path) as proxy:
                 meter = Meter(proxy, as_json=args.json)
                 client = proxy.client(args.engine)
-                if socket_path is None:
-                    url, sandbox = proxy.url, None
-                else:
-                    url = f"http://127.0.0.1:{PROXY_PORT_INSIDE}"
-                    sandbox = sandbox_option(
-                        args, socket_ports={PROXY_PORT_INSIDE: str(socket_path)}
-                    )
+                url, routed = proxy.route(sandbox_option(args))
+                sandbox = routed if isinstance(routed, Sandbox) else None
                 engine, session = _embedded(
                     args, url, str(home), cwd, plan.options, sandbox=sandbox,
                     api_key=client.key, meter=client,
@@ -449,10 +444,6 @@ def _embedded(
         **_approval(args),
         **_journal_options(args),
     )
-
-
-#: The port the metering proxy has inside a sandbox (a network namespace of its own: any will do).
-PROXY_PORT_INSIDE = 8089
 
 
 def sandbox_option(args: argparse.Namespace, **fields: Any) -> Sandbox | None:

@@ -37,8 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from .._turns.engine import Engine
 from .._vocabulary.errors import ConfigurationError
 from .._vocabulary.messages import ErrorInfo, Usage
+from .._vocabulary.metering import MeteredUsage
 from .._vocabulary.options import SessionOptions
 from .._vocabulary.sandbox import Sandbox
+from ..offline._proxy import CredentialProxy
 from .fleet import Fleet, FleetEvent, FleetTask
 
 __all__ = [
@@ -138,6 +140,9 @@ class CompareRun(BaseModel):
     #: sockets, device files and files that could not be read.
     skipped: list[str] = Field(default_factory=list[str])
     error: ErrorInfo | None = None
+    #: What the metering proxy counted for the run, beside ``usage`` (``compare(proxy=...)``);
+    #: left out of the JSON when there is none.
+    metered: MeteredUsage | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 def _git(cwd: Path, *args: str) -> str | None:
@@ -457,6 +462,7 @@ async def compare(
     script: Any = None,
     on_event: Callable[[FleetEvent], Any] | None = None,
     sandbox: Sandbox | bool | None = None,
+    proxy: CredentialProxy | None = None,
 ) -> list[CompareRun]:
     """Run ``prompt`` once per engine and model, each in its own copy of ``workspace`` under the
     ``scratch`` directory, and report them side by side (in the order given).
@@ -468,9 +474,12 @@ async def compare(
     the built-in one). Raises :class:`ConfigurationError` for an unknown engine or an engine
     with no embedded configuration before anything starts.
     ``sandbox`` (``True`` or a :class:`~agentrun.Sandbox`) runs each agent sandboxed, its copy
-    of the workspace and its own home the only files it may write (on the embedded model
-    server; with ``live`` a :class:`ConfigurationError`: a live sandboxed agent needs the
-    metering proxy, which ``agentrun run --sandbox --live`` sets up).
+    of the workspace and its own home the only files it may write.
+    ``proxy`` (a running :class:`~agentrun.CredentialProxy`, with ``live``) runs every agent
+    in its embedded configuration pointed at the proxy, each with a client of its own
+    (named as its row; the runs' ``metered`` figures), all under the proxy's one budget;
+    a live sandboxed agent needs it (``live`` and ``sandbox`` without it is a
+    :class:`ConfigurationError`), and a proxy on a Unix socket needs ``sandbox``.
     """
     if not prompt.strip():
         raise ConfigurationError("the prompt is empty", option="prompt")
@@ -482,11 +491,15 @@ async def compare(
     for name in engines:
         if name not in known:
             raise ConfigurationError(f"unknown engine {name!r}", option="engines")
-    if sandbox and live:
+    if sandbox and live and proxy is None:
         raise ConfigurationError(
-            "compare runs sandboxed on the embedded model server only "
-            "(a live sandboxed agent: agentrun run --sandbox --live)",
+            "a live sandboxed agent reaches its model API through the metering proxy only: "
+            "give proxy= (agentrun compare --live --sandbox starts one)",
             option="sandbox",
+        )
+    if proxy is not None and not live:
+        raise ConfigurationError(
+            "proxy= is for live runs (the embedded model server needs no key)", option="proxy"
         )
     scratch = Path(scratch)
     variants = [(engine, model) for engine in engines for model in (models or (None,))]
@@ -508,7 +521,23 @@ async def compare(
             )
             copies.append(copied)
             copy = copied.cwd
-            if live:
+            if proxy is not None:
+                from ..offline import embedded_engine
+
+                client = proxy.client(label)
+                url, routed = proxy.route(sandbox)
+                engine, options = embedded_engine(
+                    engine_name,
+                    url,
+                    run_dir / "agent",
+                    cwd=str(copy),
+                    model=model,
+                    hitl=hitl,
+                    sandbox=routed,
+                    api_key=client.key,
+                    meter=client,
+                )
+            elif live:
                 from ..engines._registry import get_engine
 
                 engine = get_engine(engine_name)
@@ -543,7 +572,9 @@ async def compare(
             for copy in copies
         ]
         fleet = Fleet(
-            limit=len(tasks), engine_factory=lambda task: engines_by_task[task.name or ""]
+            limit=len(tasks),
+            engine_factory=lambda task: engines_by_task[task.name or ""],
+            proxy=proxy,
         )
         result = await fleet.run(tasks, on_event=on_event)
 
@@ -575,6 +606,7 @@ async def compare(
                     workspace=str(copy.cwd) if keep_workspaces else None,
                     skipped=copy.skipped,
                     error=error,
+                    metered=turn.metered if turn is not None else None,
                 )
             )
         return runs
@@ -619,6 +651,15 @@ def compare_table(runs: Sequence[CompareRun], *, text_width: int = 48) -> str:
         if len(answer) > text_width:
             answer = answer[: text_width - 1] + "…"
         lines.append(f"{run.engine} ({run.model or 'default model'}): {answer or '-'}")
+    for run in runs:
+        metered = run.metered
+        if metered is not None:
+            verdict = "agrees" if metered.agrees else f"DISAGREES: {metered.disagreement}"
+            lines.append(
+                f"{run.engine} ({run.model or 'default model'}) metered at the proxy: "
+                f"{metered.calls} calls, in {metered.usage.prompt_tokens or 0}, "
+                f"out {metered.usage.output_tokens or 0} ({verdict})"
+            )
     skipped = next((run.skipped for run in runs if run.skipped), None)
     if skipped:
         more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""

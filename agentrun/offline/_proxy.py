@@ -56,6 +56,7 @@ from .._vocabulary.errors import ConfigurationError, UsageError
 from .._vocabulary.messages import Usage
 from .._vocabulary.metering import MeteredUsage, UsageMeter
 from .._vocabulary.prices import PriceCatalog, default_prices
+from .._vocabulary.sandbox import Sandbox
 from .._vocabulary.summary import TurnSummary
 from ._dialects import DIALECTS, Dialect
 from ._http import BackgroundServer, HttpRequest, Limits, Responder, serve_connection
@@ -89,6 +90,10 @@ DEFAULT_UPSTREAMS: dict[Provider, str] = {
     "openai": "https://api.openai.com",
     "gemini": "https://generativelanguage.googleapis.com",
 }
+
+#: The port the proxy's Unix socket has inside an agent's sandbox (a network namespace of its
+#: own: any port will do).
+SANDBOX_PROXY_PORT = 8089
 
 #: What every client key begins with, so one seen in a log says where it belongs.
 _CLIENT_KEY_PREFIX = "agentrun-proxy-"
@@ -511,6 +516,32 @@ class CredentialProxy(BackgroundServer):
     def url(self) -> str:
         """``http://127.0.0.1:<port>``: the base URL to give the agent."""
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def socket_path(self) -> Path | None:
+        """The Unix socket the proxy listens on (``None``: a loopback TCP port)."""
+        return self._socket_path
+
+    def route(self, sandbox: Sandbox | bool | None = None) -> tuple[str, Sandbox | bool | None]:
+        """The base URL an agent reaches the proxy at, and its ``sandbox`` with the way there:
+        on a TCP port, :attr:`url` and ``sandbox`` as given; on a Unix socket (a sandboxed
+        agent), ``http://127.0.0.1:8089`` inside a sandbox that binds the socket there
+        (``sandbox`` ``None`` or ``False`` is a :class:`~agentrun.ConfigurationError`: only a
+        sandbox reaches a socket)."""
+        path = self._socket_path
+        if path is None:
+            return self.url, sandbox
+        if not sandbox:
+            raise ConfigurationError(
+                "the proxy listens on a Unix socket, which only a sandboxed agent reaches",
+                option="sandbox",
+            )
+        base = sandbox if isinstance(sandbox, Sandbox) else Sandbox()
+        ports = {**base.socket_ports, SANDBOX_PROXY_PORT: str(path)}
+        return (
+            f"http://127.0.0.1:{SANDBOX_PROXY_PORT}",
+            base.model_copy(update={"socket_ports": ports}),
+        )
 
     def has_key(self, provider: str) -> bool:
         """Whether the proxy holds a real key for ``provider``."""
