@@ -285,9 +285,13 @@ async def test_the_metered_line_counts_the_turn_s_unauthorized_requests(
     async with ModelServer(Script(turns=[TURN])) as server:
         async with CredentialProxy(server.url, keys=REAL) as proxy:
             meter = Meter(proxy, as_json=True)
+            client = proxy.client("only")
+            mark = client.mark()
             await exchange(proxy.port, [raw_request(*STREAMED["chat"])])
-            await meter.turn(TurnSummary(turn=1))
-            await meter.turn(TurnSummary(turn=2))
+            for number in (1, 2):
+                summary = TurnSummary(turn=number)
+                summary.metered = await client.metered_since(mark, summary)
+                await meter.turn(summary)
     first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert (first["proxy"]["unauthorized"], second["proxy"]["unauthorized"]) == (1, 0)
     assert first["proxy"]["calls"] == 0
