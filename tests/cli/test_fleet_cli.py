@@ -300,7 +300,8 @@ def test_on_a_terminal_the_counts_are_redrawn_in_place(tmp_path: Path) -> None:
 @pytest.mark.agent
 def test_fleet_sandbox_runs_each_task_sandboxed(tmp_path: Path) -> None:
     """``fleet --sandbox``: the task's tool runs inside a sandbox (its host name) in the task's
-    workspace copy, where the check finds it; with ``--live`` it is refused, nothing started."""
+    workspace copy, where the check finds it; with ``--live`` it goes through the metering proxy,
+    which needs the provider's key: without it nothing starts."""
     from agentrun._wire.sandbox import sandbox_unavailable
 
     why = sandbox_unavailable()
@@ -317,9 +318,17 @@ def test_fleet_sandbox_runs_each_task_sandboxed(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (result,) = _results(tmp_path / "out" / "results.jsonl")
     assert result.ok and result.check is not None and result.check.ok, result
-    refused = _cli(tmp_path, "fleet", str(tasks), "--sandbox", "--live", "--out", "live")
-    assert refused.returncode == 2 and "embedded model server only" in refused.stderr
-    assert not (tmp_path / "live").exists()
+    live = _write_tasks(
+        tmp_path / "live.jsonl", [{"name": "inside", "engine": "claude", "prompt": "hi"}]
+    )
+    without_key = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    refused = subprocess.run(
+        [sys.executable, "-m", "agentrun.cli", "fleet", str(live), "--sandbox", "--live",
+         "--out", "live"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=without_key,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "set ANTHROPIC_API_KEY" in refused.stderr
+    assert not (tmp_path / "live" / "results.jsonl").exists()
 
 
 @pytest.mark.agent

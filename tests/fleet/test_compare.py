@@ -323,11 +323,11 @@ def test_compare_runs_every_embedded_engine_side_by_side(
 
 @pytest.mark.agent
 def test_compare_sandbox_runs_each_agent_sandboxed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``compare --sandbox``: each agent's tool runs inside a sandbox (its host name) and still
-    writes its own copy of the workspace; ``--live`` with it is refused before anything
-    starts."""
+    writes its own copy of the workspace; ``--live`` with it goes through the metering proxy,
+    which needs the provider's key before anything starts."""
     why = sandbox_unavailable()
     if why is not None:
         pytest.skip(why)
@@ -349,8 +349,9 @@ def test_compare_sandbox_runs_each_agent_sandboxed(
     for run in runs:
         assert run.ok and run.files_changed.added == ["made.txt"], run
     assert written == ["agentrun-sandbox\n"] * len(runs)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     assert main(["compare", "--engines", "claude", "--sandbox", "--live", "hi"]) == 2
-    assert "embedded model server only" in capsys.readouterr().err
+    assert "set ANTHROPIC_API_KEY" in capsys.readouterr().err
 
 
 def _open_fds() -> set[int]:
