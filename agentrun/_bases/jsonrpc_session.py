@@ -102,12 +102,17 @@ class JsonRpcDriver(LongLivedDriver):
         raise NotImplementedError
 
     def pool_key(self) -> Hashable:
-        """What must be equal for two sessions to share a process (the process spec's argv,
-        working directory, environment and sandbox; engines add what their process-level
-        exchange depends on)."""
-        spec = self._process_spec()
-        sandbox = None if spec.sandbox is None else spec.sandbox.model_dump_json()
-        return (spec.argv, spec.cwd, tuple(sorted((spec.env or {}).items())), sandbox)
+        """What must be equal for two sessions to share a process: the command line, working
+        directory, environment (before the observers' additions: the process gets those of
+        the session that started it) and sandbox; engines add what their process-level
+        exchange depends on."""
+        sandbox = self.options.sandbox
+        return (
+            self._argv(),
+            self.options.cwd,
+            tuple(sorted(self.env.items())),
+            None if sandbox is None else sandbox.model_dump_json(),
+        )
 
     async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
         """The agent answered the prompt request with ``error``; the translator has already

@@ -19,7 +19,14 @@ import anyio
 import pytest
 from agents_support import require_engine
 
-from agentrun import Message, ProcessExitError, Session, TurnSummary, run_turn
+from agentrun import (
+    Message,
+    ProcessExitError,
+    Session,
+    SessionTerminatedError,
+    TurnSummary,
+    run_turn,
+)
 from agentrun._vocabulary.permissions import approve_all
 from agentrun.engines.acp import AcpEngine
 from agentrun.offline import (
@@ -53,7 +60,9 @@ def _answer(index: int, *, slow: bool = False) -> ModelTurn:
     return ModelTurn(blocks=[TextBlock(text=text)], usage=USAGES[index])
 
 
-def _pooled(name: str, server: ModelServer, tmp_path: Path) -> tuple[AcpEngine, Any]:
+def _pooled(
+    name: str, server: ModelServer, tmp_path: Path, *, pool: int = 3
+) -> tuple[AcpEngine, Any]:
     require_engine(EMBEDDED_ENGINES[name])
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -62,7 +71,7 @@ def _pooled(name: str, server: ModelServer, tmp_path: Path) -> tuple[AcpEngine, 
         server.url,
         tmp_path / "agent",
         cwd=str(workspace),
-        pool=3,
+        pool=pool,
         hitl=True,
         permission_handler=approve_all,
     )
@@ -172,7 +181,7 @@ async def test_a_cancel_of_one_pooled_session_leaves_the_others_turn(
             assert not [w for w in WORDS if w in after.text]
 
 
-@pytest.mark.parametrize("name", ENGINES)
+@pytest.mark.parametrize("name", ["claude-acp"])
 async def test_a_killed_pooled_process_fails_each_session_and_the_next_gets_a_fresh_one(
     name: str, tmp_path: Path
 ) -> None:
@@ -203,3 +212,29 @@ async def test_a_killed_pooled_process_fails_each_session_and_the_next_gets_a_fr
                 assert summary.ok, summary.errors
                 assert CLEAN in summary.text
         assert engine.pool is not None and engine.pool.processes == []
+
+
+async def test_a_full_pool_or_other_options_start_another_process_and_aclose_ends_them(
+    tmp_path: Path,
+) -> None:
+    async with ModelServer(Script(turns=[], exhausted_text=CLEAN)) as server:
+        engine, options = _pooled("claude-acp", server, tmp_path, pool=2)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        moved = options.model_copy(update={"cwd": str(elsewhere)})
+        async with (
+            engine.start(options) as first,
+            engine.start(options) as second,
+            engine.start(options) as third,
+            engine.start(moved) as fourth,
+        ):
+            pids = [_pid(s) for s in (first, second, third, fourth)]
+            assert pids[0] == pids[1]  # two on one process: the pool's size
+            assert len({pids[0], pids[2], pids[3]}) == 3  # full; another directory
+            assert engine.pool is not None and len(engine.pool.processes) == 3
+            await engine.aclose()
+            assert not [pid for pid in pids if _alive(pid)]
+            assert engine.pool.processes == []
+            for session in (first, fourth):
+                with pytest.raises(SessionTerminatedError):
+                    await run_turn(session, "anyone there?", timeout=60)
