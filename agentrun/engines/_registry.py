@@ -112,7 +112,7 @@ def get_engine(name: str, **options: Any) -> Engine:
         if "pool" in options and "'pool'" in str(exc):
             raise ConfigurationError(
                 f"engine {name!r} cannot share an agent process between sessions (pool=); "
-                "the ACP engines can",
+                "the ACP engines and codex-app-server can",
                 option="pool",
                 engine=name,
             ) from None

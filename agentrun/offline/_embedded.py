@@ -125,7 +125,7 @@ def embedded_engine(
     ``directory`` as its read-write home and the model server's port its only way out.
     ``api_key``: the key the agent sends; pointed at a :class:`~agentrun.CredentialProxy`,
     its ``client_key``. ``pool=N``: N sessions at most share one agent process (the engines
-    that can: the ACP ones).
+    that can: the ACP ones and ``codex-app-server``).
     """
     from .._vocabulary.errors import ConfigurationError
 

@@ -14,7 +14,9 @@ from agentrun.offline import embedded_engine
 
 
 @pytest.mark.parametrize("pool", [0, -1, "2", 2.0, True])
-@pytest.mark.parametrize("name", ["claude-acp", "opencode-acp", "codex-acp", "gemini", "qwen"])
+@pytest.mark.parametrize(
+    "name", ["claude-acp", "opencode-acp", "codex-acp", "gemini", "qwen", "codex-app-server"]
+)
 def test_a_bad_pool_size_is_refused(name: str, pool: object) -> None:
     with pytest.raises(ConfigurationError) as caught:
         get_engine(name, pool=pool)

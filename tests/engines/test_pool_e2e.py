@@ -29,6 +29,7 @@ from agentrun import (
 )
 from agentrun._vocabulary.permissions import approve_all
 from agentrun.engines.acp import AcpEngine
+from agentrun.engines.codex import CodexAppServerEngine
 from agentrun.offline import (
     EMBEDDED_ENGINES,
     ModelServer,
@@ -41,7 +42,9 @@ from agentrun.offline import (
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
-ENGINES = ["opencode-acp", "claude-acp"]
+PoolingEngine = AcpEngine | CodexAppServerEngine
+
+ENGINES = ["opencode-acp", "claude-acp", "codex-app-server"]
 #: One word per answer: a session's messages name its own and never the other's.
 WORDS = ("walrus", "zeppelin")
 USAGES = (
@@ -62,7 +65,7 @@ def _answer(index: int, *, slow: bool = False) -> ModelTurn:
 
 def _pooled(
     name: str, server: ModelServer, tmp_path: Path, *, pool: int = 3
-) -> tuple[AcpEngine, Any]:
+) -> tuple[PoolingEngine, Any]:
     require_engine(EMBEDDED_ENGINES[name])
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -75,7 +78,7 @@ def _pooled(
         hitl=True,
         permission_handler=approve_all,
     )
-    assert isinstance(engine, AcpEngine)
+    assert isinstance(engine, (AcpEngine, CodexAppServerEngine))
     return engine, options
 
 
@@ -181,7 +184,7 @@ async def test_a_cancel_of_one_pooled_session_leaves_the_others_turn(
             assert not [w for w in WORDS if w in after.text]
 
 
-@pytest.mark.parametrize("name", ["claude-acp"])
+@pytest.mark.parametrize("name", ["claude-acp", "codex-app-server"])
 async def test_a_killed_pooled_process_fails_each_session_and_the_next_gets_a_fresh_one(
     name: str, tmp_path: Path
 ) -> None:
