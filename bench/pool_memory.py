@@ -7,7 +7,7 @@ Once with ``pool=K`` (one process for all), once without (one process per sessio
 MB per session each way and the ratio (the issue's target: >= 10x less at 50 sessions).
 
     python -m agentrun.offline netns -- python bench/pool_memory.py [--sessions 10]
-        [--engine claude-acp] [--engine opencode-acp]
+        [--engine claude-acp] [--engine opencode-acp] [--only pooled]
 """
 
 from __future__ import annotations
@@ -101,6 +101,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--engine", action="append", default=None)
+    parser.add_argument(
+        "--only", choices=["pooled", "one process each"], default=None, help="measure one way"
+    )
     args = parser.parse_args()
     count: int = args.sessions
     print(f"| engine | {count} sessions | agent processes | RSS MB | PSS MB | PSS MB / session |")
@@ -108,13 +111,16 @@ async def main() -> None:
     for name in args.engine or ["claude-acp", "opencode-acp"]:
         figures: dict[str, float] = {}
         for label, pool in (("pooled", count), ("one process each", None)):
+            if args.only not in (None, label):
+                continue
             rss, pss, processes = await measure(name, count, pool)
             figures[label] = pss
             print(
                 f"| {name} | {label} | {processes} | {rss:,.0f} | {pss:,.0f} | {pss / count:,.1f} |"
             )
-        ratio = figures["one process each"] / max(figures["pooled"], 1e-9)
-        print(f"| {name} | ratio (PSS, one each / pooled) | | | | {ratio:.1f}x |")
+        if len(figures) == 2:
+            ratio = figures["one process each"] / max(figures["pooled"], 1e-9)
+            print(f"| {name} | ratio (PSS, one each / pooled) | | | | {ratio:.1f}x |")
 
 
 if __name__ == "__main__":
