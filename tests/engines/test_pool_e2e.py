@@ -12,6 +12,7 @@ outlives the close of one session and ends with the last.
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,12 @@ USAGES = (
     ScriptUsage(input_tokens=2_202, output_tokens=62),
 )
 CLEAN = "a clean answer of its own"
+#: Words of a slow answer (a chunk of 8 characters every 0.2 s: about 3.5 s of streaming).
+SLOW_WORDS = 20
 
 
 def _answer(index: int, *, slow: bool = False) -> ModelTurn:
-    text = " ".join([WORDS[index]] * (40 if slow else 3))
+    text = " ".join([WORDS[index]] * (SLOW_WORDS if slow else 3))
     if slow:
         return ModelTurn(
             blocks=[TextBlock(text=text)], usage=USAGES[index], chunk_delay=0.2, chunk_chars=8
@@ -153,7 +156,7 @@ async def test_pooled_sessions_share_one_process_and_keep_their_turns_apart(
         assert engine.pool is not None and engine.pool.processes == []
 
 
-@pytest.mark.parametrize("name", ["opencode-acp"])
+@pytest.mark.parametrize("name", ["claude-acp", "codex-app-server"])
 async def test_a_cancel_of_one_pooled_session_leaves_the_others_turn(
     name: str, tmp_path: Path
 ) -> None:
@@ -172,12 +175,17 @@ async def test_a_cancel_of_one_pooled_session_leaves_the_others_turn(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(finish)
                 await _wait_for_requests(server, asked + 1)
-                with anyio.move_on_after(1.0):  # the other session's turn, cancelled midway
-                    await run_turn(second, "say your word")
+                # The other session's turn, cancelled once its answer streams.
+                async with anyio.create_task_group() as cancelled:
+                    cancelled.start_soon(partial(run_turn, second, "say your word"))
+                    await _wait_for_requests(server, asked + 2)
+                    await anyio.sleep(0.5)
+                    cancelled.cancel_scope.cancel()
+                assert not kept  # the first session's turn still runs
             (summary,) = kept
             assert summary.ok, summary.errors
             words = [w for w in WORDS if w in summary.text]
-            assert len(words) == 1 and summary.text.count(words[0]) == 40, summary.text
+            assert len(words) == 1 and summary.text.count(words[0]) == SLOW_WORDS, summary.text
             after = await run_turn(second, "say something new", timeout=120)
             assert after.ok, after.errors
             assert CLEAN in after.text
