@@ -21,7 +21,7 @@ from pathlib import Path
 
 import anyio
 
-from agentrun import Session, run_turn
+from agentrun import Session, TurnSummary, run_turn
 from agentrun.offline import ModelServer, Script, embedded_engine
 
 
@@ -89,9 +89,17 @@ async def measure(name: str, count: int, pool: int | None) -> tuple[float, float
             ModelServer(Script(turns=[], exhausted_text="done")) as server,
             _sessions(name, server.url, Path(scratch), count, pool) as sessions,
         ):
+            summaries: list[TurnSummary] = []
+
+            async def turn(session: Session) -> None:
+                summaries.append(await run_turn(session, "say done", timeout=300))
+
             async with anyio.create_task_group() as tg:
                 for session in sessions:
-                    tg.start_soon(run_turn, session, "say done")
+                    tg.start_soon(turn, session)
+            failed = [s.errors for s in summaries if not s.ok]
+            if failed:
+                raise SystemExit(f"{name}: {len(failed)} turns failed: {failed[0]}")
             await anyio.sleep(1.0)  # let start-up garbage settle
             roots = {getattr(s.driver, "pid", None) for s in sessions}
             return agents_memory_mb({pid for pid in roots if isinstance(pid, int)})
