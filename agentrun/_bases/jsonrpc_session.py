@@ -27,9 +27,10 @@ sent.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from typing import Any, ClassVar
 
 import anyio
@@ -44,6 +45,7 @@ from .._wire.framing import LineTooLong
 from .._wire.jsonrpc import ConnectionClosedError, JsonRpcConnection, JsonRpcError, JsonRpcProblem
 from .._wire.process import AgentProcess
 from .long_lived import LongLivedDriver
+from .pool import MemberConnection, ProcessPool, SharedProcess
 from .translator import JsonRpcTranslator
 
 __all__ = ["JsonRpcDriver", "RequestHandlerTable"]
@@ -66,6 +68,7 @@ class JsonRpcDriver(LongLivedDriver):
         close_stdin_timeout: float = 5.0,
         terminate_timeout: float = 5.0,
         max_line_bytes: int | None = None,
+        pool: ProcessPool | None = None,
     ) -> None:
         super().__init__(
             options,
@@ -78,12 +81,38 @@ class JsonRpcDriver(LongLivedDriver):
         self.handshake_timeout: float | None = handshake_timeout
         self.conn: JsonRpcConnection | None = None
         self._prompt_failure: JsonRpcError | None = None
+        #: The pool this session's agent process comes from (``None``: a process of its own).
+        self.pool: ProcessPool | None = pool
+        #: The pooled process this session runs on, once started.
+        self.shared: SharedProcess | None = None
 
     # -- hooks -------------------------------------------------------------------------------
 
     @abstractmethod
     async def _handshake(self, conn: JsonRpcConnection) -> None:
         """Open the session (``initialize``, a thread or session ...)."""
+
+    async def _open_process(self, conn: JsonRpcConnection) -> None:
+        """The process-level part of :meth:`_handshake` (``initialize``), run once per pooled
+        process. Engines that can pool implement it and :meth:`_open_session_on`."""
+        raise NotImplementedError
+
+    async def _open_session_on(self, conn: JsonRpcConnection) -> None:
+        """The session-level part of :meth:`_handshake`, run by every pooled session."""
+        raise NotImplementedError
+
+    def pool_key(self) -> Hashable:
+        """What must be equal for two sessions to share a process: the command line, working
+        directory, environment (before the observers' additions: the process gets those of
+        the session that started it) and sandbox; engines add what their process-level
+        exchange depends on."""
+        sandbox = self.options.sandbox
+        return (
+            self._argv(),
+            self.options.cwd,
+            tuple(sorted(self.env.items())),
+            None if sandbox is None else sandbox.model_dump_json(),
+        )
 
     async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
         """The agent answered the prompt request with ``error``; the translator has already
@@ -142,6 +171,8 @@ class JsonRpcDriver(LongLivedDriver):
             )
         prompt = self._prompt_line()  # before anything sees it: a withdrawn prompt is not sent
         decoded = json.loads(data)
+        if self.shared is not None:
+            self.shared.sent(self, decoded)
         if not self.jsonrpc_field:
             decoded.pop("jsonrpc", None)
             data = (json.dumps(decoded, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
@@ -171,6 +202,9 @@ class JsonRpcDriver(LongLivedDriver):
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        if self.pool is not None:
+            await self._start_pooled(self.pool, task_group)
+            return
         proc = await self._spawn(task_group)
         translator = self.translator
         conn = JsonRpcConnection(
@@ -201,6 +235,74 @@ class JsonRpcDriver(LongLivedDriver):
         except ConnectionClosedError:
             raise await self._exit_error("opening the session") from None
 
+    async def _start_pooled(self, pool: ProcessPool, task_group: anyio.abc.TaskGroup) -> None:
+        """Join a pooled process (started when none has room), then open this session on it."""
+        self._task_group = task_group
+        # The shared process's stderr is nobody's own: it stays in its tail, for errors.
+        spec = dataclasses.replace(self._process_spec(), on_stderr=None)
+        shared, first = await pool.join(self, self.pool_key(), spec)
+        self.shared = shared
+        self._proc = shared.proc
+        assert shared.conn is not None
+        conn = MemberConnection(shared.conn, self)
+        self.conn = conn
+        try:
+            with anyio.fail_after(self.handshake_timeout):
+                if first:
+                    shared.begin_opening(self)
+                    try:
+                        await self._open_process(conn)
+                    except BaseException as exc:
+                        shared.end_opening(f"opening it failed: {exc!r}")
+                        raise
+                    shared.end_opening(None)
+                else:
+                    for event in shared.opening:
+                        await self._observe(event["dir"], event["msg"])
+                await self._open_session_on(conn)
+        except TimeoutError:
+            raise SessionTerminatedError(
+                f"{self.engine_name} did not open a session within {self.handshake_timeout:g}s",
+                engine=self.engine_name,
+            ) from None
+        except ConnectionClosedError:
+            raise await self._exit_error("opening the session") from None
+
+    # -- what a pooled process hands its sessions --------------------------------------------
+
+    async def pool_received(self, msg: Any) -> None:
+        """A message of the agent for this session (an answer to it, its session's message)."""
+        if self.host.tapping:
+            self.tap("recv", json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode())
+        await self._observe("recv", msg)
+
+    async def pool_request(self, method: str, params: Any) -> Any:
+        """The agent's request for this session: its answer."""
+        return await self._on_request(method, params)
+
+    async def pool_problem(self, problem: JsonRpcProblem) -> None:
+        """A line of the agent naming this session that could not be read."""
+        await self._on_problem(problem)
+
+    async def pool_send_line(self, data: bytes) -> None:
+        """Write one line of this session to the shared process."""
+        await self._send_line(data)
+
+    async def pool_output_ended(self) -> None:
+        """The shared process's output ended: this session is over."""
+        await self._output_ended()
+
+    def _stop_agent_now(self) -> bool:
+        if self.shared is None:
+            return super()._stop_agent_now()
+        # The process serves other sessions: only this one ends. Nothing more of the agent
+        # reaches it, and a turn still waiting sees the end.
+        self.shared.drop(self)
+        self._end_turn_now(
+            SessionTerminatedError(self._terminated or self._overran(), engine=self.engine_name)
+        )
+        return False
+
     async def _read(self, conn: JsonRpcConnection, proc: AgentProcess) -> None:
         async def lines() -> AsyncIterator[bytes | LineTooLong]:
             async for item in proc.lines():
@@ -219,6 +321,8 @@ class JsonRpcDriver(LongLivedDriver):
         await super().shutdown()
         if self.conn is not None:
             self.conn.close("the session was closed")
+        if self.shared is not None:
+            await self.shared.leave(self)
 
     # -- turns -------------------------------------------------------------------------------
 

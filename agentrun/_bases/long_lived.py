@@ -173,13 +173,13 @@ class LongLivedDriver(EngineDriver):
 
     # -- the process -------------------------------------------------------------------------
 
-    async def _spawn(self, task_group: anyio.abc.TaskGroup) -> AgentProcess:
-        """Start the agent (stdin piped), kept open by a task of its own in ``task_group``."""
+    def _process_spec(self) -> ProcessSpec:
+        """How the agent is started (sets :attr:`argv`)."""
         self.argv = self._argv()
         limits: dict[str, Any] = {}
         if self.max_line_bytes is not None:
             limits["max_line_bytes"] = self.max_line_bytes
-        spec = ProcessSpec(
+        return ProcessSpec(
             argv=self.argv,
             cwd=self.options.cwd,
             env=self.host.spawn_env(self.env),
@@ -191,6 +191,10 @@ class LongLivedDriver(EngineDriver):
             terminate_timeout=self.terminate_timeout,
             **limits,
         )
+
+    async def _spawn(self, task_group: anyio.abc.TaskGroup) -> AgentProcess:
+        """Start the agent (stdin piped), kept open by a task of its own in ``task_group``."""
+        spec = self._process_spec()
         self._task_group = task_group
         # A managed process is entered and left by one task: shutdown runs in another.
         self._host = ProcessHost(spec)
@@ -254,7 +258,25 @@ class LongLivedDriver(EngineDriver):
     def force_stop(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
             self._terminated = self._terminated or self._overran()
-            self._proc.send_signal_group(_SIGKILL)
+            self._stop_agent_now()
+
+    def _stop_agent_now(self) -> bool:
+        """End the session's agent at once (SIGKILL to its process group); True when its exit
+        is then worth waiting for. A pooled session ends only itself."""
+        if self._proc is None:
+            return False
+        self._proc.send_signal_group(_SIGKILL)
+        return True
+
+    def _end_turn_now(self, error: AgentrunError) -> None:
+        """The session is over: the running turn (if any) ends with ``error`` at once."""
+        self._ended = True
+        queue = self._queue
+        if queue is not None:
+            with contextlib.suppress(
+                anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
+            ):
+                queue.send_nowait(_Ended(error))
 
     def _overran(self) -> str:
         return (
@@ -441,7 +463,6 @@ class LongLivedDriver(EngineDriver):
                 finished = True
         if not finished:
             self._terminated = self._terminated or self._overran()
-            if self._proc is not None:
-                self._proc.send_signal_group(_SIGKILL)
+            if self._stop_agent_now() and self._proc is not None:
                 with anyio.move_on_after(self.terminate_timeout):
                     await self._proc.wait()

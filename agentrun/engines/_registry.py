@@ -102,12 +102,20 @@ def translator_names() -> list[str]:
 
 
 def get_engine(name: str, **options: Any) -> Engine:
-    """The engine called ``name``, constructed with ``options`` (e.g. ``binary=...``)."""
+    """The engine called ``name``, constructed with ``options`` (e.g. ``binary=...``;
+    ``pool=N``: N sessions at most share one agent process, on the engines that can)."""
     table = _ENGINES if name in _ENGINES else _table(_ENGINES, ENGINE_GROUP)
     factory = _factory(table, name, "unknown engine")
     try:
         inspect.signature(factory).bind(**options)
     except TypeError as exc:
+        if "pool" in options and "'pool'" in str(exc):
+            raise ConfigurationError(
+                f"engine {name!r} cannot share an agent process between sessions (pool=); "
+                "the ACP engines and codex-app-server can",
+                option="pool",
+                engine=name,
+            ) from None
         # An engine that needs arguments (replay: a transcript) is not built by name alone.
         raise ConfigurationError(
             f"engine {name!r} cannot be built with "

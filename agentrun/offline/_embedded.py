@@ -110,6 +110,7 @@ def embedded_engine(
     resume_id: str | None = None,
     sandbox: Sandbox | bool | None = None,
     api_key: str | None = None,
+    pool: int | None = None,
     **options: Any,
 ) -> tuple[Engine, SessionOptions]:
     """The engine ``name`` and session options that run its pinned agent against the model
@@ -123,7 +124,8 @@ def embedded_engine(
     ``sandbox`` (``True`` or a :class:`~agentrun.Sandbox`) runs the agent sandboxed with
     ``directory`` as its read-write home and the model server's port its only way out.
     ``api_key``: the key the agent sends; pointed at a :class:`~agentrun.CredentialProxy`,
-    its ``client_key``.
+    its ``client_key``. ``pool=N``: N sessions at most share one agent process (the engines
+    that can: the ACP ones and ``codex-app-server``).
     """
     from .._vocabulary.errors import ConfigurationError
 
@@ -135,7 +137,10 @@ def embedded_engine(
             option="engine",
         )
     config = offline_config(agent, server_url, Path(directory), api_key=api_key)
-    engine = get_engine(name, **({"binary": binary} if binary is not None else {}))
+    factory_options: dict[str, Any] = {} if binary is None else {"binary": binary}
+    if pool is not None:
+        factory_options["pool"] = pool
+    engine = get_engine(name, **factory_options)
     engine.check()
     engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}
     if sandbox and options.get("hitl") is False:

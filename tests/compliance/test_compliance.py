@@ -13,7 +13,8 @@ puts recorded transcripts under ``fixtures/<engine>/`` (any depth, ``*.jsonl``).
 
 And one scenario through every engine's real agent (``AGENTRUN_COMPLIANCE_ENGINES``): turn
 isolation — a turn cancelled at its start, mid-stream, during a tool and during a hung model
-call is followed by a clean turn with nothing of it.
+call is followed by a clean turn with nothing of it; on pooled engines (``pool=2``) too, a
+neighbour session open on the same agent process all along.
 """
 
 from __future__ import annotations
@@ -264,6 +265,35 @@ ISOLATION_CASES = ("start", "mid_stream", "tool", "hung_model_call")
 async def test_a_cancelled_turn_leaves_nothing_to_the_next(
     name: str, case: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    await _isolation(name, case, tmp_path, request)
+
+
+#: Pooled engines (``pool=2``) the isolation scenario also runs, with a second session open on
+#: the same agent process all along; the cases that cost least.
+POOLED_ISOLATION = ("claude-acp", "codex-app-server")
+POOLED_CASES = ("tool",)
+
+
+@pytest.mark.anyio
+@pytest.mark.agent
+@pytest.mark.parametrize("case", POOLED_CASES)
+@pytest.mark.parametrize("name", [n for n in POOLED_ISOLATION if n in _isolation_engines()])
+async def test_a_cancelled_pooled_turn_leaves_nothing_to_the_next(
+    name: str, case: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    await _isolation(name, case, tmp_path, request, pool=2)
+
+
+async def _isolation(
+    name: str,
+    case: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    *,
+    pool: int | None = None,
+) -> None:
+    import contextlib
+
     import anyio
 
     from agentrun import EngineUnavailableError, SessionOptions, run_turn
@@ -285,6 +315,7 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
                 cwd=str(workspace),
                 # The tool must run, not be refused: approve it.
                 hitl=False if case == "tool" else None,
+                pool=pool,
             )
         except EngineUnavailableError as exc:
             pytest.skip(str(exc))
@@ -294,7 +325,14 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
             engine = AcpEngine(engine.command_for(options))
         seen: list[Message] = []
         after: list[Message] = []
-        async with engine.start(options) as session:
+        async with contextlib.AsyncExitStack() as stack:
+            # Pooled: a neighbour on the same process, open all along.
+            neighbour = (
+                None if pool is None else await stack.enter_async_context(engine.start(options))
+            )
+            session = await stack.enter_async_context(engine.start(options))
+            if neighbour is not None:
+                assert getattr(session.driver, "pid", None) == getattr(neighbour.driver, "pid", 0)
 
             async def old_turn() -> None:
                 await run_turn(session, "tell me about walruses", on_message=seen.append)
@@ -316,6 +354,9 @@ async def test_a_cancelled_turn_leaves_nothing_to_the_next(
             clean = await run_turn(
                 session, "now say something else", on_message=after.append, timeout=120
             )
+            if neighbour is not None:
+                other = await run_turn(neighbour, "and you?", on_message=after.append, timeout=120)
+                assert other.ok, other.errors
     everything = " ".join([clean.text, clean.all_text, *(m.text or "" for m in after)]).lower()
     assert clean.ok, clean.errors
     assert "clean answer" in everything

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from ..._bases.first_start import opencode_database, store_lock
+from ..._bases.pool import ProcessPool, check_pool_size
 from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import Engine
 from ..._turns.session import Session
@@ -22,7 +23,13 @@ from ..._vocabulary.context import Catalog
 from ..._vocabulary.errors import ConfigurationError, EngineUnavailableError
 from ..._vocabulary.options import SessionOptions
 from ..._wire.programs import resolve_binary
-from ._session_core import AcpDriver, AcpTimeoutError, session_cwd
+from ._session_core import (
+    AcpDriver,
+    AcpTimeoutError,
+    acp_answered_session,
+    acp_session_key,
+    session_cwd,
+)
 
 __all__ = ["AcpDriver", "AcpEngine", "AcpTimeoutError", "opencode_acp"]
 
@@ -54,6 +61,10 @@ class AcpEngine(Engine):
     * ``start_guard(env)``: awaited before the agent starts, with its environment; what it
       returns (a function, or ``None``) is called once the session is open or the start
       failed (``opencode_acp`` serialises first starts on one OpenCode store with it).
+    * ``pool``: N sessions at most share one agent process (``session/new`` on one
+      connection), a process started when none has room; sessions that would start different
+      processes (argv, working directory, environment, sandbox) never share one. ``None``
+      (default): a process per session. See ``docs/sessions.md``.
     """
 
     name: str = "acp"
@@ -80,6 +91,7 @@ class AcpEngine(Engine):
         catalog: Catalog | None = None,
         default_mode: str | None = None,
         start_guard: StartGuard | None = None,
+        pool: int | None = None,
     ) -> None:
         if resume_with not in ("load", "resume"):
             raise ConfigurationError("resume_with must be 'load' or 'resume'", option="resume_with")
@@ -108,9 +120,28 @@ class AcpEngine(Engine):
         self.catalog = catalog
         self.default_mode = default_mode
         self.start_guard = start_guard
+        size = check_pool_size(pool, engine=name)
+        #: The shared agent processes (``pool=N``: N sessions at most on one process), or
+        #: ``None``: each session runs a process of its own.
+        self.pool: ProcessPool | None = (
+            None
+            if size is None
+            else ProcessPool(
+                size,
+                engine=name,
+                session_key=acp_session_key,
+                answered_session=acp_answered_session,
+            )
+        )
 
     def start(self, options: SessionOptions | None = None) -> Session:
         return Session(AcpDriver(self, options))
+
+    async def aclose(self) -> None:
+        """End the pooled agent processes (their sessions end with a typed error); nothing
+        without ``pool``. Each process also ends when its last session closes."""
+        if self.pool is not None:
+            await self.pool.aclose()
 
     def check(self) -> None:
         self.command_for(SessionOptions())

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -68,7 +69,14 @@ from ._translate import AcpTranslator
 if TYPE_CHECKING:
     from ._engine import AcpEngine
 
-__all__ = ["AUTH_REQUIRED", "AcpDriver", "AcpTimeoutError", "session_cwd"]
+__all__ = [
+    "AUTH_REQUIRED",
+    "AcpDriver",
+    "AcpTimeoutError",
+    "acp_answered_session",
+    "acp_session_key",
+    "session_cwd",
+]
 
 #: ACP's "authentication required" error code.
 AUTH_REQUIRED = -32000
@@ -117,6 +125,7 @@ class AcpDriver(JsonRpcDriver):
         self.engine_name: str = engine.engine_name
         super().__init__(
             options,
+            pool=engine.pool,
             handshake_timeout=None,  # each start-up request has its own bound
             cancel_grace=engine.cancel_grace,
             close_stdin_timeout=engine.close_stdin_timeout,
@@ -210,11 +219,25 @@ class AcpDriver(JsonRpcDriver):
         return tuple(self.engine.command_for(self.options))
 
     async def _handshake(self, conn: JsonRpcConnection) -> None:
-        if self._proc is not None:
-            self.acp_translator.state.process = ProcessMeta(pid=self._proc.pid, binary=self.argv[0])
+        await self._open_process(conn)
+        await self._open_session_on(conn)
+
+    async def _open_process(self, conn: JsonRpcConnection) -> None:
+        self._note_process()
         await self._initialize()
+
+    async def _open_session_on(self, conn: JsonRpcConnection) -> None:
+        self._note_process()
         await self._open_session()
         await self._configure()
+
+    def _note_process(self) -> None:
+        if self._proc is not None:
+            self.acp_translator.state.process = ProcessMeta(pid=self._proc.pid, binary=self.argv[0])
+
+    def pool_key(self) -> Hashable:
+        # ``initialize`` invites form elicitations only for a session with a question handler.
+        return (super().pool_key(), self.options.question_handler is not None)
 
     async def _send_prompt(self, ctx: TurnContext) -> None:
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": ctx.prompt}]}
@@ -429,3 +452,19 @@ class AcpDriver(JsonRpcDriver):
     async def _configure(self) -> None:
         """Apply the session options once the session is open (:mod:`._session_options`)."""
         self._notes.extend(await self.settings.configure())
+
+
+def acp_session_key(params: Any) -> str | None:
+    """The ACP session a message's params name (``sessionId``)."""
+    if isinstance(params, dict):
+        session = cast("dict[str, Any]", params).get("sessionId")
+        if isinstance(session, str):
+            return session
+    return None
+
+
+def acp_answered_session(method: str, result: Any) -> str | None:
+    """The session the answer to ``method`` opened (``session/new``, ``session/fork``)."""
+    if method in (Method.SESSION_NEW, Method.SESSION_FORK):
+        return acp_session_key(result)
+    return None

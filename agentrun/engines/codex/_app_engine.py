@@ -1,4 +1,5 @@
-"""The Codex ``app-server`` engine: one persistent ``codex app-server`` process per session.
+"""The Codex ``app-server`` engine: one persistent ``codex app-server`` process per session
+(or, with ``pool=N``, N sessions as threads of one process).
 
 Built on :class:`~agentrun._bases.jsonrpc_session.JsonRpcDriver`. Start: ``initialize`` ->
 ``initialized`` -> ``thread/start`` (or ``thread/resume`` for ``SessionOptions.resume_id``,
@@ -22,11 +23,13 @@ ask the user questions), ``effort`` (per turn), ``codex.config.<key>`` (``-c`` o
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Hashable
 from typing import Any, ClassVar, Literal
 
 import anyio
 
 from ..._bases.jsonrpc_session import JsonRpcDriver, RequestHandlerTable
+from ..._bases.pool import ProcessPool, check_pool_size
 from ..._turns.driver import CANCEL_GRACE
 from ..._turns.engine import ProgramEngine
 from ..._turns.session import Session
@@ -61,6 +64,8 @@ class CodexAppServerEngine(ProgramEngine):
     ``binary``: the program (else ``SessionOptions.binary``, the pinned install, ``PATH``).
     ``handshake_timeout``: seconds to open the thread. ``cancel_grace``: seconds a cancelled
     turn may take to end before the process is killed (:attr:`Session.cancel_grace`).
+    ``pool``: N sessions (threads) at most share one ``app-server`` process (see
+    ``docs/sessions.md``); ``None`` (default): a process per session.
     """
 
     name: str = "codex-app-server"
@@ -75,14 +80,50 @@ class CodexAppServerEngine(ProgramEngine):
         handshake_timeout: float = 60.0,
         cancel_grace: float = CANCEL_GRACE,
         catalog: Catalog | None = None,
+        pool: int | None = None,
     ) -> None:
         self.binary = binary
         self.handshake_timeout = handshake_timeout
         self.cancel_grace = cancel_grace
         self.catalog = catalog
+        size = check_pool_size(pool, engine=self.name)
+        #: The shared ``app-server`` processes (``pool=N``: N threads at most on one), or
+        #: ``None``: a process per session.
+        self.pool: ProcessPool | None = (
+            None
+            if size is None
+            else ProcessPool(
+                size, engine=self.name, session_key=thread_key, answered_session=answered_thread
+            )
+        )
 
     def start(self, options: SessionOptions | None = None) -> Session:
         return Session(CodexAppServerDriver(self, options))
+
+    async def aclose(self) -> None:
+        """End the pooled processes (their sessions end with a typed error); nothing without
+        ``pool``. Each process also ends when its last session closes."""
+        if self.pool is not None:
+            await self.pool.aclose()
+
+
+def thread_key(params: Any) -> str | None:
+    """The thread a message's params name (``threadId``; ``thread.id`` in ``thread/started``;
+    ``conversationId`` in the v1 approval requests)."""
+    data = as_dict(params)
+    if data is None:
+        return None
+    thread = as_str(data.get("threadId")) or as_str(data.get("conversationId"))
+    if thread is None:
+        thread = as_str((as_dict(data.get("thread")) or {}).get("id"))
+    return thread
+
+
+def answered_thread(method: str, result: Any) -> str | None:
+    """The thread the answer to ``thread/start`` or ``thread/fork`` opened."""
+    if method in ("thread/start", "thread/fork"):
+        return thread_key(result)
+    return None
 
 
 class CodexAppServerDriver(JsonRpcDriver):
@@ -100,6 +141,7 @@ class CodexAppServerDriver(JsonRpcDriver):
             options,
             handshake_timeout=engine.handshake_timeout,
             cancel_grace=engine.cancel_grace,
+            pool=engine.pool,
         )
 
     @property
@@ -140,6 +182,17 @@ class CodexAppServerDriver(JsonRpcDriver):
         return {}
 
     async def _handshake(self, conn: JsonRpcConnection) -> None:
+        await self._open_process(conn)
+        await self._open_session_on(conn)
+
+    def pool_key(self) -> Hashable:
+        # ``initialize`` asks for the experimental API only in plan mode.
+        return (super().pool_key(), self.options.mode == "plan")
+
+    async def _open_session_on(self, conn: JsonRpcConnection) -> None:
+        await self._open_thread(conn)
+
+    async def _open_process(self, conn: JsonRpcConnection) -> None:
         options = self.options
         await conn.request(
             "initialize",
@@ -148,7 +201,6 @@ class CodexAppServerDriver(JsonRpcDriver):
              "capabilities": {"experimentalApi": True} if options.mode == "plan" else {}},
         )  # fmt: skip
         await conn.notify("initialized")
-        await self._open_thread(conn)
 
     def _thread_params(self) -> dict[str, Any]:
         options = self.options
