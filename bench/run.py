@@ -10,6 +10,7 @@ import argparse
 import os
 import platform
 
+import first_turn
 import latency
 import normalize
 import proxy
@@ -41,6 +42,7 @@ def main() -> None:
         rows.extend(turn_overhead.measure(6 if args.quick else 15))
     except EngineUnavailableError as exc:  # the pinned claude is not installed
         print(f"# turn overhead skipped: {exc}")
+    rows.extend(first_turn.measure(2 if args.quick else 5))
     try:
         rows.extend(ray_fleet.measure(10 if args.quick else 50, runs=1 if args.quick else 3))
     except EngineUnavailableError as exc:  # Ray or the pinned claude is not installed

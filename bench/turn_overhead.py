@@ -207,8 +207,6 @@ def measure(turns: int, *, server_in_caller: bool = False) -> list[Row]:
     data = anyio.run(_measure, turns, server_in_caller)  # asyncio: the plain loop needs it
     rows: list[Row] = []
     for label, key, baseline, target in (
-        ("first turn wall", "first_wall", "raw", ""),
-        ("first turn caller CPU", "first_cpu", "raw", ""),
         ("text turn wall", "wall", "raw", "<= 1.02x"),
         ("text turn caller CPU", "cpu", "raw", ""),
         ("text turn wall, asyncio", "wall", "asyncio", ""),
