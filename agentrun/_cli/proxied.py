@@ -116,7 +116,9 @@ class Meter:
         refused, self._refused = proxy.refused - self._refused, proxy.refused
         unauthorized = proxy.unauthorized - self._unauthorized
         self._unauthorized = proxy.unauthorized
-        disagreement = usage_disagreement(summary.usage, served, prices=proxy.prices)
+        # Where the agent reported only the last call's tokens, those are what it said.
+        said = summary.last_call_usage or summary.usage
+        disagreement = usage_disagreement(said, served, prices=proxy.prices)
         if disagreement is not None:
             summary.errors.append(
                 ErrorInfo(
