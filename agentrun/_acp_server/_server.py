@@ -90,6 +90,12 @@ def _journal_records(store: JsonlSessionStore, journal_id: str) -> list[dict[str
     return store.records(journal_id)
 
 
+def _forget_journal(store: JsonlSessionStore, journal_id: str) -> None:
+    """Remove a session's journal (written by this server, named by the session's id)."""
+    if journal_id in store.ids():
+        store.path(journal_id).unlink(missing_ok=True)
+
+
 class AcpServer(PromptingServer):
     """Serves one engine over ACP on a line transport; :meth:`serve` runs until input ends."""
 
@@ -395,12 +401,16 @@ class AcpServer(PromptingServer):
     async def _delete(self, params: Any) -> dict[str, Any]:
         """``session/delete``: the session is closed (a running prompt cancelled) and forgotten
         with its history; it leaves ``session/list`` and its id is "resource not found" from
-        then on. The agent's own transcript of it stays: the server did not create it."""
+        then on, in a later process too: its journal (``--journal``), which the server wrote, is
+        removed. The agent's own transcript of it stays: the server did not create it."""
         request = parse(SessionParams, params)
         session = self._session(request.session_id)
         await self._close(params)
         if self.sessions.get(session.sid) is session:
             del self.sessions[session.sid]
+        journal = self._journal(session)
+        if journal is not None and journal.journal_id is not None:
+            await anyio.to_thread.run_sync(_forget_journal, journal, journal.journal_id)
         return {}
 
     async def _fork(self, params: Any) -> dict[str, Any]:

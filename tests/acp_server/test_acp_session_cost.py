@@ -225,6 +225,11 @@ async def test_a_session_loaded_in_a_new_process_goes_on_with_its_cost(
             assert _costs(client, since) == [{"amount": pytest.approx(earlier), "currency": "USD"}]
             since = await _prompt(client, sid, "and once more")
             assert _costs(client, since)[-1]["amount"] == pytest.approx(served())
+            # Deleted, it is gone with its journal: not loaded again, here or later.
+            await client.request("session/delete", {"sessionId": sid})
+            answer = await client.call("session/load", {"sessionId": sid, **new})
+            assert answer["error"]["code"] == -32002, answer
+            assert not (tmp_path / "sessions" / f"{sid}.jsonl").exists()
 
         await _serve_once(argv, env, tmp_path / "first.err", first)
         plain = [a for a in argv if a != "--journal"]
