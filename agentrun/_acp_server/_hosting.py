@@ -40,7 +40,7 @@ class HostingServer(AskingServer):
         elif asks:
             extra["hitl"] = True
             extra["permission_handler"] = self._permission_handler(session)
-        journal = self._journal(session)
+        journal = self._journal(session.sid)
         if journal is not None:
             extra["journal"] = journal
         engine_options: dict[str, str] = {}
@@ -69,14 +69,14 @@ class HostingServer(AskingServer):
         )  # fmt: skip
         return engine, options
 
-    def _journal(self, session: AcpSession) -> JsonlSessionStore | None:
-        """The store of the session's journal (``--journal``), the journal named by the
-        session's id: the library session goes on with it (and with its totals) each time it
-        opens, in this process or a later one. An id no journal can be named by keeps none."""
+    def _journal(self, session_id: str) -> JsonlSessionStore | None:
+        """The store of a session's journal (``--journal``), the journal named by the session's
+        id: the library session goes on with it (and with its totals) each time it opens, in
+        this process or a later one. An id no journal can be named by keeps none."""
         if not self.config.journal:
             return None
         try:
-            return JsonlSessionStore(journal_id=check_journal_id(session.sid))
+            return JsonlSessionStore(journal_id=check_journal_id(session_id))
         except ConfigurationError:
             return None
 

@@ -357,7 +357,7 @@ class AcpServer(PromptingServer):
     async def _journaled(self, session_id: str) -> str | None:
         """With ``--journal``, for a session an earlier process kept a journal of (this
         engine's): the agent's resume id it last named (``""`` if none), else ``None``."""
-        journal = self._journal(AcpSession(sid=session_id, cwd="", engine=self.config.engine))
+        journal = self._journal(session_id)
         if journal is None or journal.journal_id is None:
             return None
         records = await anyio.to_thread.run_sync(_journal_records, journal, journal.journal_id)
@@ -408,7 +408,7 @@ class AcpServer(PromptingServer):
         await self._close(params)
         if self.sessions.get(session.sid) is session:
             del self.sessions[session.sid]
-        journal = self._journal(session)
+        journal = self._journal(session.sid)
         if journal is not None and journal.journal_id is not None:
             await anyio.to_thread.run_sync(_forget_journal, journal, journal.journal_id)
         return {}
