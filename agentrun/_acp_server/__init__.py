@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--history-bytes", type=_history_bytes, default=HISTORY_BYTES, metavar="N",
         help="bytes of updates each session keeps for session/load (default: 8 MiB)",
     )  # fmt: skip
+    parser.add_argument(
+        "--journal", action="store_true",
+        help="keep a journal of each session (agentrun sessions; $AGENTRUN_SESSIONS_DIR): a "
+        "later agentrun acp loads it by its id and goes on with its cost",
+    )  # fmt: skip
 
 
 def _history_bytes(value: str) -> int:
@@ -100,7 +105,7 @@ def main(args: argparse.Namespace) -> int:
             )
     config = ServerConfig(
         engine=args.engine, embedded=args.embedded, script=args.script, model=args.model,
-        binary=args.binary, history_bytes=args.history_bytes,
+        binary=args.binary, history_bytes=args.history_bytes, journal=args.journal,
     )  # fmt: skip
     anyio.run(serve_stdio, config, backend=args.backend)
     return 0

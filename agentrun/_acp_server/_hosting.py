@@ -12,9 +12,10 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._store.jsonl_store import JsonlSessionStore, check_journal_id
 from .._turns.engine import Engine
 from .._turns.session import Session
-from .._vocabulary.errors import AgentrunError
+from .._vocabulary.errors import AgentrunError, ConfigurationError
 from .._vocabulary.options import SessionOptions
 from ..engines._registry import get_engine
 from ._asking import AskingServer
@@ -39,6 +40,9 @@ class HostingServer(AskingServer):
         elif asks:
             extra["hitl"] = True
             extra["permission_handler"] = self._permission_handler(session)
+        journal = self._journal(session.sid)
+        if journal is not None:
+            extra["journal"] = journal
         engine_options: dict[str, str] = {}
         if engine_name == "opencode-acp" and session.mode != "bypass":
             engine_options["opencode.permission"] = OPENCODE_ASK
@@ -64,6 +68,17 @@ class HostingServer(AskingServer):
             fork=session.fork, options=engine_options, **extra,
         )  # fmt: skip
         return engine, options
+
+    def _journal(self, session_id: str) -> JsonlSessionStore | None:
+        """The store of a session's journal (``--journal``), the journal named by the session's
+        id: the library session goes on with it (and with its totals) each time it opens, in
+        this process or a later one. An id no journal can be named by keeps none."""
+        if not self.config.journal:
+            return None
+        try:
+            return JsonlSessionStore(journal_id=check_journal_id(session_id))
+        except ConfigurationError:
+            return None
 
     async def _open(
         self, session: AcpSession, prepared: tuple[Engine, SessionOptions] | None = None

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from .._store.jsonl_store import JsonlSessionStore
 from .._version import VERSION
 from .._vocabulary.errors import (
     AgentrunError,
@@ -80,6 +81,19 @@ _log = logging.getLogger("agentrun.acp_server")
 PROTOCOL_VERSION = 1
 #: Seconds the server gives its sessions to close once its input ended.
 CLOSE_BOUND = 20.0
+
+
+def _journal_records(store: JsonlSessionStore, journal_id: str) -> list[dict[str, Any]] | None:
+    """The records of a journal, ``None`` when there is none by that id."""
+    if journal_id not in store.ids():
+        return None
+    return store.records(journal_id)
+
+
+def _forget_journal(store: JsonlSessionStore, journal_id: str) -> None:
+    """Remove a session's journal (written by this server, named by the session's id)."""
+    if journal_id in store.ids():
+        store.path(journal_id).unlink(missing_ok=True)
 
 
 class AcpServer(PromptingServer):
@@ -294,30 +308,42 @@ class AcpServer(PromptingServer):
         "resource not found" before anything runs (:mod:`._known`)."""
         session = self.sessions.get(session_id)
         if session is None:
+            journaled = await self._journaled(session_id)
+            resume_id: str | None = session_id
             if ISSUED_ID.fullmatch(session_id):
-                raise JsonRpcError(
-                    RESOURCE_NOT_FOUND,
-                    f"Resource not found: no session {session_id!r} (sessions are kept for the "
-                    "lifetime of the agentrun acp process that issued them)",
-                    {"errorCode": "session_not_found"},
-                )
+                if journaled is None:
+                    raise JsonRpcError(
+                        RESOURCE_NOT_FOUND,
+                        f"Resource not found: no session {session_id!r} (sessions are kept for "
+                        "the lifetime of the agentrun acp process that issued them, or in its "
+                        "journal with --journal)",
+                        {"errorCode": "session_not_found"},
+                    )
+                # A session of an earlier process that kept its journal: the agent's own id
+                # is the one the journal last named (none before a prompt ran).
+                resume_id = journaled
             session = AcpSession(
                 sid=session_id, cwd=cwd, engine=self.config.engine, model=self.config.model,
-                resume_id=session_id, mapper=self._mapper(cwd, cost_usd=None),
+                resume_id=resume_id or None, mapper=self._mapper(cwd, cost_usd=None),
                 history=History(self.config.history_bytes),
             )  # fmt: skip
             engine, options = self._engine_and_options(session)
-            known = await anyio.to_thread.run_sync(
-                agent_knows, self.config.engine, options, session_id
-            )
-            if known is False:
-                raise SessionNotFoundError(
-                    f"Resource not found: the {self.config.engine} agent has no session "
-                    f"{session_id!r}",
-                    session_id=session_id,
-                    engine=self.config.engine,
+            if resume_id:
+                known = await anyio.to_thread.run_sync(
+                    agent_knows, self.config.engine, options, resume_id
                 )
+                if known is False:
+                    raise SessionNotFoundError(
+                        f"Resource not found: the {self.config.engine} agent has no session "
+                        f"{resume_id!r}",
+                        session_id=session_id,
+                        engine=self.config.engine,
+                    )
             await self._open(session, (engine, options))
+            if journaled is not None and session.hosted is not None:
+                # Its cost so far is what the journal's turns cost (the ACP usage RFD's
+                # cumulative session cost), not what this process has seen.
+                session.mapper.go_on_from(session.hosted.totals)
             self.sessions[session_id] = session
         elif session.hosted is None:
             session.cwd = session.mapper.cwd = cwd
@@ -327,6 +353,21 @@ class AcpServer(PromptingServer):
         if session.mapper.context is not None:
             await self._send_usage(session)
         return session
+
+    async def _journaled(self, session_id: str) -> str | None:
+        """With ``--journal``, for a session an earlier process kept a journal of (this
+        engine's): the agent's resume id it last named (``""`` if none), else ``None``."""
+        journal = self._journal(session_id)
+        if journal is None or journal.journal_id is None:
+            return None
+        records = await anyio.to_thread.run_sync(_journal_records, journal, journal.journal_id)
+        if records is None:
+            return None
+        engines = {r.get("engine") for r in records if r.get("kind") == "session"}
+        if engines != {self.config.engine}:
+            return None  # another engine's session, or not a session's journal
+        named = [r["resume_id"] for r in records if isinstance(r.get("resume_id"), str)]
+        return named[-1] if named else ""
 
     async def _send_usage(self, session: AcpSession) -> None:
         """The last context reading of a restored session (the usage RFD asks for one)."""
@@ -360,12 +401,16 @@ class AcpServer(PromptingServer):
     async def _delete(self, params: Any) -> dict[str, Any]:
         """``session/delete``: the session is closed (a running prompt cancelled) and forgotten
         with its history; it leaves ``session/list`` and its id is "resource not found" from
-        then on. The agent's own transcript of it stays: the server did not create it."""
+        then on, in a later process too: its journal (``--journal``), which the server wrote, is
+        removed. The agent's own transcript of it stays: the server did not create it."""
         request = parse(SessionParams, params)
         session = self._session(request.session_id)
         await self._close(params)
         if self.sessions.get(session.sid) is session:
             del self.sessions[session.sid]
+        journal = self._journal(session.sid)
+        if journal is not None and journal.journal_id is not None:
+            await anyio.to_thread.run_sync(_forget_journal, journal, journal.journal_id)
         return {}
 
     async def _fork(self, params: Any) -> dict[str, Any]:

@@ -157,6 +157,9 @@ class ServerConfig:
     binary: str | None = None
     #: Bytes of updates each session keeps for ``session/load`` (``--history-bytes``).
     history_bytes: int = HISTORY_BYTES
+    #: Keep a journal of each session, named by its id, in the default store (``--journal``):
+    #: a later process loads the session from it, its totals included.
+    journal: bool = False
 
 
 def now() -> str:

@@ -38,7 +38,7 @@ from typing import Any, cast
 
 from .._vocabulary.jsonvalues import as_dict, as_list, as_str
 from .._vocabulary.messages import Message, MessageType, ToolCall
-from .._vocabulary.summary import TurnSummary, turn_cost
+from .._vocabulary.summary import SessionTotals, TurnSummary, turn_cost
 
 __all__ = ["TERMINAL_OUTPUT_KEYS", "TOOL_KINDS", "UpdateMapper", "tool_kind", "tool_title"]
 
@@ -266,6 +266,21 @@ class UpdateMapper:
         self._commands_sent: list[str] = []
         #: A turn's cost was added (or the session's was given): the total means something.
         self._costed = cost_usd is not None and cost_usd > 0
+
+    def go_on_from(self, totals: SessionTotals) -> None:
+        """The session goes on with the journal of an earlier process: its cost is the one
+        those turns left (``None`` when one of them is not known), its context their last
+        reading."""
+        if totals.turns == 0:
+            return
+        self.cost_usd = totals.cost_usd
+        self._costed = True
+        usage = totals.usage
+        if usage is not None:
+            self.cost_source = usage.cost_source
+            used, size = usage.context_used_tokens, usage.context_size_tokens
+            if used is not None and size:
+                self.context = (used, size)
 
     # -- turns ------------------------------------------------------------------------------
 

@@ -284,6 +284,22 @@ class Renderer:
                 figures.append("tokens of the last model call only")
             if usage.cost_source not in (None, "reported"):
                 figures.append(f"cost {usage.cost_source}")
+            last = summary.last_call_usage
+            if last is not None:
+                # Reported beside the turn's cost, not as the turn's tokens.
+                call = [
+                    f"{name} {value}"
+                    for name, value in (
+                        ("in", last.input_tokens),
+                        ("out", last.output_tokens),
+                        ("cache read", last.cache_read_tokens),
+                        ("cache write", last.cache_write_tokens),
+                    )
+                    if value is not None
+                ]
+                figures.append(
+                    "the turn's tokens not reported (its last model call: " + ", ".join(call) + ")"
+                )
             lines.append("   usage: " + ", ".join(f for f in figures if f))
         if summary.context is not None:
             c = summary.context

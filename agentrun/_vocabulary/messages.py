@@ -162,8 +162,9 @@ def _defaults_of(cls: type[BaseModel]) -> dict[str, Any]:
 #: ``derived``: the library computed them from what the agent reported, e.g. the difference of
 #: two running totals of the session.
 #: ``estimated``: the agent reported none; computed from the tokens and the price catalog.
-#: ``last_call``: the agent reported only the turn's last model call; the token figures are that
-#: call's, not the turn's (OpenCode over ACP), and are never priced.
+#: ``last_call``: the token figures are one model call's, the turn's last, not the turn's
+#: (``TurnSummary.last_call_usage``: OpenCode over ACP reports only those beside the turn's cost,
+#: which the turn's own usage holds); never priced.
 #: ``unavailable``: nobody knows them (the figure is ``None``).
 UsageSource = Literal["reported", "derived", "estimated", "last_call", "unavailable"]
 

@@ -271,6 +271,11 @@ class TurnSummary(BaseModel):
     #: What the metering proxy counted for this turn (a session with ``SessionOptions.meter``),
     #: beside ``usage``; ``None`` otherwise (and then left out of the JSON form).
     metered: MeteredUsage | None = Field(default=None, exclude_if=lambda value: value is None)
+    #: The tokens of the turn's last model call, where the agent reports only that call's
+    #: beside the whole turn's cost (OpenCode over ACP, a turn of several calls; its result's
+    #: ``data["last_call_usage"]``, ``usage_source`` ``last_call``, never priced): ``usage``
+    #: then holds the turn's cost and no token figure. ``None`` otherwise (left out of the JSON).
+    last_call_usage: Usage | None = Field(default=None, exclude_if=lambda value: value is None)
 
     # The running state of the fold lives in one plain object: folding a message touches no
     # pydantic attribute machinery, and blocks are kept and joined once, when read (folding a
@@ -539,6 +544,10 @@ class TurnSummary(BaseModel):
         if isinstance(side, dict):
             own["side_usage"] = Usage.model_validate(side)
             fields_set.add("side_usage")
+        last_call = data.get("last_call_usage") if data else None
+        if isinstance(last_call, dict):
+            own["last_call_usage"] = Usage.model_validate(last_call)
+            fields_set.add("last_call_usage")
         model = data.get("model") if data else None
         if isinstance(model, str) and model:
             own["model"] = model

@@ -989,7 +989,9 @@ class ProxyClient(UsageMeter):
         await proxy.client_settled(self.name)
         served = proxy.ledger.since(mark).of_client(self.name)
         answered = LedgerSlice(entries=tuple(e for e in served.entries if e.refusal is None))
-        disagreement = usage_disagreement(summary.usage, answered, prices=proxy.prices)
+        # Where the agent reported only the last call's tokens, those are what it said.
+        said = summary.last_call_usage or summary.usage
+        disagreement = usage_disagreement(said, answered, prices=proxy.prices)
         side = served.side
         return MeteredUsage(
             client=self.name,

@@ -16,11 +16,12 @@ from typing import Any
 import anyio
 import pytest
 from acp_client import CLIENT_INIT, AcpClient, open_server, server_argv
+from repo_paths import REPO
 
-from agentrun import PriceCatalog, Usage
+from agentrun import PriceCatalog, Usage, default_prices
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun.engines._registry import get_engine
-from agentrun.offline import ModelTurn, Script, ScriptUsage, TextBlock
+from agentrun.offline import ModelServer, ModelTurn, Script, ScriptUsage, TextBlock, embedded_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.agent]
 
@@ -141,3 +142,100 @@ async def test_the_usage_updates_cost_is_the_sessions_cumulative_cost(
         await client.process.stdin.aclose()
         with anyio.fail_after(40):
             await client.process.wait()
+
+
+async def _serve_once(argv: list[str], env: dict[str, str], stderr: Path, talk: Any) -> None:
+    """One ``agentrun acp`` process: ``talk(client)``, then its input ends and it exits."""
+    async with anyio.create_task_group() as tg:
+        client = await open_server(tg, argv, stderr_path=stderr, env=env)
+        await client.request("initialize", CLIENT_INIT)
+        await talk(client)
+        assert client.process.stdin is not None
+        await client.process.stdin.aclose()
+        with anyio.fail_after(40):
+            assert await client.process.wait() == 0
+
+
+#: Engines whose cost ``agentrun acp`` counts itself (no ACP agent's own behind it), and the
+#: prices their cost is made of: the catalog's estimate (Codex reports no cost), Claude Code's
+#: own (the library's catalog prices its offline model the same).
+COUNTED: dict[str, PriceCatalog] = {
+    "codex-app-server": PriceCatalog(PRICES),
+    "claude": default_prices(),
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("engine", list(COUNTED))
+async def test_a_session_loaded_in_a_new_process_goes_on_with_its_cost(
+    engine: str, tmp_path: Path, anyio_backend_name: str
+) -> None:
+    """``agentrun acp --journal``: a session of an earlier process is loaded by the id that
+    process issued (an ACP client keeps it) and its ``usage_update`` cost goes on from the
+    earlier process's turns, read from the journal: at the load, what the first process's
+    answers cost; after one more turn, what all three answers the model server served cost.
+    Without ``--journal`` that id is "resource not found".
+
+    The agent runs against a model server of the test's own and a home prepared for it (the
+    embedded configuration's), which both processes share: a real agent setup, not
+    ``--embedded`` (whose homes last as long as the process)."""
+    try:
+        get_engine(engine).check()
+    except EngineUnavailableError as exc:
+        pytest.skip(str(exc))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    script = Script(turns=[ModelTurn.text(f"Answer {i}.", usage=c) for i, c in enumerate(CALLS)])
+    async with ModelServer(script) as server:
+
+        def served() -> float:
+            """What every answer served so far costs."""
+            cost = server.ledger.since(0).cost(prices=COUNTED[engine])
+            assert cost is not None
+            return cost
+
+        _, options = embedded_engine(engine, server.url, tmp_path / "agent", cwd=str(workspace))
+        env = {**options.env, "PYTHONPATH": str(REPO), "AGENTRUN_PRICE_CATALOG": str(prices),
+               "AGENTRUN_SESSIONS_DIR": str(tmp_path / "sessions")}  # fmt: skip
+        model = ["--model", options.model] if options.model else []
+        argv = server_argv(engine, *model, "--journal", backend=anyio_backend_name)
+        new = {"cwd": str(workspace), "mcpServers": []}
+        sid = ""
+        earlier = 0.0
+
+        async def first(client: AcpClient) -> None:
+            nonlocal sid, earlier
+            sid = (await client.request("session/new", new))["sessionId"]
+            since = await _prompt(client, sid, "say one thing")
+            assert _costs(client, since)[-1]["amount"] == pytest.approx(served())
+            since = await _prompt(client, sid, "say another")
+            earlier = served()
+            assert _costs(client, since)[-1]["amount"] == pytest.approx(earlier)
+
+        async def without_journal(client: AcpClient) -> None:
+            answer = await client.call("session/load", {"sessionId": sid, **new})
+            assert answer["error"]["code"] == -32002, answer
+
+        async def second(client: AcpClient) -> None:
+            since = len(client.updates)
+            await client.request("session/load", {"sessionId": sid, **new})
+            # The reading the journal's turns left, with their cost.
+            assert _costs(client, since) == [{"amount": pytest.approx(earlier), "currency": "USD"}]
+            since = await _prompt(client, sid, "and once more")
+            assert _costs(client, since)[-1]["amount"] == pytest.approx(served())
+            # Deleted, it is gone with its journal: not loaded again, here or later.
+            await client.request("session/delete", {"sessionId": sid})
+            answer = await client.call("session/load", {"sessionId": sid, **new})
+            assert answer["error"]["code"] == -32002, answer
+            assert not (tmp_path / "sessions" / f"{sid}.jsonl").exists()
+
+        await _serve_once(argv, env, tmp_path / "first.err", first)
+        plain = [a for a in argv if a != "--journal"]
+        await _serve_once(plain, env, tmp_path / "plain.err", without_journal)
+        await _serve_once(argv, env, tmp_path / "second.err", second)
+        # The agent went on with its own conversation: the last call carried the earlier ones.
+        calls = server.ledger.since(0).main.entries
+        assert [e.turn_index for e in calls] == [0, 1, 2]
+        assert "Answer 1." in server.model_requests[-1].body.decode()

@@ -332,3 +332,22 @@ def test_a_turns_summary_shows_figures_reported_without_their_split() -> None:
     text = out.getvalue()
     assert "prompt 24354 (cache not told apart)" in text
     assert "answer 38 (thinking not counted)" in text
+
+
+def test_a_turns_summary_shows_the_last_calls_tokens_apart_from_the_turns_cost() -> None:
+    import io
+
+    from agentrun import Usage
+    from agentrun._vocabulary.summary import TurnSummary
+
+    usage = Usage(cost_usd=0.0092, usage_source="unavailable", cost_source="derived")
+    last = Usage(input_tokens=406, cache_read_tokens=23_552, output_tokens=27,
+                 usage_source="last_call")  # fmt: skip
+    out = io.StringIO()
+    summary = TurnSummary(turn=1, ok=True, usage=usage, last_call_usage=last)
+    Renderer(out, colour=False).summary(summary)
+    (line,) = [line for line in out.getvalue().splitlines() if "usage:" in line]
+    assert line == (
+        "   usage: cost $0.009200, cost derived, the turn's tokens not reported "
+        "(its last model call: in 406, out 27, cache read 23552)"
+    )

@@ -157,10 +157,14 @@ async def test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger(
     assert metered["proxy"]["calls"] == len(server.ledger.since(0).main) == 2
     assert metered["agrees"] is True and metered["disagreement"] is None
     assert metered["proxy"]["unauthorized"] == 0  # every request the agent made had its key
-    if result["usage"].get("usage_source") == "last_call":
-        # The agent reports the tokens of its last model call only (OpenCode over ACP).
+    last_call = (result.get("data") or {}).get("last_call_usage")
+    if last_call is not None:
+        # The agent reports the tokens of its last model call only (OpenCode over ACP): apart
+        # from the turn's usage, which holds the turn's cost alone.
+        assert "input_tokens" not in result["usage"], result["usage"]
         last = server.ledger.since(0).main.entries[-1].usage
         served = last.model_dump(exclude_none=True)
+        result = {**result, "usage": last_call}
     if engine in UNSPLIT_USAGE:
         # The whole prompt and the answer less thinking, without the split (Gemini CLI).
         assert result["usage"]["whole_prompt_tokens"] == sum(

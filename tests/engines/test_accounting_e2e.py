@@ -8,8 +8,9 @@ resumed, compacted where the agent can compact, and one more turn. Each turn's `
 be what the server's ledger holds for the calls answered during that turn (the convention of
 docs/vocabulary.md: every figure the summary reports equals the ledger's, input and output
 reported), or say honestly that it is not known: ``usage_source`` ``unavailable`` (no token
-figure), ``last_call`` (only the last call's), or no usage at all for a cancelled turn the agent
-reported nothing for. Figures reported without their split (Gemini CLI's whole prompt and output
+figure; the turn's cost may stand, and where the agent reported only the last call's tokens
+they are apart, in ``last_call_usage``, the ledger's last entry), or no usage at all for a
+cancelled turn the agent reported nothing for. Figures reported without their split (Gemini CLI's whole prompt and output
 without thoughts) equal the ledger's whole prompt and its output less the thinking. A cancelled turn's figures never exceed what was served. An estimated cost
 is the catalog's price of the ledger's tokens. The session's ``usage`` is the sum of its turns'
 usage, its ``unaccounted_turns`` the turns not known in full.
@@ -225,20 +226,30 @@ def _check_turn(name: str, turned: Turned, problems: list[str]) -> None:
     where = f"{name} {turned.scenario} turn {summary.turn}"
     usage = summary.usage
     main = served.main.usage
+    if summary.last_call_usage is not None:
+        # The agent reported the last call's tokens beside the turn's cost: kept apart, they
+        # are the ledger's last entry (of what was served, for a cancelled turn).
+        last = served.main.entries[-1].usage if served.main.entries else main
+        ledger, reported = _ledger_figures(last), _figures(summary.last_call_usage)
+        known = {k: v for k, v in reported.items() if v is not None}
+        if summary.stop_reason == "cancelled":
+            if any(v > (ledger[k] or 0) for k, v in known.items()):
+                problems.append(f"{where}: ledger {ledger}, cancelled last call {reported}")
+        elif known != {k: ledger[k] for k in known}:
+            problems.append(f"{where}: ledger's last call {ledger}, last_call_usage {reported}")
     if usage is None or usage.usage_source == "unavailable":
-        # Not known, honestly: no token figure, nothing priced.
+        # Not known, honestly: no token figure, nothing priced from tokens (a cost the agent
+        # reported for the turn may stand: its running cost differenced).
         if usage is not None:
             if any(v is not None for v in _figures(usage).values()):
                 problems.append(f"{where}: unavailable usage with figures {usage}")
-            if usage.cost_usd is not None:
+            if usage.cost_usd is not None and usage.cost_source not in ("derived", "reported"):
                 problems.append(f"{where}: unavailable usage priced {usage}")
         elif summary.stop_reason != "cancelled" and any(_figures(main).values()):
             # A turn the agent said nothing about: only right when nothing was served (a
             # failed call); a cancelled turn's call may never have reached its usage.
             problems.append(f"{where}: no usage for the tokens served {main}")
         return
-    if usage.usage_source == "last_call":
-        main = served.main.entries[-1].usage if served.main.entries else main
     ledger, reported = _ledger_figures(main), _figures(usage)
     known = {k: v for k, v in reported.items() if v is not None}
     if summary.stop_reason == "cancelled":
@@ -257,7 +268,7 @@ def _check_turn(name: str, turned: Turned, problems: list[str]) -> None:
         return
     if {"input", "output"} - known.keys() or known != {k: ledger[k] for k in known}:
         problems.append(f"{where}: ledger {ledger}, summary.usage {reported}")
-    if usage.cost_source == "estimated" and usage.usage_source != "last_call":
+    if usage.cost_source == "estimated":
         expected = PriceCatalog(PRICES).estimate(main, "fake-model")
         if usage.cost_usd != pytest.approx(expected):
             problems.append(f"{where}: cost {usage.cost_usd}, the ledger's priced {expected}")

@@ -6,8 +6,8 @@ one-turn session makes two model calls (a shell call, then the answer); the turn
 be the sum of the main (non-side) entries served during the turn: every figure the summary
 reports equals the ledger's, and the input and output are reported (``None`` is "not reported":
 Chat Completions and Gemini carry no cache-write figure, and not every agent breaks its output
-into thinking). OpenCode over ACP reports only the turn's last model call (``usage_source ==
-"last_call"``, the figures the last main entry's). Gemini CLI reports the turn's whole prompt
+into thinking). OpenCode over ACP reports only the turn's last model call's tokens beside the
+turn's cost: the usage holds the cost alone, ``last_call_usage`` the last main entry's figures. Gemini CLI reports the turn's whole prompt
 without its cache split and its output without the thoughts: ``whole_prompt_tokens`` and
 ``answer_tokens`` hold them (the ledger's prompt and its output less the thinking), every field of
 the split ``None``, nothing priced. With a price for the scripted model, an estimated cost is the
@@ -147,15 +147,21 @@ async def test_a_turns_usage_is_what_the_server_served(
     assert all(e.status == 200 and e.complete for e in served.entries), served
     assert summary.usage is not None
     source = summary.usage.usage_source
-    if source == "unavailable":
+    main = served.main.usage
+    if summary.last_call_usage is not None:
+        # The agent reported only the last call's tokens (checked in
+        # test_a_tool_turns_usage_is_the_turns_and_the_last_call_is_kept_apart): the turn's
+        # usage holds its cost alone; those figures are the ledger's last entry.
+        assert source == "unavailable" and summary.usage.cost_source != "estimated"
+        main = served.main.entries[-1].usage
+        reported_usage = summary.last_call_usage
+    elif source == "unavailable":
         # Every agent here sends the turn's tokens in some form: reading none is the library's
         # failure, not the agent's.
         raise UsageMismatch(f"{name}: no token figure read, {summary.usage}")
-    main = served.main.usage
-    if source == "last_call":
-        main = served.main.entries[-1].usage
-        assert summary.usage.cost_source != "estimated", summary.usage
-    ledger, reported = _ledger_figures(main), _figures(summary.usage)
+    else:
+        reported_usage = summary.usage
+    ledger, reported = _ledger_figures(main), _figures(reported_usage)
     assert ledger["input"] and ledger["output"]
     if reported["whole_prompt"] is not None or reported["answer"] is not None:
         # Figures reported without their split (Gemini CLI): the split is not reported, the
@@ -251,3 +257,60 @@ async def test_a_one_call_turns_tokens_are_the_turns_own(
     assert {"input", "output"} <= known.keys(), reported
     assert known == {k: ledger[k] for k in known}, (ledger, reported)
     assert summary.usage.cost_source in ("derived", "estimated"), summary.usage
+
+
+#: What the offline OpenCode configuration charges for the scripted model (its own prices, per
+#: million tokens: ``agentrun/engines/opencode/_offline.py``), as a catalog.
+OPENCODE_PRICES = PriceCatalog(
+    {"models": {"fake-model": {"input": 1.0, "cached_input": 0.1, "output": 2.0}}}
+)
+
+
+@pytest.mark.parametrize("name", LAST_CALL_ENGINES)
+async def test_a_tool_turns_usage_is_the_turns_and_the_last_call_is_kept_apart(
+    name: str, tmp_path: Path
+) -> None:
+    """A turn of two model calls: the agent reports the last call's tokens and the whole
+    turn's cost. The turn's usage holds one scope, the turn's: the cost (the session's running
+    cost differenced: both calls, at the agent's own prices), no token figure
+    (``unavailable``); the last call's figures are ``data["last_call_usage"]``, the ledger's
+    last entry, never priced."""
+    script = Script(
+        turns=[
+            ModelTurn(
+                blocks=[TextBlock(text="Checking."),
+                        ToolCallBlock(arguments={"command": "echo ledger"})],
+                usage=CALLS[0],
+            ),
+            ModelTurn.text("It printed ledger.", usage=CALLS[1]),
+        ]
+    )  # fmt: skip
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    async with ModelServer(script) as server:
+        try:
+            engine, options = embedded_engine(
+                name, server.url, tmp_path / "agent", cwd=str(workspace), **ENGINES[name]
+            )
+        except EngineUnavailableError as exc:
+            pytest.skip(str(exc))
+        async with engine.start(options) as session:
+            mark = server.ledger.mark()
+            summary = await run_turn(session, "run echo ledger", timeout=120)
+            served = server.ledger.since(mark)
+    assert summary.ok, summary
+    assert len(served.main.entries) == 2, served
+    usage = summary.usage
+    assert usage is not None
+    assert usage.usage_source == "unavailable", usage
+    assert all(v is None for v in _figures(usage).values()), usage
+    assert usage.cost_source == "derived", usage
+    assert usage.cost_usd == pytest.approx(
+        OPENCODE_PRICES.estimate(served.main.usage, "fake-model")
+    )
+    last = summary.last_call_usage
+    assert last is not None
+    assert last.usage_source == "last_call" and last.cost_usd is None, last
+    known = {k: v for k, v in _figures(last).items() if v is not None}
+    assert {"input", "output"} <= known.keys(), last
+    assert known == {k: _figures(served.main.entries[-1].usage)[k] for k in known}

@@ -164,10 +164,6 @@ class SessionState:
         return "last_call" if self.agent_name in LAST_CALL_USAGE else "prompt"
 
     @property
-    def _token_source(self) -> UsageSource:
-        return "last_call" if self.usage_scope == "last_call" else "reported"
-
-    @property
     def _estimable(self) -> UsageSource:
         return "unavailable" if self.usage_scope == "last_call" else "reported"
 

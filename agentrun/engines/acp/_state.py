@@ -292,10 +292,18 @@ class AcpState(ToolCalls):
             # The agent reports the last model call, and the prompt made only that one: its
             # tokens are the prompt's, of the scope of the prompt's cost.
             scope = "prompt"
+        if scope == "last_call" and reported is not None and turn_usage is not None:
+            # The tokens are the last model call's, the cost the whole prompt's: one usage
+            # holds one scope, the turn's (its cost; its tokens are not known). The call's
+            # figures are kept apart, never priced.
+            data["last_call_usage"] = turn_usage.model_dump(
+                mode="json", exclude_none=True, exclude={"cost_usd"}
+            ) | {"usage_source": "last_call"}
+            turn_usage = Usage(cost_usd=turn_usage.cost_usd)
         usage = account_usage(
             turn_usage,
             model=self.model,
-            tokens=self._token_source if scope == "last_call" else "reported",
+            tokens="reported",
             # A session's running cost differenced; with no cost, an estimate only from the
             # whole prompt's tokens (not from an agent's last call alone).
             cost="derived"

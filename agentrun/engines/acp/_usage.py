@@ -6,7 +6,9 @@ input + output + thought + cached), codex-acp's and Qwen Code's include them (``
 input + output + cached). ``totalTokens`` tells which; ``output_tokens`` gets the thoughts added
 only where ``outputTokens`` lacks them. Where the prompt result has no ``usage``, the calls' usage
 an agent sent in ``_meta`` (Qwen Code) stands in (see :mod:`._meta`). OpenCode reports only the
-last model call of the prompt (``usage_source`` ``last_call``). Gemini CLI's quota totals are a
+last model call of the prompt: on a prompt of several calls those figures are kept apart
+(``data["last_call_usage"]``, ``usage_source`` ``last_call``) from the turn's usage, which holds
+the turn's cost alone. Gemini CLI's quota totals are a
 prompt total (cache reads inside) and an output without thoughts: no figure of the split, so they
 are ``whole_prompt_tokens`` and ``answer_tokens``, the split's fields ``None`` (and the quota
 figures as they came in the result's ``data``).

@@ -60,7 +60,7 @@ from ._message_builders import (
     user_message,
     without,
 )
-from ._usage import cost_figure, reported_window, token_count, turn_usage
+from ._usage import compaction_apart, cost_figure, reported_window, token_count, turn_usage
 
 __all__ = ["SESSION_NOT_FOUND", "ClaudeTranslator"]
 
@@ -119,6 +119,8 @@ class ClaudeTranslator(Translator):
         #: Set when a result said the resumed session does not exist.
         self.session_not_found: str | None = None
         self._last_total_cost: float | None = None
+        #: The CLI compacted by itself since the last result (``compact_boundary``, ``auto``).
+        self._compacted_by_itself = False
         #: Background tasks now running, by id (``background_tasks_changed``), and the tool
         #: call that started each (``task_started``, which may come after).
         self._tasks: dict[str, Json] = {}
@@ -229,6 +231,8 @@ class ClaudeTranslator(Translator):
             reading = gauge.context
             out.append(gauge)
         trigger = _str(meta.get("trigger"))
+        if trigger == "auto":
+            self._compacted_by_itself = True
         out.insert(0, Message.compaction(trigger=trigger, before_tokens=before, after=reading,
                                          raw=ev))  # fmt: skip
         return out
@@ -498,6 +502,14 @@ class ClaudeTranslator(Translator):
         since_last = _obj(ev.get("model_usage_since_last_result"))
         self._report_window(out, model_usage, since_last)
         usage = self._turn_usage(ev, since_last, self._context_fill())
+        summarising: Usage | None = None
+        if self._compacted_by_itself and since_last:
+            # The summarising call counts with the turn's calls since the last result: apart,
+            # as the turn's side usage.
+            usage, summarising = compaction_apart(
+                usage, _obj(ev.get("usage")), model=self.model or next(iter(since_last), None)
+            )
+        self._compacted_by_itself = False
         text = _str(ev.get("result"))
         terminal = _str(ev.get("terminal_reason"))
         error = (
@@ -525,6 +537,7 @@ class ClaudeTranslator(Translator):
                 usage=usage,
                 denials=denials,
                 error=error,
+                side_usage=summarising,
             )
         )
         return out
@@ -590,6 +603,7 @@ class ClaudeTranslator(Translator):
         usage: Usage,
         denials: tuple[PermissionDenial, ...],
         error: ErrorInfo | None,
+        side_usage: Usage | None = None,
     ) -> Message:
         """The turn's ``result`` of values already read and checked (by either reader), and the
         end of the turn's state. Every value is of its field's type: assembled, not validated."""
@@ -607,6 +621,8 @@ class ClaudeTranslator(Translator):
         for key in RESULT_DATA:
             if ev.get(key) is not None:
                 data[key] = ev[key]
+        if side_usage is not None:
+            data["side_usage"] = side_usage.model_dump(mode="json", exclude_none=True)
         if stop is None and not is_error:
             stop = self._last_stop_reason
         if is_error and stop not in FAILED_STOPS_KEPT:

@@ -17,10 +17,11 @@ from ..._vocabulary.jsonvalues import as_dict as _obj
 from ..._vocabulary.jsonvalues import as_float as _float
 from ..._vocabulary.jsonvalues import as_int as _int
 from ..._vocabulary.messages import Usage, UsageSource, assemble, reported_figure
-from ..._vocabulary.prices import account_usage
+from ..._vocabulary.prices import account_usage, estimate_cost
 
 __all__ = [
     "call_usage",
+    "compaction_apart",
     "cost_figure",
     "model_usage_sum",
     "reported_window",
@@ -156,3 +157,50 @@ def turn_usage(
             cost = total_cost
     usage = call_usage(_obj(ev.get("usage")), {**context, "cost_usd": cost})
     return account_usage(usage, model=model, cost=cost_source)
+
+
+#: The token figures a summarising call is told apart by.
+_SPLIT = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+
+
+def compaction_apart(
+    turn: Usage, main_loop: Json | None, *, model: str | None
+) -> tuple[Usage, Usage | None]:
+    """A turn in which the CLI compacted by itself: ``turn`` (from
+    ``model_usage_since_last_result``) counts every call since the last result, the summarising
+    call included; the result's ``usage`` (``main_loop``) only the main loop's calls. The
+    difference is the summarising call's: returned apart (its tokens ``derived``, its cost at
+    the catalog's prices) and taken off the turn's tokens and cost. A cost that cannot be told
+    apart (no catalog price for the model) is not known for either. ``(turn, None)`` when the
+    main loop's figures are missing or nothing differs."""
+    loop = call_usage(main_loop, {})
+    if loop.input_tokens is None or loop.output_tokens is None:
+        return turn, None
+    side = [max(0, (getattr(turn, name) or 0) - (getattr(loop, name) or 0)) for name in _SPLIT]
+    if not any(side):
+        return turn, None
+    fresh, read, write, output = side
+    summarising = Usage(
+        input_tokens=fresh, cache_read_tokens=read, cache_write_tokens=write, output_tokens=output
+    )
+    side_cost = estimate_cost(summarising, model)
+    summarising = summarising.model_copy(
+        update={
+            "cost_usd": side_cost,
+            "usage_source": "derived",
+            "cost_source": "unavailable" if side_cost is None else "estimated",
+        }
+    )
+    cost = turn.cost_usd
+    if cost is not None:
+        cost = None if side_cost is None else round(max(0.0, cost - side_cost), 12)
+    own = turn.model_copy(
+        update={
+            **{name: getattr(loop, name) for name in _SPLIT},
+            "thinking_tokens": loop.thinking_tokens,
+            "cost_usd": cost,
+            # The agent's cost less the summarising call's priced: derived.
+            "cost_source": "derived" if cost is not None else "unavailable",
+        }
+    )
+    return own, summarising

@@ -16,7 +16,9 @@ App-server messages carry no ``"jsonrpc"`` field. Mapping:
   interrupt) adds nothing and a stale ``last`` (after failed retries) is not counted again. A
   notification of another turn — the restored total Codex sends when a resumed thread's first
   turn starts, the late usage of an interrupted turn — only moves the baseline. With no earlier
-  total, the baseline is the first call's ``total - last``;
+  total, the baseline is the first call's ``total - last``. The calls Codex reports while a
+  ``contextCompaction`` item of its own (not ``thread/compact/start``) runs inside a turn are the
+  summarising call's: the turn's ``data["side_usage"]``, not its usage;
 * approvals (``item/commandExecution/requestApproval``, ``item/fileChange/requestApproval`` and
   the older ``execCommandApproval`` / ``applyPatchApproval``): our answer declines -> a
   ``permission_denied`` message with the denial;
@@ -134,6 +136,9 @@ class CodexAppServerTranslator(AgentTranslator, JsonRpcTranslator):
         #: next notification is differenced from.
         self._thread_total = RunningTotals()
         self._usage: Usage | None = None
+        #: The calls of an auto-compaction inside the running turn (the summarising call):
+        #: the turn's side usage, not its usage.
+        self._side_usage: Usage | None = None
         self._errors: list[ErrorInfo] = []
         self._denials: list[PermissionDenial] = []
         self._started_tools: set[str] = set()
@@ -238,6 +243,7 @@ class CodexAppServerTranslator(AgentTranslator, JsonRpcTranslator):
         self._turn_known = False
         self.turn_id = None
         self._usage = None
+        self._side_usage = None
         self._errors = []
         self._denials = []
         self._started_tools = set()
@@ -468,7 +474,12 @@ class CodexAppServerTranslator(AgentTranslator, JsonRpcTranslator):
         if grown is not None and not any(grown.values()):
             return []  # the same call reported again (or a stale ``last``): nothing new
         served = codex_usage(grown if grown is not None else call_figures)
-        self._usage = served if self._usage is None else self._usage + served
+        if self._compacting is not None and not self._compact_requested:
+            # A call while Codex compacts by itself inside a turn: the summarising call.
+            side = self._side_usage
+            self._side_usage = served if side is None else side + served
+        else:
+            self._usage = served if self._usage is None else self._usage + served
         reading = self.tracker.observe_call(codex_usage(call_figures), raw=msg)
         return [] if reading is None else [reading]
 
@@ -525,6 +536,10 @@ class CodexAppServerTranslator(AgentTranslator, JsonRpcTranslator):
             "resume_id": self.thread_id,
             "data": {"turn_id": self.turn_id, **({"model": self.model} if self.model else {})},
         }
+        side = account_usage(self._side_usage, model=self.model)
+        if side is not None:
+            data = {**side.model_dump(mode="json", exclude_none=True), "usage_source": "derived"}
+            fields["data"]["side_usage"] = data
         return [assemble(Message, fields)]
 
 
