@@ -344,11 +344,7 @@ CAPABILITIES: tuple[Capability, ...] = (
         "`agentrun acp`: the engine served to an ACP client",
         {
             **_ids(
-                "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]", NINE
-            ),
-            "acp": Open(
-                "`agentrun acp --embedded` has no embedded configuration for the "
-                "generic engine; no test serves it"
+                "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]", ALL
             ),
         },
     ),

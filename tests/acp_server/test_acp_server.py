@@ -13,7 +13,7 @@ import anyio
 import pytest
 from acp_client import CLIENT_INIT, AcpClient, AcpError, open_server, schema_validator, server_argv
 from acp_conformance import assert_conforms
-from agents_support import descendants
+from agents_support import GENERIC_ACP_AGENT, descendants
 
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun.engines._registry import get_engine
@@ -21,20 +21,22 @@ from agentrun.offline import ModelTurn, Script, ScriptUsage, TextBlock, ToolCall
 
 pytestmark = [pytest.mark.anyio]
 
+#: The nine embedded engines and the generic ``acp`` one (``--embedded`` runs claude-agent-acp
+#: as a plain command line for it).
 ENGINES = [
     "claude", "codex", "codex-app-server", "opencode", "opencode-acp",
-    "claude-acp", "codex-acp", "qwen", "gemini",
+    "claude-acp", "codex-acp", "qwen", "gemini", "acp",
 ]  # fmt: skip
 #: Engines whose agent asks before a tool that writes (so the client is asked).
 ASKING = {"claude", "codex-app-server", "opencode-acp", "claude-acp", "codex-acp", "qwen",
-          "gemini"}  # fmt: skip
+          "gemini", "acp"}  # fmt: skip
 #: Engines that cannot know the context fill (Gemini CLI reports no usage at all).
 NO_USAGE = {"gemini"}
 #: Engines that report the fill after each model call (not only at the end of a prompt).
 PER_CALL = {"claude", "opencode", "codex-app-server"}
 #: Engines whose offline model has a cost (reported, or derived from the agent's session
 #: cost); the others run a model the price catalog does not know.
-COSTED = {"claude", "opencode", "opencode-acp", "claude-acp"}
+COSTED = {"claude", "opencode", "opencode-acp", "claude-acp", "acp"}
 #: Engines whose agent cannot load an earlier session (Gemini CLI keeps none offline: not found).
 NO_LOAD = {"gemini"}
 #: Engines whose agent gives its text in one piece (no deltas): a cancel comes after it.
@@ -47,7 +49,7 @@ AFTER_TOOL = ScriptUsage(input_tokens=1500, cache_read_tokens=2000, output_token
 
 def _available(engine: str) -> str:
     try:
-        get_engine(engine).check()
+        get_engine(GENERIC_ACP_AGENT if engine == "acp" else engine).check()
     except EngineUnavailableError as exc:
         pytest.skip(str(exc))
     return engine
