@@ -63,7 +63,11 @@ class _NodeAgent:
 
 class _GeminiEngine(AcpEngine):
     """Gemini CLI: a session to load is loaded only once that cannot erase it (see
-    ``_gemini_chats``)."""
+    ``_gemini_chats``). Its context fill is not known: it sends no ``usage_update``, and its
+    prompt result's ``_meta.quota.token_count.input_tokens`` sums the prompts of all the
+    turn's model calls, without the window's size."""
+
+    reports_context_fill: bool = False
 
     def start(self, options: SessionOptions | None = None) -> Session:
         if options is None or options.resume_id is None:
