@@ -173,6 +173,8 @@ async def test_a_sessions_totals_are_what_the_server_served_across_a_resume(
             after = resumed.totals
             assert resumed.usage == summaries[-1].usage  # this process's own turns only
     assert summaries[-1].ok, summaries[-1]
+    # The resumed turn said its own answer only: history the agent replayed is not part of it.
+    assert summaries[-1].all_text == "Resumed answer.", summaries[-1].all_text
     _check(name, after, summaries, server.ledger.since(0))
     written = _journaled(store, journal_id)
     assert [SessionTotals.model_validate(t).turns for t in written] == [1, 2, 3]

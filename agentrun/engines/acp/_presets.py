@@ -70,8 +70,8 @@ class _GeminiEngine(AcpEngine):
     reports_context_fill: bool = False
 
     def start(self, options: SessionOptions | None = None) -> Session:
-        if options is None or options.resume_id is None:
-            return super().start(options)
+        if options is None or options.resume_id is None or options.fork:
+            return super().start(options)  # nothing to load (a fork is refused: no session/fork)
         loading = copy.copy(self)
         loading.start_guard = loads_in_a_later_minute(options.resume_id, self.start_guard)
         return AcpEngine.start(loading, options)
