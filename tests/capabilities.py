@@ -7,6 +7,9 @@ Every (engine, capability) cell is one of
   :class:`agentrun.AgentrunError` subclass), and the node ids of the test that sees it raised;
 * :class:`Notice` — the engine cannot, the feature does what it can instead and says so in a
   documented notice message (nothing fails), and the node ids of the test that sees the notice;
+* :class:`Marked` — the engine cannot know it, and every result says so in a documented field
+  (``cost_source`` ``unavailable``; nothing fails, nothing is invented), and the node ids of the
+  test that reads the field;
 * :class:`Open` — neither yet, with a one-line reason: the work that is left.
 
 ``python tests/capabilities.py`` prints the page, ``--write`` writes it.
@@ -58,11 +61,18 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class Marked:
+    field: str
+    value: str
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Open:
     reason: str
 
 
-Cell = Proven | Cannot | Notice | Open
+Cell = Proven | Cannot | Notice | Marked | Open
 
 
 @dataclass(frozen=True)
@@ -83,7 +93,6 @@ def _open(reason: str, engines: tuple[str, ...] | list[str]) -> dict[str, Open]:
 
 ALL = ENGINES
 NINE = tuple(e for e in ENGINES if e != "acp")
-NO_ACP_TEST = "no test runs the generic `acp` engine for this yet"
 
 COMPLIANCE = "tests/compliance/test_compliance.py::test_a_cancelled_turn_leaves_nothing_to_the_next"
 STEERING = "tests/engines/test_steering_e2e.py"
@@ -122,8 +131,17 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]",
                 ("claude-acp", "codex", "codex-acp", "opencode-acp", "qwen"),
             ),
-            "gemini": Open(
-                "no context fill read from Gemini CLI (the ACP facade test checks none is invented)"
+            # Gemini CLI 0.61 sends no `usage_update`; its prompt result's
+            # `_meta.quota.token_count.input_tokens` sums the prompts of all the turn's model
+            # calls, with no window size: the fill cannot be known. A context policy is
+            # reported ignored; the ACP facade test checks no fill is invented.
+            "gemini": Notice(
+                "unsupported_option",
+                (
+                    "tests/engines/test_policies_e2e.py::"
+                    "test_a_context_policy_on_an_agent_that_cannot_know_the_fill_is_reported_ignored"
+                    "[asyncio-gemini]",
+                ),
             ),
         },
     ),
@@ -162,9 +180,16 @@ CAPABILITIES: tuple[Capability, ...] = (
                     "test_conversation_over_acp[asyncio-claude-acp]",
                 )
             ),
-            "gemini": Open(
-                "Gemini CLI reports tokens without their split: nothing is priced "
-                "(`cost_source` `unavailable`, which the ledger test asserts)"
+            # Gemini CLI 0.61 sends a turn's tokens as `_meta.quota.token_count` on the prompt
+            # result: the whole prompt (cache reads not told apart) and the answer. A price
+            # needs the split, so nothing is priced.
+            "gemini": Marked(
+                "cost_source",
+                "unavailable",
+                (
+                    "tests/engines/test_usage_sources_e2e.py::"
+                    "test_tokens_without_their_split_are_never_priced[asyncio-gemini]",
+                ),
             ),
         },
     ),
@@ -275,8 +300,16 @@ CAPABILITIES: tuple[Capability, ...] = (
                 "[asyncio-{e}]",
                 ("qwen", "acp"),
             ),
-            "gemini": Open(
-                "Gemini CLI keeps no session offline (`session/load` fails), so no test resumes one"
+            # Resumed at once, in the minute the session began: Gemini CLI 0.61 would erase it
+            # on `session/load`; the library waits out that minute (engines/acp/_gemini_chats.py).
+            "gemini": Proven(
+                (
+                    "tests/cli/test_sessions.py::"
+                    "test_sessions_resume_continues_a_session_from_another_process[gemini]",
+                    "tests/engines/test_session_totals_e2e.py::"
+                    "test_a_sessions_totals_are_what_the_server_served_across_a_resume"
+                    "[asyncio-gemini]",
+                )
             ),
         },
     ),
@@ -319,11 +352,7 @@ CAPABILITIES: tuple[Capability, ...] = (
         "`agentrun acp`: the engine served to an ACP client",
         {
             **_ids(
-                "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]", NINE
-            ),
-            "acp": Open(
-                "`agentrun acp --embedded` has no embedded configuration for the "
-                "generic engine; no test serves it"
+                "tests/acp_server/test_acp_server.py::test_conversation_over_acp[asyncio-{e}]", ALL
             ),
         },
     ),
@@ -343,10 +372,17 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/cli/test_proxy_cli.py::"
                 "test_the_real_key_reaches_the_upstream_only_and_usage_is_the_ledger[asyncio-{e}-host]",
-                [e for e in NINE if e != "gemini"],
+                NINE,
             ),
-            "gemini": Open("no test runs Gemini CLI behind the proxy yet"),
-            "acp": Open(NO_ACP_TEST),
+            # `agentrun run --live` cannot start the generic engine (it has no agent of its
+            # own there): the same guarantee through the library's CredentialProxy.
+            "acp": Proven(
+                (
+                    "tests/engines/test_proxy_e2e.py::"
+                    "test_the_real_key_reaches_the_upstream_only_and_usage_is_the_proxys_ledger"
+                    "[asyncio-acp]",
+                )
+            ),
         },
     ),
 )
@@ -359,6 +395,8 @@ def _symbol(cell: Cell) -> str:
         return f"cannot: `{cell.error}`"
     if isinstance(cell, Notice):
         return f"notice: `{cell.subtype}`"
+    if isinstance(cell, Marked):
+        return f"marked: `{cell.field}={cell.value}`"
     return "✗"
 
 
@@ -376,6 +414,8 @@ def _evidence(capability: Capability) -> list[str]:
                 key = f"✔ {tests}"
             elif isinstance(cell, Notice):
                 key = f"notice: {tests}"
+            elif isinstance(cell, Marked):
+                key = f"marked: {tests}"
             else:
                 key = f"cannot: {tests}"
         groups.setdefault(key, []).append(engine)
@@ -402,6 +442,8 @@ def render() -> str:
         "(a test sees it raised)",
         "* notice: `subtype` — the engine cannot; the feature goes on without it and says so in a "
         "`system` message of that subtype, nothing fails (a test sees the notice)",
+        "* marked: `field=value` — the engine cannot know it; every result says so in that "
+        "documented field, nothing fails and nothing is invented (a test reads the field)",
         "* ✗ — not done or not tested yet; the reason is under Evidence",
         "",
         "| capability | " + " | ".join(f"`{e}`" for e in ENGINES) + " |",

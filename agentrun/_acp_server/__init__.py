@@ -97,10 +97,10 @@ def main(args: argparse.Namespace) -> int:
     if args.embedded:
         from ..offline import EMBEDDED_ENGINES
 
-        if args.engine not in EMBEDDED_ENGINES:
+        if args.engine not in (*EMBEDDED_ENGINES, "acp"):
             raise ConfigurationError(
                 f"engine {args.engine!r} has no embedded configuration "
-                f"(supported: {', '.join(EMBEDDED_ENGINES)})",
+                f"(supported: {', '.join(EMBEDDED_ENGINES)}, acp)",
                 option="engine",
             )
     config = ServerConfig(

@@ -25,7 +25,7 @@ from ..engines.claude._offline import claude_acp_offline, claude_offline
 from ..engines.codex._offline import codex_acp_offline, codex_offline
 from ..engines.opencode._offline import opencode_offline
 
-__all__ = ["EMBEDDED_ENGINES", "embedded_engine", "offline_config"]
+__all__ = ["EMBEDDED_ENGINES", "GENERIC_ACP_AGENT", "embedded_engine", "offline_config"]
 
 #: Engines that run on the embedded model server, and the agent each configures.
 EMBEDDED_ENGINES: dict[str, str] = {
@@ -39,6 +39,11 @@ EMBEDDED_ENGINES: dict[str, str] = {
     "qwen": "qwen",
     "gemini": "gemini",
 }
+
+#: The generic ``acp`` engine, embedded, runs this preset's agent (claude-agent-acp) as a plain
+#: command line, with that preset's offline configuration: an ACP agent the library knows
+#: nothing of beyond its command.
+GENERIC_ACP_AGENT = "claude-acp"
 
 
 class _Configure(Protocol):
@@ -126,21 +131,26 @@ def embedded_engine(
     ``api_key``: the key the agent sends; pointed at a :class:`~agentrun.CredentialProxy`,
     its ``client_key``. ``pool=N``: N sessions at most share one agent process (the engines
     that can: the ACP ones and ``codex-app-server``).
+
+    ``name`` may also be ``"acp"``: the generic ACP engine running :data:`GENERIC_ACP_AGENT`'s
+    agent, given as a plain command line.
     """
     from .._vocabulary.errors import ConfigurationError
 
-    agent = EMBEDDED_ENGINES.get(name)
+    generic = name == "acp"
+    preset = GENERIC_ACP_AGENT if generic else name
+    agent = EMBEDDED_ENGINES.get(preset)
     if agent is None:
         raise ConfigurationError(
             f"engine {name!r} has no embedded configuration "
-            f"(supported: {', '.join(sorted(EMBEDDED_ENGINES))})",
+            f"(supported: {', '.join(sorted(EMBEDDED_ENGINES))}, acp)",
             option="engine",
         )
     config = offline_config(agent, server_url, Path(directory), api_key=api_key)
     factory_options: dict[str, Any] = {} if binary is None else {"binary": binary}
     if pool is not None:
         factory_options["pool"] = pool
-    engine = get_engine(name, **factory_options)
+    engine = get_engine(preset, **factory_options)
     engine.check()
     engine_options = {**_ENGINE_OPTIONS.get(agent, {}), **options.pop("options", {})}
     if sandbox and options.get("hitl") is False:
@@ -164,4 +174,18 @@ def embedded_engine(
         sandbox=sandbox or None,
         **options,
     )
+    if generic:
+        engine = _plain_command(engine, session, pool)
     return engine, session
+
+
+def _plain_command(preset: Engine, session: SessionOptions, pool: int | None) -> Engine:
+    """The generic ACP engine running ``preset``'s command line for ``session``, as a user
+    would give it (without the session's extra arguments: the generic engine adds those), in
+    the preset's mode when none is asked for (claude-agent-acp's own, ``auto``, never asks and
+    adds a billing notice to the first answer)."""
+    from ..engines.acp import AcpEngine
+
+    assert isinstance(preset, AcpEngine)
+    command = preset.command_for(session.model_copy(update={"extra_args": ()}))
+    return AcpEngine(command, default_mode=preset.default_mode, pool=pool)

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from acp_client import CLIENT_INIT, AcpClient, AcpError, open_server, schema_validator, server_argv
 from acp_conformance import assert_conforms
-from agents_support import descendants
+from agents_support import GENERIC_ACP_AGENT, descendants
 
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun.engines._registry import get_engine
@@ -21,22 +21,22 @@ from agentrun.offline import ModelTurn, Script, ScriptUsage, TextBlock, ToolCall
 
 pytestmark = [pytest.mark.anyio]
 
+#: The nine embedded engines and the generic ``acp`` one (``--embedded`` runs claude-agent-acp
+#: as a plain command line for it).
 ENGINES = [
     "claude", "codex", "codex-app-server", "opencode", "opencode-acp",
-    "claude-acp", "codex-acp", "qwen", "gemini",
+    "claude-acp", "codex-acp", "qwen", "gemini", "acp",
 ]  # fmt: skip
 #: Engines whose agent asks before a tool that writes (so the client is asked).
 ASKING = {"claude", "codex-app-server", "opencode-acp", "claude-acp", "codex-acp", "qwen",
-          "gemini"}  # fmt: skip
+          "gemini", "acp"}  # fmt: skip
 #: Engines that cannot know the context fill (Gemini CLI reports no usage at all).
 NO_USAGE = {"gemini"}
 #: Engines that report the fill after each model call (not only at the end of a prompt).
 PER_CALL = {"claude", "opencode", "codex-app-server"}
 #: Engines whose offline model has a cost (reported, or derived from the agent's session
 #: cost); the others run a model the price catalog does not know.
-COSTED = {"claude", "opencode", "opencode-acp", "claude-acp"}
-#: Engines whose agent cannot load an earlier session (Gemini CLI keeps none offline: not found).
-NO_LOAD = {"gemini"}
+COSTED = {"claude", "opencode", "opencode-acp", "claude-acp", "acp"}
 #: Engines whose agent gives its text in one piece (no deltas): a cancel comes after it.
 WHOLE_TEXT = {"codex", "opencode"}
 COUNTING = "Counting: " + " ".join(str(i) for i in range(300))
@@ -47,7 +47,7 @@ AFTER_TOOL = ScriptUsage(input_tokens=1500, cache_read_tokens=2000, output_token
 
 def _available(engine: str) -> str:
     try:
-        get_engine(engine).check()
+        get_engine(GENERIC_ACP_AGENT if engine == "acp" else engine).check()
     except EngineUnavailableError as exc:
         pytest.skip(str(exc))
     return engine
@@ -67,7 +67,7 @@ def _script(engine: str) -> Script:
         ModelTurn.text("Second answer.", usage=USAGE),
         ModelTurn(blocks=[TextBlock(text=COUNTING)], chunk_delay=0.05, chunk_chars=6),
         ModelTurn.text("Fresh answer.", usage=USAGE),
-        *([] if engine in NO_LOAD else [ModelTurn.text("Loaded answer.", usage=USAGE)]),
+        ModelTurn.text("Loaded answer.", usage=USAGE),
         _writes(engine, "allowed.txt"),
         ModelTurn.text("Created it.", usage=AFTER_TOOL),
     ]
@@ -198,32 +198,20 @@ async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_
         assert listed["sessions"][0]["title"] == "say hi"
         assert await client.request("session/close", {"sessionId": sid}) == {}
         load = {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
-        if engine in NO_LOAD:
-            # The agent mostly cannot find the session it made (it keeps no chat file offline):
-            # the typed not-found error comes back with the agent's words, and the server goes
-            # on with a new session. When it does find it, the loaded session goes on.
-            answer = await client.call("session/load", load)
-            if "error" in answer:
-                assert answer["error"]["code"] == -32002, answer
-                assert answer["error"]["data"]["errorCode"] == "session_not_found", answer
-                assert "gemini" in answer["error"]["message"], answer
-                new = await client.request("session/new", {"cwd": str(workspace), "mcpServers": []})
-                sid = new["sessionId"]
-        else:
-            since = len(client.updates)
-            await client.request("session/load", load)
-            replayed = client.updates[since:]
-            users = [u["update"]["content"]["text"] for u in replayed
-                     if u["update"]["sessionUpdate"] == "user_message_chunk"]  # fmt: skip
-            assert users == ["say hi", "again", "count", "and now?"]
-            assert "First answer." in _text(client, sid, since)
-            reason, since = await _prompt(client, sid, "what did I ask first?")
-            assert (reason, _text(client, sid, since)) == ("end_turn", "Loaded answer.")
-            # Resume: no replay.
-            await client.request("session/close", {"sessionId": sid})
-            since = len(client.updates)
-            await client.request("session/resume", {"sessionId": sid, "cwd": str(workspace)})
-            assert _of(client, "user_message_chunk", since) == []
+        since = len(client.updates)
+        await client.request("session/load", load)
+        replayed = client.updates[since:]
+        users = [u["update"]["content"]["text"] for u in replayed
+                 if u["update"]["sessionUpdate"] == "user_message_chunk"]  # fmt: skip
+        assert users == ["say hi", "again", "count", "and now?"]
+        assert "First answer." in _text(client, sid, since)
+        reason, since = await _prompt(client, sid, "what did I ask first?")
+        assert (reason, _text(client, sid, since)) == ("end_turn", "Loaded answer.")
+        # Resume: no replay.
+        await client.request("session/close", {"sessionId": sid})
+        since = len(client.updates)
+        await client.request("session/resume", {"sessionId": sid, "cwd": str(workspace)})
+        assert _of(client, "user_message_chunk", since) == []
 
         # A tool allowed and, where the agent asks, one rejected.
         reason, since = await _prompt(client, sid, "create allowed.txt")

@@ -252,9 +252,13 @@ def _first_run(home: Path, engine: str) -> str:
 @pytest.mark.agent
 @pytest.mark.parametrize(
     "engine",
-    # ACP: OpenCode's own and two presets (the adapters of Claude Code and Codex).
-    ["claude", "codex", "codex-app-server", "opencode", "opencode-acp", "claude-acp", "codex-acp"],
-)
+    # ACP: OpenCode's own and three presets (the adapters of Claude Code and Codex, and Gemini
+    # CLI, resumed in the minute its session began: see agentrun/engines/acp/_gemini_chats.py).
+    [
+        "claude", "codex", "codex-app-server", "opencode", "opencode-acp", "claude-acp",
+        "codex-acp", "gemini",
+    ],
+)  # fmt: skip
 def test_sessions_resume_continues_a_session_from_another_process(
     engine: str, tmp_path: Path
 ) -> None:

@@ -3,7 +3,8 @@
 The page is what ``tests/capabilities.py`` renders; every node id a cell cites is collected by
 pytest (collection only: nothing runs), and names the cell's engine in its parameters; every typed
 cannot names an exported :class:`agentrun.AgentrunError` subclass the docs describe and the cited
-test checks for; every notice names a message subtype the docs describe and the cited test reads.
+test checks for; every notice names a message subtype the docs describe and the cited test reads;
+every marked cell names a field value the docs describe and the cited test reads.
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ import subprocess
 import sys
 
 import pytest
-from capabilities import CAPABILITIES, ENGINES, PAGE, REPO, Cannot, Notice, Open, render
+from capabilities import (
+    CAPABILITIES,
+    ENGINES,
+    PAGE,
+    REPO,
+    Cannot,
+    Marked,
+    Notice,
+    Open,
+    render,
+)
 
 import agentrun
 from agentrun.offline import EMBEDDED_ENGINES
@@ -114,3 +125,29 @@ def test_every_notice_is_a_documented_message_its_test_reads(subtype: str) -> No
                 for test in cell.tests:
                     source = (REPO / test.split("::", 1)[0]).read_text(encoding="utf-8")
                     assert f'subtype == "{subtype}"' in source, f"{test} never reads {subtype}"
+
+
+@pytest.mark.parametrize(
+    "marked",
+    sorted(
+        {
+            (cell.field, cell.value)
+            for capability in CAPABILITIES
+            for cell in capability.cells.values()
+            if isinstance(cell, Marked)
+        }
+    ),
+    ids="=".join,
+)
+def test_every_marked_cell_is_a_documented_field_value_its_test_reads(
+    marked: tuple[str, str],
+) -> None:
+    field, value = marked
+    docs = [p.read_text(encoding="utf-8") for p in (REPO / "docs").rglob("*.md") if p != PAGE]
+    assert any(f"`{field}`" in text and f"`{value}`" in text for text in docs), marked
+    for capability in CAPABILITIES:
+        for cell in capability.cells.values():
+            if isinstance(cell, Marked) and (cell.field, cell.value) == marked:
+                for test in cell.tests:
+                    source = (REPO / test.split("::", 1)[0]).read_text(encoding="utf-8")
+                    assert f'{field} == "{value}"' in source, f"{test} never reads {field}"

@@ -71,12 +71,7 @@ ENGINES: dict[str, dict[str, Any]] = {
 #: Where an engine's accounting differs from the ledger today.
 MISMATCHES: dict[str, str] = {}
 #: Engines whose resume in a new process is not part of the scenario, and why.
-NO_RESUME = {
-    # Offline, the pinned Gemini CLI's session/load answers "Internal error" for most sessions
-    # it wrote (not for all): a resume cannot be relied on, and its tokens are unavailable
-    # anyway.
-    "gemini": "session/load fails offline",
-}
+NO_RESUME: dict[str, str] = {}
 
 #: A price for the scripted model (US dollars per million tokens).
 PRICES = {

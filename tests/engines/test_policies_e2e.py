@@ -30,6 +30,40 @@ def _filled(cached: int) -> ScriptUsage:
     return ScriptUsage(input_tokens=10, cache_read_tokens=cached, output_tokens=5)
 
 
+@pytest.mark.parametrize("name", ["gemini"])
+async def test_a_context_policy_on_an_agent_that_cannot_know_the_fill_is_reported_ignored(
+    name: str, tmp_path: Path
+) -> None:
+    """Gemini CLI 0.61 sends no ``usage_update``, and its prompt result's token count sums the
+    prompts of all the turn's model calls (no window size): the fill is never known. A context
+    policy is reported ignored on the first turn, and no reading is made up, even with the
+    window given."""
+    require_engine(name)
+    full = ModelTurn.text("Full.", usage=_filled(750_000)).model_copy(update={"repeat": 10})
+    async with ModelServer(Script(turns=[full])) as server:
+        engine, options = live_engine(name, server.url, tmp_path / "agent")
+        options = options.model_copy(
+            update={
+                "context_window_tokens": 1_000_000,
+                "context_policy": ContextPolicy(thresholds=(0.25, 0.5)),
+            }
+        )
+        seen: list[Message] = []
+        async with engine.start(options) as session:
+            first = await run_turn(session, "one", on_message=seen.append, timeout=120)
+            second = await run_turn(session, "two", on_message=seen.append, timeout=120)
+    assert first.ok and second.ok, (first, second)
+    notices = [
+        m for m in seen if m.type is MessageType.SYSTEM and m.subtype == "unsupported_option"
+    ]
+    ignored = [entry["option"] for m in notices for entry in (m.data or {}).get("options", [])]
+    assert ignored.count("context_policy") == 1, notices  # said once, on the first turn
+    assert all(m.turn == 1 for m in notices), notices
+    kinds = {m.type for m in seen}
+    assert MessageType.CONTEXT_WINDOW not in kinds and MessageType.CONTEXT_THRESHOLD not in kinds
+    assert first.context is None and second.context is None
+
+
 @pytest.mark.parametrize("name", ["claude", "opencode", "codex-app-server", "acp"])
 async def test_context_thresholds_through_a_real_agent(name: str, tmp_path: Path) -> None:
     require_engine({"codex-app-server": "codex", "acp": "claude-acp"}.get(name, name))

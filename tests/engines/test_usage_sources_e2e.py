@@ -78,3 +78,35 @@ async def test_every_result_says_where_its_tokens_and_cost_came_from(
             # Exactly the turn's tokens at the catalog's prices.
             assert got.cost_usd == pytest.approx(_priced(got), rel=1e-9)
             assert got.cost_usd > 0
+
+
+@pytest.mark.parametrize("name", ["gemini"])
+async def test_tokens_without_their_split_are_never_priced(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Gemini CLI 0.61 sends a turn's tokens only as ``_meta.quota.token_count`` on the prompt
+    result: the whole prompt (its cache reads not told apart) and the answer. The model has a
+    price here, yet no cost is made up from figures a price cannot be applied to: the result
+    says ``cost_source == "unavailable"`` and carries the figures it has, the server's."""
+    require_engine(name)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"fake-model": PRICES}}))
+    monkeypatch.setenv("AGENTRUN_PRICE_CATALOG", str(prices))
+    usage = ScriptUsage(input_tokens=1_200, cache_read_tokens=30_000, output_tokens=400)
+    answer = ModelTurn.text("Unpriced.", usage=usage).model_copy(update={"repeat": 20})
+    async with ModelServer(Script(turns=[answer])) as server:
+        engine, options = live_engine(name, server.url, tmp_path / "agent")
+        async with engine.start(options) as session:
+            for prompt in ("one", "two"):
+                mark = server.ledger.mark()
+                summary = await run_turn(session, prompt, timeout=120)
+                served = server.ledger.since(mark).main.usage
+                got = summary.usage
+                assert summary.ok and got is not None, summary
+                assert got.usage_source == "reported", got
+                assert got.cost_source == "unavailable" and got.cost_usd is None, got
+                assert got.input_tokens is None and got.cache_read_tokens is None, got
+                assert got.whole_prompt_tokens == (served.input_tokens or 0) + (
+                    served.cache_read_tokens or 0
+                ), (got, served)
+                assert got.answer_tokens == served.output_tokens, (got, served)

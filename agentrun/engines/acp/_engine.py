@@ -70,6 +70,9 @@ class AcpEngine(Engine):
     name: str = "acp"
     #: What the recorder captures: both directions of the JSON-RPC traffic.
     wire_format: ClassVar[Literal["stdout", "jsonrpc"]] = "jsonrpc"
+    #: Whether the agent can tell how full its context is (``usage_update``); where it cannot,
+    #: a ``context_policy`` is reported ignored (``unsupported_option``).
+    reports_context_fill: bool = True
 
     def __init__(
         self,

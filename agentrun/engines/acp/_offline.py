@@ -22,11 +22,16 @@ def _write_settings(folder: Path, *, auth: str, **sections: Any) -> Path:
     """``settings.json`` of Gemini CLI and Qwen Code: the auth type, no telemetry, usage
     statistics or update checks, plus ``sections``."""
     security: dict[str, Any] = {"auth": {"selectedType": auth}, **sections.pop("security", {})}
+    general: dict[str, Any] = {
+        "disableAutoUpdate": True,
+        "disableUpdateNag": True,
+        **sections.pop("general", {}),
+    }
     settings: dict[str, Any] = {
         "security": security,
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "general": general,
         **sections,
     }
     return write_json(folder / "settings.json", settings)
@@ -85,10 +90,11 @@ def gemini_offline(
     """Gemini CLI: the Gemini API on the model server (``GOOGLE_GEMINI_BASE_URL``;
     ``GEMINI_API_KEY`` is ``api_key``, default a dummy), API-key auth chosen in
     ``~/.gemini/settings.json``, a fixed model (no model router), no telemetry, usage
-    statistics, update checks or IDE connection. Folder trust is off, so every workspace is
-    trusted: Gemini CLI refuses its ``autoEdit`` and ``yolo`` modes in a folder it does not
-    trust (``session/set_mode`` fails with "Internal error"), and the workspace of an offline
-    run is a folder nobody could have trusted."""
+    statistics, update checks, IDE connection or session cleanup (Gemini CLI 0.61's cleanup
+    deletes a session at the next start once it was loaded). Folder trust is off, so every
+    workspace is trusted: Gemini CLI refuses its ``autoEdit`` and ``yolo`` modes in a folder
+    it does not trust (``session/set_mode`` fails with "Internal error"), and the workspace of
+    an offline run is a folder nobody could have trusted."""
     home = fresh_home(directory)
     path = _write_settings(
         home / ".gemini",
@@ -96,6 +102,7 @@ def gemini_offline(
         model={"name": model},
         ide={"enabled": False},
         security={"folderTrust": {"enabled": False}},
+        general={"sessionRetention": {"enabled": False}},
     )
     variables = {
         "GOOGLE_GEMINI_BASE_URL": server_root(server_url),
@@ -116,5 +123,8 @@ def gemini_offline(
             "model.name fixed: no model-router classifier call",
             "security.folderTrust.enabled=false: every workspace trusted (yolo/autoEdit allowed)",
             "GEMINI_CLI_NO_RELAUNCH: one process (no relaunch with a larger heap)",
+            "general.sessionRetention.enabled=false: a session loaded once survives the next "
+            "start (the cleanup takes the load's empty chat file of the same id for the "
+            "session's and deletes every file of that id)",
         ),
     )

@@ -20,13 +20,16 @@ mode.
 from __future__ import annotations
 
 import contextlib
+import copy
 from dataclasses import dataclass
 from typing import Any
 
+from ..._turns.session import Session
 from ..._vocabulary.errors import EngineUnavailableError
 from ..._vocabulary.options import SessionOptions
 from ..._wire.programs import resolve_binary, resolve_node, resolve_node_script
 from ._engine import AcpEngine
+from ._gemini_chats import loads_in_a_later_minute
 
 __all__ = ["claude_acp", "codex_acp", "gemini", "qwen"]
 
@@ -41,6 +44,7 @@ class _NodeAgent:
     node_major: int
     default_mode: str
     args: tuple[str, ...] = ()
+    engine_type: type[AcpEngine] = AcpEngine
 
     def engine(self, binary: str | None, options: dict[str, Any]) -> AcpEngine:
         def command(session: SessionOptions) -> list[str]:
@@ -54,7 +58,23 @@ class _NodeAgent:
 
         options.setdefault("name", self.name)
         options.setdefault("default_mode", self.default_mode)
-        return AcpEngine(command, **options)
+        return self.engine_type(command, **options)
+
+
+class _GeminiEngine(AcpEngine):
+    """Gemini CLI: a session to load is loaded only once that cannot erase it (see
+    ``_gemini_chats``). Its context fill is not known: it sends no ``usage_update``, and its
+    prompt result's ``_meta.quota.token_count.input_tokens`` sums the prompts of all the
+    turn's model calls, without the window's size."""
+
+    reports_context_fill: bool = False
+
+    def start(self, options: SessionOptions | None = None) -> Session:
+        if options is None or options.resume_id is None or options.fork:
+            return super().start(options)  # nothing to load (a fork is refused: no session/fork)
+        loading = copy.copy(self)
+        loading.start_guard = loads_in_a_later_minute(options.resume_id, self.start_guard)
+        return AcpEngine.start(loading, options)
 
 
 _CLAUDE_ACP = _NodeAgent(
@@ -64,7 +84,9 @@ _CODEX_ACP = _NodeAgent(
     "codex-acp", "@agentclientprotocol/codex-acp", "dist/index.js", 20, "read-only"
 )
 _QWEN = _NodeAgent("qwen", "@qwen-code/qwen-code", "cli.js", 22, "default", ("--acp",))
-_GEMINI = _NodeAgent("gemini", "@google/gemini-cli", "bundle/gemini.js", 20, "default", ("--acp",))
+_GEMINI = _NodeAgent(
+    "gemini", "@google/gemini-cli", "bundle/gemini.js", 20, "default", ("--acp",), _GeminiEngine
+)
 
 
 def claude_acp(binary: str | None = None, **options: Any) -> AcpEngine:

@@ -25,6 +25,9 @@ class _SettingsEngine(Protocol):
     @property
     def default_mode(self) -> str | None: ...
 
+    @property
+    def reports_context_fill(self) -> bool: ...
+
 
 class SettingsHost(Protocol):
     """What :class:`SessionSettings` uses of the ACP driver that holds it."""
@@ -221,6 +224,8 @@ class SessionSettings:
             out.append(("thinking_budget", "ACP has no thinking budget"))
         if s.allowed_tools:
             out.append(("allowed_tools", "answer permission requests instead"))
+        if s.context_policy is not None and not self._host.engine.reports_context_fill:
+            out.append(("context_policy", "the agent does not report how full its context is"))
         if s.add_dirs and caps.additional_directories is None:
             out.append(("add_dirs", "the agent does not take additional directories"))
         if (

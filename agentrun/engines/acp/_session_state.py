@@ -50,6 +50,10 @@ SESSION_METHODS = frozenset(
 )
 #: Those during which the agent replays the session's history.
 _REPLAYING_METHODS = frozenset({Method.SESSION_LOAD, Method.SESSION_FORK})
+#: Agents (by ``agentInfo.name``) that replay a loaded session's history after answering
+#: ``session/load``: Gemini CLI 0.61 starts streaming it without waiting for it. What they say
+#: from then until the next prompt is history.
+REPLAY_AFTER_LOAD = frozenset({"gemini-cli"})
 
 
 _NO_CAPABILITIES: list[AgentCapabilities] = []
@@ -211,7 +215,7 @@ class SessionState:
         self, method: str, result: Any, *, session_id: str | None, cwd: str | None
     ) -> list[Message]:
         out = self._flush_all()
-        self.replaying = False
+        self.replaying = method == Method.SESSION_LOAD and self.agent_name in REPLAY_AFTER_LOAD
         fields = _dict(result) or {}
         sid = fields.get("sessionId")
         self.session_id = sid if isinstance(sid, str) else session_id

@@ -218,7 +218,11 @@ class AcpState(ToolCalls):
     # -- the prompt turn -----------------------------------------------------------------
 
     def prompt_started(self, text: str | None = None) -> list[Message]:
-        out = self._init_once()
+        out: list[Message] = []
+        if self.replaying:  # the history an agent replayed after its load result ends here
+            out.extend(self._flush_all())
+            self.replaying = False
+        out.extend(self._init_once())
         self.in_prompt = True
         self.call_usage: list[dict[str, Any]] = []
         self.system_error = None
