@@ -152,7 +152,19 @@ CAPABILITIES: tuple[Capability, ...] = (
             **_ids(
                 "tests/engines/test_ledger_e2e.py::"
                 "test_a_turns_usage_is_what_the_server_served[asyncio-{e}]",
-                ALL,
+                tuple(e for e in ALL if e != "opencode-acp"),
+            ),
+            # OpenCode 1.18.33 over ACP sends only the last model call's tokens (and the
+            # session's cost): a turn of several calls has its exact cost and no token figure,
+            # the last call's kept apart in `last_call_usage` (a one-call turn's are its own).
+            "opencode-acp": Marked(
+                "usage_source",
+                "unavailable",
+                (
+                    "tests/engines/test_ledger_e2e.py::"
+                    "test_a_tool_turns_usage_is_the_turns_and_the_last_call_is_kept_apart"
+                    "[asyncio-opencode-acp]",
+                ),
             ),
         },
     ),
