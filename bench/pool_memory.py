@@ -252,7 +252,8 @@ async def _report(name: str, args: argparse.Namespace) -> None:
         return
     total, largest_file, batches = await measure_batches(name, count, args.batch)
     for index, reading in enumerate(batches):
-        _row(name, f"one each, batch {index + 1}", reading.processes, reading, args.kinds)
+        size = min(args.batch, count - index * args.batch)
+        _row(name, f"one each, batch {index + 1}", size, reading, args.kinds)
     _row(name, f"one each, {count} in batches of {args.batch}: sum", count, total, False)
     lower = total.anon + largest_file
     _print(name, f"one each, {count} at once: PSS at least", "", "", _mb(lower), "", "", "")
