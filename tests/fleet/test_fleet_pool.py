@@ -1,8 +1,9 @@
 """A pooled fleet (``Fleet(pool=N)``): the tasks of one engine share its agent processes.
 
-Four tasks of ``claude-acp`` with ``pool=2`` run on two agent processes (the pids of their
-sessions' init messages, read back from their journals), each task gets the one answer the model
-server gave it, and nothing of the fleet runs once it has ended.
+Four tasks of ``claude-acp`` with ``pool=2``, each in a workspace of its own, run on two agent
+processes (the pids of their sessions' init messages, read back from their journals): ACP gives
+each session its working directory, which reaches the model as that session's own. Each task gets
+the one answer the model server gave it, and nothing of the fleet runs once it has ended.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ async def test_four_pooled_tasks_run_on_two_processes_and_leave_nothing(tmp_path
     before = descendants()
     turns = [ModelTurn(blocks=[TextBlock(text=f"{word} {word}")]) for word in WORDS]
     store = JsonlSessionStore(tmp_path / "journals")
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
+    workspaces = [tmp_path / f"workspace-{word}" for word in WORDS]
+    for workspace in workspaces:
+        workspace.mkdir()
     async with ModelServer(Script(turns=turns, exhausted_text="nothing more")) as server:
         # The embedded configuration (one agent home for the engine); the fleet builds the
         # pooled engine itself, one for the four tasks.
@@ -49,15 +51,20 @@ async def test_four_pooled_tasks_run_on_two_processes_and_leave_nothing(tmp_path
             "claude-acp",
             server.url,
             tmp_path / "agent",
-            cwd=str(workspace),
             hitl=True,
             permission_handler=approve_all,
         )
         tasks = [
-            FleetTask(engine="claude-acp", prompts=("say your word",), options=options, timeout=180)
-            for _ in WORDS
+            FleetTask(
+                engine="claude-acp",
+                prompts=("say your word",),
+                options=options.model_copy(update={"cwd": str(workspace)}),
+                timeout=180,
+            )
+            for workspace in workspaces
         ]
         result = await Fleet(limit=4, pool=2, journal=store).run(tasks)
+        bodies = [request.body.decode() for request in server.model_requests]
     assert [s.ok for s in result.sessions] == [True] * 4, result.sessions
     said = [[word for word in WORDS if word in record.text] for record in result.turns]
     assert all(len(words) == 1 for words in said), said  # its own answer, no other's
@@ -65,6 +72,8 @@ async def test_four_pooled_tasks_run_on_two_processes_and_leave_nothing(tmp_path
     pids = _init_pids(store)
     assert len(pids) == 4
     assert len(set(pids)) == 2, pids  # two sessions on each process
+    for workspace in workspaces:  # each session works in its own directory
+        assert any(str(workspace) in body for body in bodies), workspace
     deadline = anyio.current_time() + 10
     while not descendants() <= before and anyio.current_time() < deadline:
         await anyio.sleep(0.1)
