@@ -279,9 +279,11 @@ def _default_factory(task: FleetTask) -> Engine:
 
 
 def _check_fleet_pool(pool: object, *, engine_factory: EngineFactory | None, backend: str) -> None:
-    from .._bases.pool import check_pool_size
-
-    check_pool_size(pool, engine="fleet")
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+        raise ConfigurationError(
+            f"pool must be a whole number of sessions per agent process, at least 1, not {pool!r}",
+            option="pool",
+        )
     if backend == "ray":
         raise ConfigurationError(
             "pool shares agent processes of this machine: not with backend='ray' "
