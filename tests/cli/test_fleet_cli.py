@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentrun._cli.fleet import FleetCommandEvent, TaskResult
+from agentrun._cli.fleet import FleetCommandEvent, TaskResult, _resume_command
 from agentrun.offline import ModelTurn, Script
 from agentrun.trajectory import Trajectory
 from tests.agents_support import require_engine
@@ -223,6 +223,14 @@ def test_pooled_tasks_of_one_engine_must_share_their_script(tmp_path: Path) -> N
     (line,) = done.stderr.splitlines()
     assert "--pool: the claude-acp tasks 'a' and 'b' give different scripts" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "tasks.jsonl"]
+
+
+def test_the_resume_command_keeps_pool(tmp_path: Path) -> None:
+    from agentrun._cli.main import parser
+
+    args = parser().parse_args(["fleet", "tasks.jsonl", "-j", "3", "--pool", "5"])
+    words = shlex.split(_resume_command(args, tmp_path / "out" / "results.jsonl"))
+    assert words[words.index("--pool") + 1] == "5", words
 
 
 def _init_pids(journals: Path) -> list[int]:
