@@ -1,11 +1,12 @@
 """A fleet of N sessions on the minimal ACP agent, the library against a plain asyncio loop.
 
-``python _fleet.py SESSIONS TURNS ROUNDS``: in this one process, ROUNDS interleaved rounds of
-two fleets of SESSIONS agents each (``_minimal_acp_agent.py``): one driven through agentrun
+``python _fleet.py SESSIONS TURNS ROUNDS [POOL]``: in this one process, ROUNDS interleaved rounds
+of two fleets of SESSIONS agents each (``_minimal_acp_agent.py``): one driven through agentrun
 (``AcpEngine`` and ``run_turn``), one by a hand-written loop on asyncio's subprocess streams
-(the same argv, handshake and prompts; each line decoded with ``json.loads``). Every session
-runs one turn to warm up, then TURNS turns back to back while a 10 ms ticker measures the
-event loop's lag. Printed as one JSON object, per fleet the medians over the rounds of:
+(the same argv, handshake and prompts; each line decoded with ``json.loads``). With POOL, a third
+fleet: the library's with ``AcpEngine(..., pool=POOL)``, POOL sessions on each agent process.
+Every session runs one turn to warm up, then TURNS turns back to back while a 10 ms ticker
+measures the event loop's lag. Printed as one JSON object, per fleet the medians over the rounds of:
 
 * ``lag_p99_ms`` / ``lag_p50_ms``: the ticker's lateness (wall clock: noisy on a shared machine);
 * ``cpu_per_turn_ms``: this process's CPU time over the turns, per turn (the agents are other
@@ -18,15 +19,19 @@ event loop's lag. Printed as one JSON object, per fleet the medians over the rou
 * ``gc_walked_per_turn``: objects those full collections walked, per turn (their CPU cost,
   independent of the load);
 * ``tracked_per_session``: objects the collector tracks per open session (what a full
-  collection walks).
+  collection walks);
+* ``agents`` and ``agent_pss_mb``: the agent processes this one started, and their memory
+  (PSS: each shared page divided among its sharers), once every session is open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import asyncio.events
+import functools
 import gc
 import json
+import os
 import statistics
 import sys
 import time
@@ -89,12 +94,21 @@ class Gate:
 
 
 Session = Callable[[int, anyio.Event, anyio.Event, Gate, Gate, int], Coroutine[Any, Any, None]]
+#: One fleet of (sessions, turns): its readings.
+FleetRun = Callable[[int, int], Coroutine[Any, Any, dict[str, float]]]
 
 
 async def library_session(
-    i: int, go: anyio.Event, close: anyio.Event, ready: Gate, done: Gate, turns: int
+    i: int,
+    go: anyio.Event,
+    close: anyio.Event,
+    ready: Gate,
+    done: Gate,
+    turns: int,
+    engine: AcpEngine | None = None,
 ) -> None:
-    async with AcpEngine(list(ARGV)).start(SessionOptions(cwd="/tmp")) as session:
+    engine = engine if engine is not None else AcpEngine(list(ARGV))
+    async with engine.start(SessionOptions(cwd="/tmp")) as session:
         await run_turn(session, f"warm {i}", timeout=600)
         ready.arrive()
         await go.wait()
@@ -158,6 +172,29 @@ async def plain_session(
         await proc.wait()
 
 
+def agents() -> tuple[int, float]:
+    """The agent processes this process started, and their PSS in MB."""
+    me = str(os.getpid())
+    count, pss_kb = 0, 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                stat = handle.read()
+            if stat[stat.rindex(")") + 2 :].split()[1] != me:
+                continue
+            with open(f"/proc/{entry}/smaps_rollup") as handle:
+                for line in handle:
+                    if line.startswith("Pss:"):
+                        pss_kb += int(line.split()[1])
+                        count += 1
+                        break
+        except (OSError, ValueError):
+            continue
+    return count, pss_kb / 1024
+
+
 def tracked() -> int:
     gc.collect()
     return len(gc.get_objects())
@@ -175,11 +212,13 @@ async def fleet(session: Session, sessions: int, turns: int) -> dict[str, float]
             lags.append(time.perf_counter() - start - TICK)
 
     before = tracked()
+    result: dict[str, float] = {}
     async with anyio.create_task_group() as group:
         for i in range(sessions):
             group.start_soon(session, i, go, close, ready, done, turns)
         await ready.open.wait()
         per_session = (tracked() - before) / sessions
+        agent_count, agent_pss = agents()
         gcs = gc.get_stats()[2]["collections"]
         del _gc_pauses[:]
         _gc_walked[0] = 0
@@ -203,19 +242,36 @@ async def fleet(session: Session, sessions: int, turns: int) -> dict[str, float]
             "gc_pause_ms": max(_gc_pauses, default=0.0) * 1000,
             "gc_walked_per_turn": _gc_walked[0] / count,
             "tracked_per_session": per_session,
+            "agents": agent_count,
+            "agent_pss_mb": agent_pss,
         }
         close.set()
     return result
 
 
+async def pooled_fleet(pool: int, sessions: int, turns: int) -> dict[str, float]:
+    """The library's fleet on ``pool`` sessions per agent process (one engine shared)."""
+    engine = AcpEngine(list(ARGV), pool=pool)
+    try:
+        return await fleet(functools.partial(library_session, engine=engine), sessions, turns)
+    finally:
+        await engine.aclose()
+
+
 async def main() -> None:
     sessions, turns, rounds = (int(arg) for arg in sys.argv[1:4])
-    kinds: dict[str, Session] = {"library": library_session, "plain": plain_session}
+    pool = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    kinds: dict[str, FleetRun] = {
+        "library": functools.partial(fleet, library_session),
+        "plain": functools.partial(fleet, plain_session),
+    }
+    if pool is not None:
+        kinds["pooled"] = functools.partial(pooled_fleet, pool)
     results: dict[str, list[dict[str, float]]] = {name: [] for name in kinds}
     for round_ in range(rounds):
         order = list(kinds) if round_ % 2 == 0 else list(reversed(kinds))
         for name in order:
-            results[name].append(await fleet(kinds[name], sessions, turns))
+            results[name].append(await kinds[name](sessions, turns))
     print(
         json.dumps(
             {

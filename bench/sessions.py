@@ -9,7 +9,9 @@
   enough that 500 fit in memory), driven by the library and by a hand-written asyncio loop in the
   same process, interleaved rounds, medians. Reported: the loop's lag p99 of each (targets 20 ms
   at 200 sessions, 50 ms at 500), the library's CPU per turn against the plain loop's, and its CPU
-  per turn at the larger fleet against one session (target <= 1.2x). Printed beside the table:
+  per turn at the larger fleet against one session (target <= 1.2x). The same fleet pooled
+  (``AcpEngine(..., pool=50)``: 50 sessions on each agent process) against it: the agents'
+  memory (PSS) and the caller's loop lag p99, as ratios. Printed beside the table:
   the counts that do not depend on the machine's load (event-loop callbacks per turn, full
   garbage collections per 1000 turns, objects the collector tracks per session).
 * **Large lines**: a program prints one 100 MB JSON line within the limit; the caller's peak RSS
@@ -150,11 +152,18 @@ def _script(name: str, *args: str) -> dict[str, dict[str, float]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+#: Sessions on each agent process in the pooled fleet.
+POOL = 50
+
+
 def fleet_rows(sessions: int, rounds: int = 3) -> list[Row]:
-    """The minimal-agent fleet at ``sessions`` and at 5/2 of it, and one session alone."""
+    """The minimal-agent fleet at ``sessions`` and at 5/2 of it (each also pooled), and one
+    session alone."""
     larger = sessions * 5 // 2
     alone = _script("_fleet.py", "1", "300", str(rounds))
-    fleets = {n: _script("_fleet.py", str(n), "10", str(rounds)) for n in (sessions, larger)}
+    fleets = {
+        n: _script("_fleet.py", str(n), "10", str(rounds), str(POOL)) for n in (sessions, larger)
+    }
     rows: list[Row] = []
     for n, fleet in fleets.items():
         library, plain = fleet["library"], fleet["plain"]
@@ -168,6 +177,16 @@ def fleet_rows(sessions: int, rounds: int = 3) -> list[Row]:
             Row(f"{n} sessions caller CPU per turn", "the library's fleet", "a plain asyncio loop",
                 library["cpu_per_turn_ms"] / plain["cpu_per_turn_ms"],
                 library["cpu_per_turn_ms"] / 1000, 0.0),
+        ]  # fmt: skip
+        pooled = fleet["pooled"]
+        rows += [
+            Row(f"{n} sessions pooled ({POOL} a process): agents' memory",
+                f"PSS of {pooled['agents']:.0f} agents, pooled",
+                f"{library['agents']:.0f} agents, one each", pooled["agent_pss_mb"]
+                / library["agent_pss_mb"], 0.0, 0.0),
+            Row("  same, caller loop lag p99", "10 ms ticker, the pooled fleet",
+                "the fleet unpooled", pooled["lag_p99_ms"] / library["lag_p99_ms"],
+                pooled["lag_p99_ms"] / 1000, 0.0),
         ]  # fmt: skip
         print(
             f"# {n} sessions, per turn: event-loop callbacks {library['callbacks_per_turn']:.1f} "

@@ -109,10 +109,16 @@ class JsonRpcDriver(LongLivedDriver):
         sandbox = self.options.sandbox
         return (
             self._argv(),
-            self.options.cwd,
+            self._pooled_cwd(),
             tuple(sorted(self.env.items())),
             None if sandbox is None else sandbox.model_dump_json(),
         )
+
+    def _pooled_cwd(self) -> str | None:
+        """The working directory as part of :meth:`pool_key`: the process's own. A protocol
+        that gives each session its working directory returns ``None`` where the process's
+        does not matter."""
+        return self.options.cwd
 
     async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
         """The agent answered the prompt request with ``error``; the translator has already

@@ -7,6 +7,13 @@ nothing written). Each task runs in a private copy of its workspace with a model
 own (offline, the default), then its ``check`` runs in that copy and its exit status decides
 pass or fail.
 
+``--pool N`` runs the tasks of each engine on pooled agent processes (N tasks at most on one):
+one engine object per engine, shared by its tasks; offline, its tasks also share one model
+server and agent home (so they share one script, answered in the order the calls come), each
+task still in its own workspace copy. Engines that cannot pool, and the options that would give
+each task a process of its own anyway (``--proxy``'s key per task, ``--sandbox``), are refused
+before anything starts.
+
 Results are one JSON line per finished task, appended (one write each, flushed and synced) as
 each task ends, so an interrupted fleet leaves a complete file; ``--resume RESULTS`` runs only
 the tasks it does not name. Each task's journal and ATIF trajectory are written beside it.
@@ -656,12 +663,61 @@ def _per_engine(pairs: list[str]) -> dict[str, int]:
     return limits
 
 
+def _check_pool(args: argparse.Namespace, tasks: list[PlannedTask], *, proxied: bool) -> None:
+    """``--pool N`` makes sense for these tasks, before anything starts."""
+    pool: int | None = getattr(args, "pool", None)
+    if pool is None:
+        return
+    if proxied:
+        raise ConfigurationError(
+            "--pool with the proxy: each task reaches it with a key of its own, in its agent's "
+            "environment, so no two tasks could share an agent process",
+            option="pool",
+        )
+    if getattr(args, "sandbox", False):
+        raise ConfigurationError(
+            "--pool with --sandbox: a sandbox is made for one task's workspace, so no two "
+            "tasks could share an agent process",
+            option="pool",
+        )
+    from ..engines._registry import get_engine
+
+    cannot: list[str] = []
+    for name in sorted({task.engine for task in tasks}):
+        try:
+            get_engine(name, pool=pool)
+        except ConfigurationError as exc:
+            if exc.option != "pool":
+                raise
+            cannot.append(name)
+    if cannot:
+        raise ConfigurationError(
+            f"--pool: {', '.join(cannot)} cannot share an agent process between tasks (the ACP "
+            "engines and codex-app-server can); run those tasks in a fleet without --pool",
+            option="pool",
+        )
+    if args.live:
+        return
+    scripts: dict[str, PlannedTask] = {}
+    for task in tasks:
+        first = scripts.setdefault(task.engine, task)
+        if task.script != first.script:
+            raise ConfigurationError(
+                f"--pool: the {task.engine} tasks {first.name!r} and {task.name!r} give "
+                "different scripts; pooled tasks of one engine share one model server, which "
+                "answers their calls from one script",
+                option="pool",
+            )
+
+
 def _resume_command(args: argparse.Namespace, results: Path) -> str:
     words = ["agentrun", "fleet", str(args.tasks), "--resume", str(results), "-j", str(args.jobs)]
     for pair in args.per_engine:
         words += ["--per-engine", pair]
     if args.max_cost is not None:
         words += ["--max-cost", f"{args.max_cost:g}"]
+    if getattr(args, "pool", None) is not None:
+        words += ["--pool", str(args.pool)]
     for flag in ("live", "keep", "json", "view", "sandbox", "proxy"):
         if getattr(args, flag, False):
             words.append(f"--{flag}")
@@ -687,6 +743,7 @@ async def fleet(args: argparse.Namespace) -> int:
     tasks = read_tasks(tasks_path, live=args.live)
     proxied = args.live and wants_proxy(args)
     check_proxy_arguments(args, sorted({task.engine for task in tasks}))
+    _check_pool(args, tasks, proxied=proxied)
     if args.resume is not None:
         results = Path(args.resume)
         done = read_results(results)
@@ -885,6 +942,7 @@ async def _run_fleet(
             stack.callback(shutil.rmtree, scratch, True)
         prepared: dict[str, _Prepared] = {}
         contents: dict[str, bytes] = {}  # the tasks' snapshots share what is the same
+        pools = _Pools(scratch, getattr(args, "pool", None))
         for index, task in enumerate(todo):
             run_dir = scratch / str(index)
             copied = await anyio.to_thread.run_sync(
@@ -894,7 +952,7 @@ async def _run_fleet(
             journals.mkdir(parents=True, exist_ok=True)
             store = JsonlSessionStore(journals)
             engine, options = await _engine(
-                stack, task, args, run_dir, copied.cwd, store, run.proxy
+                stack, task, args, run_dir, copied.cwd, store, run.proxy, pools
             )
             fleet_task = FleetTask(
                 engine=task.engine,
@@ -936,6 +994,34 @@ async def _run_fleet(
         # runs them.
 
 
+class _Pools:
+    """``--pool N``: one pooled engine per engine name, shared by its tasks (offline, with the
+    model server and agent home they share), each closed when the fleet ends."""
+
+    def __init__(self, scratch: Path, size: int | None) -> None:
+        self.scratch = scratch
+        self.size = size
+        self.engines: dict[str, Engine] = {}
+        self.servers: dict[str, str] = {}
+
+    def shared(self, engine: Engine, name: str, stack: AsyncExitStack) -> Engine:
+        """The engine every task of ``name`` runs on: the first one made for it."""
+        first = self.engines.get(name)
+        if first is not None:
+            return first
+        self.engines[name] = engine
+        stack.push_async_callback(_close_pooled, engine)  # before its model server stops
+        return engine
+
+
+async def _close_pooled(engine: Engine) -> None:
+    """End the engine's pooled processes still running (each also ends with its last task)."""
+    close = getattr(engine, "aclose", None)
+    if close is not None:
+        with anyio.CancelScope(shield=True):
+            await close()
+
+
 async def _engine(
     stack: AsyncExitStack,
     task: PlannedTask,
@@ -944,7 +1030,10 @@ async def _engine(
     cwd: Path,
     store: Any,
     proxy: CredentialProxy | None = None,
+    pools: _Pools | None = None,
 ) -> tuple[Engine, SessionOptions]:
+    if pools is not None and pools.size is not None and proxy is None:
+        return await _pooled_engine(stack, task, args, cwd, store, pools)
     engine_options: dict[str, Any] = {"options": task.options} if task.options else {}
     if proxy is not None:
         # The agent in its offline configuration, pointed at the proxy with its own client's
@@ -993,6 +1082,47 @@ async def _engine(
         sandbox=bool(getattr(args, "sandbox", False)),
         **engine_options,
     )
+
+
+async def _pooled_engine(
+    stack: AsyncExitStack,
+    task: PlannedTask,
+    args: argparse.Namespace,
+    cwd: Path,
+    store: Any,
+    pools: _Pools,
+) -> tuple[Engine, SessionOptions]:
+    """``--pool``: the task's options on the engine it shares with the other tasks of its
+    engine. Offline, those share one model server (their one script) and one agent home, so
+    their sessions start the same process; each keeps its own workspace (ACP gives each
+    session its working directory)."""
+    engine_options: dict[str, Any] = {"options": task.options} if task.options else {}
+    if args.live:
+        from ..engines._registry import get_engine
+
+        engine = pools.engines.get(task.engine) or get_engine(task.engine, pool=pools.size)
+        session = SessionOptions(
+            cwd=str(cwd), model=task.model, hitl=False, journal=store, **engine_options
+        )
+        return pools.shared(engine, task.engine, stack), session
+    from ..offline import ModelServer, embedded_engine
+
+    url = pools.servers.get(task.engine)
+    if url is None:
+        server = await stack.enter_async_context(ModelServer(task.script))
+        url = pools.servers[task.engine] = server.url
+    engine, session = embedded_engine(
+        task.engine,
+        url,
+        pools.scratch / f"agent-{task.engine}",
+        cwd=str(cwd),
+        model=task.model,
+        hitl=False,
+        journal=store,
+        pool=pools.size,
+        **engine_options,
+    )
+    return pools.shared(engine, task.engine, stack), session
 
 
 async def _finish(

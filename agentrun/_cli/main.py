@@ -7,7 +7,7 @@
     keeps the key out of the agent, which reaches URL only through the metering proxy.
 ``agentrun compare --engines E1,E2[,...] [--models M1,M2] [--cwd DIR] [--json] [PROMPT]``
     The same prompt on several engines (or models), each in its own copy of the workspace.
-``agentrun fleet TASKS.jsonl [-j N] [--per-engine E=N] [--out DIR | --resume RESULTS] [--view]``
+``agentrun fleet TASKS.jsonl [-j N] [--per-engine E=N] [--pool N] [--out D | --resume R] [--view]``
     Many tasks (one JSON object a line), each in its own copy of its workspace, checked by a
     command afterwards; results as JSON lines, resumable after Ctrl-C.
 ``agentrun replay --engine E FILE [--json | --summary | --atif]``
@@ -223,6 +223,9 @@ def parser() -> argparse.ArgumentParser:
                         help="tasks at once (default 4)")  # fmt: skip
     fleet_.add_argument("--per-engine", action="append", default=[], metavar="ENGINE=N",
                         help="at most N tasks of ENGINE at once (repeatable)")  # fmt: skip
+    fleet_.add_argument("--pool", type=_count, metavar="N",
+                        help="N tasks at most share one agent process, on the engines that "
+                             "can (the ACP ones, codex-app-server; docs/fleets.md)")  # fmt: skip
     fleet_.add_argument("--max-cost", type=_dollars, metavar="USD",
                         help="stop the fleet once its turns cost USD dollars")  # fmt: skip
     fleet_.add_argument("--out", metavar="DIR",

@@ -30,6 +30,11 @@ Semantics:
   (``Usage.cost_usd``, a failed turn's too); a turn with no cost counts as 0.
 * Leaving ``stream`` early, or cancelling the caller, cancels every running turn and closes every
   session: no agent process is left behind.
+* ``pool=N`` runs the tasks of each engine on pooled agent processes, N sessions at most on
+  one: the run builds one ``get_engine(name, pool=N)`` per engine name, shared by that
+  engine's tasks, and closes it (``aclose()``) when the run ends. Only engines that can pool
+  (the ACP ones, ``codex-app-server``) are accepted; the others are named in one
+  ``ConfigurationError`` before anything starts.
 
 ``backend="local"`` runs the sessions as tasks of the caller's event loop. ``backend="ray"``
 runs each session in a Ray actor that owns its agent process, on whichever node Ray places it
@@ -273,6 +278,64 @@ def _default_factory(task: FleetTask) -> Engine:
     return get_engine(task.engine)
 
 
+def _check_fleet_pool(pool: object, *, engine_factory: EngineFactory | None, backend: str) -> None:
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+        raise ConfigurationError(
+            f"pool must be a whole number of sessions per agent process, at least 1, not {pool!r}",
+            option="pool",
+        )
+    if backend == "ray":
+        raise ConfigurationError(
+            "pool shares agent processes of this machine: not with backend='ray' "
+            "(each Ray actor owns its own agent process)",
+            option="pool",
+        )
+    if engine_factory is not None:
+        raise ConfigurationError(
+            "pool builds the fleet's engines with get_engine(name, pool=N); an engine_factory "
+            "makes its own: have it return one pooled engine per engine name "
+            "(get_engine(name, pool=N), embedded_engine(..., pool=N)) and aclose() it after "
+            "the run",
+            option="pool",
+        )
+
+
+def _pooled_engines(names: Iterable[str], pool: int) -> dict[str, Engine | ConfigurationError]:
+    """One pooled engine per engine name, shared by that engine's tasks. An engine that cannot
+    pool is refused here, all of them in one error, before anything starts; any other
+    construction error is the failure of each of that engine's sessions, as without pool."""
+    from ..engines._registry import get_engine
+
+    engines: dict[str, Engine | ConfigurationError] = {}
+    cannot: list[str] = []
+    for name in sorted(set(names)):
+        try:
+            engines[name] = get_engine(name, pool=pool)
+        except ConfigurationError as exc:
+            if exc.option == "pool":
+                cannot.append(name)
+            else:
+                engines[name] = exc
+    if cannot:
+        raise ConfigurationError(
+            f"pool: {', '.join(repr(name) for name in cannot)} cannot share an agent process "
+            "between sessions (the ACP engines and codex-app-server can); run "
+            f"{'it' if len(cannot) == 1 else 'them'} without pool, in a fleet of "
+            f"{'its' if len(cannot) == 1 else 'their'} own",
+            option="pool",
+        )
+    return engines
+
+
+async def _close_engines(engines: Iterable[Engine | ConfigurationError]) -> None:
+    """End the pooled processes still running (each also ends with its last session)."""
+    with anyio.CancelScope(shield=True):
+        for engine in engines:
+            close = getattr(engine, "aclose", None)
+            if close is not None:
+                await close()
+
+
 def _error_info(exc: BaseException) -> ErrorInfo:
     code = failure_code(exc) if isinstance(exc, AgentrunError) else "error"
     return ErrorInfo(message=str(exc) or type(exc).__name__, code=code, fatal=True)
@@ -292,7 +355,10 @@ class Fleet:
         ray_actor_options: Mapping[str, Any] | None = None,
         journal: SessionStore | bool | None = None,
         proxy: CredentialProxy | None = None,
+        pool: int | None = None,
     ) -> None:
+        if pool is not None:
+            _check_fleet_pool(pool, engine_factory=engine_factory, backend=backend)
         if proxy is not None and not isinstance(proxy, CredentialProxy):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError(
                 f"proxy must be a CredentialProxy, got {type(proxy).__name__}", option="proxy"
@@ -334,13 +400,23 @@ class Fleet:
         #: The metering proxy every task's model calls go through, and its budget the fleet's
         #: (each task's ``options.meter`` one of its clients).
         self.proxy: CredentialProxy | None = proxy
+        #: Sessions at most per agent process (``None``: a process per session); see the
+        #: module docstring.
+        self.pool: int | None = pool
 
     def _options(self, task: FleetTask) -> SessionOptions:
         if self.journal is None or task.options.journal is not None:
             return task.options
         return task.options.model_copy(update={"journal": self.journal})
 
-    def _engine(self, task: FleetTask) -> Engine:
+    def _engine(
+        self, task: FleetTask, pooled: Mapping[str, Engine | ConfigurationError] | None = None
+    ) -> Engine:
+        if pooled is not None:
+            engine = pooled[task.engine]
+            if isinstance(engine, ConfigurationError):
+                raise engine
+            return engine
         if self.backend == "local":
             return self.engine_factory(task)
         import functools
@@ -409,10 +485,17 @@ class FleetRun:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._driver_done = False
+        #: The run's pooled engines by engine name (``Fleet.pool``), closed when it ends.
+        self._pooled: dict[str, Engine | ConfigurationError] | None = (
+            None if fleet.pool is None else _pooled_engines((t.engine for t in tasks), fleet.pool)
+        )
 
     async def __aenter__(self) -> FleetRun:
         self._send, self._recv = anyio.create_memory_object_stream[FleetEvent](64)
         self._stack = contextlib.AsyncExitStack()
+        if self._pooled is not None:
+            # Registered first, so it runs last: after every session has closed.
+            self._stack.push_async_callback(_close_engines, list(self._pooled.values()))
         task_group = await self._stack.enter_async_context(anyio.create_task_group())
         self._task_group = task_group
         task_group.start_soon(self._drive)
@@ -520,7 +603,7 @@ class FleetRun:
         self._live.add(live)
         try:
             with live.scope:
-                engine = self.fleet._engine(task)  # pyright: ignore[reportPrivateUsage]
+                engine = self.fleet._engine(task, self._pooled)  # pyright: ignore[reportPrivateUsage]
                 options = self.fleet._options(task)  # pyright: ignore[reportPrivateUsage]
                 async with engine.start(options) as session:
                     live.session = session

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from agentrun._cli.fleet import FleetCommandEvent, TaskResult
+from agentrun._cli.fleet import FleetCommandEvent, TaskResult, _resume_command
 from agentrun.offline import ModelTurn, Script
 from agentrun.trajectory import Trajectory
 from tests.agents_support import require_engine
@@ -190,6 +190,11 @@ def test_an_existing_results_file_is_never_overwritten(tmp_path: Path) -> None:
         (["--per-engine", "nope=2"], "--per-engine: unknown engine 'nope' (known: "),
         (["--resume", "out/results.jsonl", "--out", "elsewhere"], "drop --out"),
         (["-j", "0"], "must be at least 1"),
+        (["--pool", "0"], "must be at least 1"),
+        (["--pool", "two"], "'two' is not a whole number"),
+        (["--pool", "2"], "--pool: claude cannot share an agent process between tasks"),
+        (["--pool", "2", "--sandbox"], "--pool with --sandbox: a sandbox is made for one"),
+        (["--pool", "2", "--live", "--proxy"], "--pool with the proxy: each task reaches it"),
     ],
 )
 def test_bad_flags_are_one_line_and_nothing_starts(
@@ -202,6 +207,73 @@ def test_bad_flags_are_one_line_and_nothing_starts(
     (line,) = done.stderr.splitlines()
     assert problem in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tasks.jsonl"]
+
+
+def test_pooled_tasks_of_one_engine_must_share_their_script(tmp_path: Path) -> None:
+    tasks = _write_tasks(
+        tmp_path / "tasks.jsonl",
+        [
+            {"name": "a", "engine": "claude-acp", "prompt": "hi"},
+            {"name": "b", "engine": "claude-acp", "prompt": "hi",
+             "script": _script(tmp_path / "b.json", "other")},
+        ],
+    )  # fmt: skip
+    done = _cli(tmp_path, "fleet", str(tasks), "--pool", "2")
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "--pool: the claude-acp tasks 'a' and 'b' give different scripts" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "tasks.jsonl"]
+
+
+def test_the_resume_command_keeps_pool(tmp_path: Path) -> None:
+    from agentrun._cli.main import parser
+
+    args = parser().parse_args(["fleet", "tasks.jsonl", "-j", "3", "--pool", "5"])
+    words = shlex.split(_resume_command(args, tmp_path / "out" / "results.jsonl"))
+    assert words[words.index("--pool") + 1] == "5", words
+
+
+def _init_pids(journals: Path) -> list[int]:
+    pids: list[int] = []
+    for journal in sorted(journals.rglob("*.jsonl")):
+        for text in journal.read_text().splitlines():
+            record = json.loads(text)
+            message = record.get("message") or {}
+            if record.get("kind") == "message" and message.get("type") == "init":
+                pids.append(message["process"]["pid"])
+    return pids
+
+
+@pytest.mark.agent
+def test_pool_runs_the_tasks_of_an_engine_on_shared_processes(tmp_path: Path) -> None:
+    require_engine("claude-acp")
+    words = ("walrus", "zeppelin", "quokka", "gondola")
+    script = _script(tmp_path / "words.json", *(f"{word} {word}" for word in words))
+    names = [f"t{i}" for i in range(4)]
+    tasks = _write_tasks(
+        tmp_path / "tasks.jsonl",
+        [{"name": n, "engine": "claude-acp", "prompt": "say your word", "script": script}
+         for n in names],
+    )  # fmt: skip
+    done = _cli(tmp_path, "fleet", str(tasks), "-j", "4", "--pool", "2", "--out", "out")
+    assert done.returncode == 0, done.stderr
+    results = _results(tmp_path / "out" / "results.jsonl")
+    assert sorted(r.task for r in results) == names
+    assert all(r.ok for r in results), results
+    said = [[w for w in words if w in r.turns[0].text] for r in results]
+    assert sorted(s[0] for s in said if len(s) == 1) == sorted(words), said  # one each
+    pids = _init_pids(tmp_path / "out" / "journals")
+    assert len(pids) == 4 and len(set(pids)) == 2, pids  # two tasks on each process
+    for pid in set(pids):  # nothing left once the fleet has ended
+        assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid), pid
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "Z"
+    return stat[stat.rindex(")") + 2 :].split()[0]
 
 
 def _slow(path: Path) -> str:

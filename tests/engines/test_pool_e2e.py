@@ -233,15 +233,20 @@ async def test_a_full_pool_or_other_options_start_another_process_and_aclose_end
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         moved = options.model_copy(update={"cwd": str(elsewhere)})
+        other_env = options.model_copy(update={"env": {**options.env, "AGENTRUN_POOL_MARK": "1"}})
         async with (
             engine.start(options) as first,
             engine.start(options) as second,
             engine.start(options) as third,
             engine.start(moved) as fourth,
+            engine.start(other_env) as fifth,
         ):
-            pids = [_pid(s) for s in (first, second, third, fourth)]
+            pids = [_pid(s) for s in (first, second, third, fourth, fifth)]
             assert pids[0] == pids[1]  # two on one process: the pool's size
-            assert len({pids[0], pids[2], pids[3]}) == 3  # full; another directory
+            # Full: another; a session of another directory joins it (ACP gives each session
+            # its own cwd); another environment gets a process of its own.
+            assert pids[2] == pids[3]
+            assert len({pids[0], pids[2], pids[4]}) == 3
             assert engine.pool is not None and len(engine.pool.processes) == 3
             await engine.aclose()
             assert not [pid for pid in pids if _alive(pid)]

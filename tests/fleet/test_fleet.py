@@ -369,6 +369,11 @@ async def test_leaving_the_stream_early_cancels_and_closes_every_session() -> No
         ({"per_engine": {"claude": 0}}, "per_engine"),
         ({"max_cost_usd": -1.0}, "max_cost_usd"),
         ({"backend": "carrier-pigeon"}, "backend"),
+        ({"pool": 0}, "pool"),
+        ({"pool": 2.0}, "pool"),
+        ({"pool": True}, "pool"),
+        ({"pool": 2, "backend": "ray"}, "pool"),
+        ({"pool": 2, "engine_factory": lambda task: costing(0.0)}, "pool"),
     ],
 )
 def test_bad_fleet_options_are_typed_errors(kwargs: dict[str, object], option: str) -> None:
@@ -425,6 +430,26 @@ def test_bad_tasks_are_refused_before_anything_runs() -> None:
         fleet.stream([FleetTask(engine="a", prompts=("p",), name="x")] * 2)
     with pytest.raises(ConfigurationError, match="not a FleetTask"):
         fleet.stream(["claude"])  # type: ignore[list-item]
+
+
+async def test_a_pooled_fleet_refuses_engines_that_cannot_pool_before_anything_starts() -> None:
+    tasks = [
+        FleetTask(engine=name, prompts=("p",))
+        for name in ("claude-acp", "codex", "claude", "codex-app-server", "claude")
+    ]
+    fleet = Fleet(pool=4)
+    with pytest.raises(ConfigurationError) as caught:
+        fleet.stream(tasks)
+    assert caught.value.option == "pool"
+    assert "'claude', 'codex' cannot share" in caught.value.message  # each named once
+    assert "acp" not in caught.value.message.split("(")[0]
+
+
+async def test_a_pooled_fleet_s_unknown_engine_is_a_failed_session_not_a_crash() -> None:
+    result = await Fleet(pool=2).run([FleetTask(engine="no-such-engine", prompts=("p",))])
+    assert [s.ok for s in result.sessions] == [False]
+    error = result.sessions[0].error
+    assert error is not None and "unknown engine" in error.message
 
 
 async def test_a_fleet_journals_every_session(tmp_path: Path) -> None:

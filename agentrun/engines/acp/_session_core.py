@@ -235,6 +235,13 @@ class AcpDriver(JsonRpcDriver):
         if self._proc is not None:
             self.acp_translator.state.process = ProcessMeta(pid=self._proc.pid, binary=self.argv[0])
 
+    def _pooled_cwd(self) -> str | None:
+        # ``session/new`` gives each session its own working directory, so sessions of other
+        # directories share a process (an agent whose command line names the directory, as
+        # ``opencode acp --cwd``, is kept apart by its argv). A sandbox is made for one
+        # workspace: sandboxed sessions share only with sessions of the same directory.
+        return self.options.cwd if self.options.sandbox is not None else None
+
     def pool_key(self) -> Hashable:
         # ``initialize`` invites form elicitations only for a session with a question handler.
         return (super().pool_key(), self.options.question_handler is not None)
