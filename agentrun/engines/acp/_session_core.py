@@ -109,8 +109,10 @@ class AcpTimeoutError(RequestTimeoutError):
 
 
 def session_cwd(session: SessionOptions) -> str:
-    """The working directory of the session (the caller's when none is set)."""
-    return session.cwd if session.cwd is not None else os.getcwd()
+    """The working directory of the session (the caller's when none is set), absolute: ACP
+    requires it so, and agents refuse a relative one (claude-agent-acp: "`cwd` must be an
+    absolute path")."""
+    return os.path.abspath(session.cwd) if session.cwd is not None else os.getcwd()
 
 
 class AcpDriver(JsonRpcDriver):

@@ -28,6 +28,7 @@ from agentrun._vocabulary.permissions import (
     deny_all,
 )
 from agentrun.engines.acp import AcpDriver, AcpEngine, AcpTimeoutError, AcpTranslator
+from agentrun.engines.acp._session_core import session_cwd
 
 pytestmark = pytest.mark.anyio
 
@@ -634,3 +635,12 @@ async def test_an_unknown_session_is_looked_for_on_every_page_of_the_agents_list
     with pytest.raises(ProtocolError):
         async with paged.start(session(tmp_path, resume_id="fake-5")):
             pass
+
+
+def test_a_relative_cwd_reaches_the_agent_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert session_cwd(SessionOptions(cwd="work")) == str(tmp_path / "work")
+    assert session_cwd(SessionOptions()) == str(tmp_path)
