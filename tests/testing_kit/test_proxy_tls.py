@@ -116,6 +116,8 @@ class TlsFront:
     handshakes: int = 0
     #: Handshakes that failed, in the server's words.
     refused: list[str] = field(default_factory=list[str])
+    #: Set to let a ``hold_open`` relay close its connections.
+    release: anyio.Event = field(default_factory=anyio.Event)
 
     @property
     def url(self) -> str:
@@ -151,7 +153,8 @@ async def tls_front(
 ) -> AsyncIterator[TlsFront]:
     """The model server behind TLS on 127.0.0.1: each connection's handshake, then its bytes
     relayed both ways. ``hold_open``: once the server has answered, keep the connection open
-    without a TLS close, as a middlebox that never answers the closing handshake."""
+    without a TLS close (until ``front.release``), as a middlebox that never answers the
+    closing handshake."""
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     front = TlsFront(listener.extra(anyio.abc.SocketAttribute.local_port))
 
@@ -167,7 +170,7 @@ async def tls_front(
             try:
                 await _pipe(tls, server.port)
                 if hold_open:
-                    await anyio.sleep_forever()
+                    await front.release.wait()
                 with anyio.move_on_after(30):
                     await tls.aclose()
             except _HUNG_UP:
@@ -339,8 +342,11 @@ async def test_an_upstream_that_never_closes_its_tls_does_not_hold_the_agent(
                     raw_request(*STREAMED, headers=headers, close=False),
                     raw_request(*STREAMED, headers=headers),
                 ]
-                with anyio.fail_after(60):
-                    replies = await exchange(proxy.port, requests)
+                try:
+                    with anyio.fail_after(60):  # a proxy waiting for the TLS close waits here
+                        replies = await exchange(proxy.port, requests)
+                finally:
+                    front.release.set()  # else the proxy could not close either
     assert [reply.status for reply in replies] == [200, 200]
     assert ["One." in reply.body.decode() for reply in replies] == [True, False]
     assert [entry.complete for entry in proxy.ledger.entries] == [True, True]
