@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.tls import TLSStream
 
 from .._vocabulary.errors import ConfigurationError
 
@@ -303,19 +304,25 @@ async def connect(
 ) -> anyio.abc.ByteStream:
     """A connection to ``upstream`` (TLS for ``https``, verified by ``tls``, default
     :func:`tls_context`), or :class:`UpstreamFailure`. ``timeout`` bounds the handshake too."""
+    plain: anyio.abc.SocketStream | None = None
     with anyio.move_on_after(timeout):
         try:
-            if upstream.scheme == "https":
-                return await anyio.connect_tcp(
-                    upstream.host,
-                    upstream.port,
-                    tls=True,
-                    ssl_context=tls or tls_context(),
-                    tls_hostname=upstream.host,
-                )
-            return await anyio.connect_tcp(upstream.host, upstream.port)
+            plain = await anyio.connect_tcp(upstream.host, upstream.port)
+            if upstream.scheme != "https":
+                return plain
+            return await TLSStream.wrap(
+                plain, hostname=upstream.host, ssl_context=tls or tls_context()
+            )
         except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
+            if plain is not None:
+                await anyio.aclose_forcefully(plain)
             raise UpstreamFailure(f"cannot connect to {upstream.url}: {_words(exc)}") from None
+    if plain is not None:  # connected, but no TLS came back: a plain port, or a stalled one
+        await anyio.aclose_forcefully(plain)
+        raise UpstreamFailure(
+            f"cannot connect to {upstream.url}: no answer to the TLS handshake in {timeout:g} s"
+            " (does this port speak TLS?)"
+        )
     raise UpstreamFailure(f"cannot connect to {upstream.url}: no answer in {timeout:g} s")
 
 

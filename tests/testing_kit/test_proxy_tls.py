@@ -308,6 +308,22 @@ async def test_ssl_cert_file_names_the_authority_trusted_by_default(
     assert server.requests[0].headers["x-api-key"] == KEYS["anthropic"]
 
 
+async def test_https_to_a_port_without_tls_says_the_handshake_went_unanswered() -> None:
+    """The model server in plain HTTP waits for a request line that a TLS hello never ends."""
+    async with ModelServer(Script.of("never")) as server:
+        plain_port = f"https://localhost:{server.port}"
+        async with CredentialProxy(plain_port, keys=KEYS, connect_timeout=0.5) as proxy:
+            reply = await _post(proxy, proxy.client_key)
+    assert reply.status == 502
+    (failure,) = proxy.failures
+    assert failure == (
+        f"cannot connect to {plain_port}: no answer to the TLS handshake in 0.5 s "
+        "(does this port speak TLS?)"
+    )
+    assert failure in reply.json()["error"]["message"]
+    assert server.requests == []
+
+
 async def test_check_upstream_refuses_an_untrusted_certificate_in_words(
     authority: Authority,
 ) -> None:
