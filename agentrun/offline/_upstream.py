@@ -282,8 +282,7 @@ def _tls_words(exc: ssl.SSLError) -> str:
     """A TLS failure in OpenSSL's words, without its source location."""
     if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
         return f"certificate verify failed: {exc.verify_message}"
-    words = str(exc.reason or exc.strerror or exc)
-    return words.split(" (_ssl.c:", 1)[0]
+    return str(exc.strerror or exc).split(" (_ssl.c:", 1)[0]
 
 
 def _words(exc: BaseException) -> str:
@@ -313,12 +312,13 @@ async def connect(
             return await TLSStream.wrap(
                 plain, hostname=upstream.host, ssl_context=tls or tls_context()
             )
-        except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
+        except BaseException as exc:  # the handshake failed, timed out or was cancelled
             if plain is not None:
                 await anyio.aclose_forcefully(plain)
-            raise UpstreamFailure(f"cannot connect to {upstream.url}: {_words(exc)}") from None
+            if isinstance(exc, (OSError, anyio.BrokenResourceError)):  # ssl.SSLError too
+                raise UpstreamFailure(f"cannot connect to {upstream.url}: {_words(exc)}") from None
+            raise
     if plain is not None:  # connected, but no TLS came back: a plain port, or a stalled one
-        await anyio.aclose_forcefully(plain)
         raise UpstreamFailure(
             f"cannot connect to {upstream.url}: no answer to the TLS handshake in {timeout:g} s"
             " (does this port speak TLS?)"

@@ -382,8 +382,8 @@ def test_a_ca_file_that_does_not_exist_is_a_configuration_error(tmp_path: Path) 
 @pytest.mark.parametrize(
     "content",
     [b"", b"not a certificate\n", b"-----BEGIN CERTIFICATE-----\nbm90IGRlcg==\n"
-     b"-----END CERTIFICATE-----\n"],
-    ids=["empty", "text", "broken-pem"],
+     b"-----END CERTIFICATE-----\n", b"\x30\x82\x01\x0a\xff"],
+    ids=["empty", "text", "broken-pem", "der"],
 )  # fmt: skip
 def test_a_ca_file_that_is_no_pem_certificate_is_a_configuration_error(
     content: bytes, tmp_path: Path
