@@ -7,7 +7,10 @@ Calls alternate between the two paths, each on a fresh connection (as the agents
 after an idle pause; the proxy also opens a fresh connection upstream per call). Two answers:
 a streamed one (about 4 KB of text in 80 events) and the same answer whole. Two more rows
 put the proxy's own checks beside its CPU per call: the client-key check of one request, and
-the redaction of the streamed answer (every piece searched for the real keys).
+the redaction of the streamed answer (every piece searched for the real keys). One more row
+times the streamed call through the proxy to an upstream over TLS (a relay in front of the
+server, certificate from an authority made here, ``ca_file``) against the same relay without
+TLS: what the handshake and the encryption add per call.
 
     python bench/proxy.py [--calls 200]
 """
@@ -37,12 +40,107 @@ import sys, anyio
 from agentrun import CredentialProxy
 
 async def main():
-    async with CredentialProxy(sys.argv[1], keys={"anthropic": "sk-ant-bench"}) as proxy:
+    ca_file = sys.argv[2] if len(sys.argv) > 2 else None
+    keys = {"anthropic": "sk-ant-bench"}
+    async with CredentialProxy(sys.argv[1], keys=keys, ca_file=ca_file) as proxy:
         print(proxy.port, proxy.client_key, flush=True)
         await anyio.sleep_forever()
 
 anyio.run(main)
 """
+
+
+#: A child relaying each connection to the server's port (argv[1]), behind TLS when given a
+#: certificate chain (argv[2]); prints its port.
+RELAY_CHILD = """
+import ssl, sys, anyio, anyio.abc
+from anyio.streams.tls import TLSStream
+
+HUNG_UP = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+async def main(target, chain):
+    context = None
+    if chain:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(chain)
+
+    async def relay(conn):
+        async with conn:
+            try:
+                front = conn
+                if context is not None:
+                    front = await TLSStream.wrap(conn, server_side=True, ssl_context=context)
+                async with await anyio.connect_tcp("127.0.0.1", target) as plain:
+                    async with anyio.create_task_group() as tg:
+                        async def upward():
+                            try:
+                                async for data in front:
+                                    await plain.send(data)
+                            except HUNG_UP:
+                                pass
+                        tg.start_soon(upward)
+                        async for data in plain:
+                            await front.send(data)
+                        tg.cancel_scope.cancel()
+                with anyio.move_on_after(5):
+                    await front.aclose()
+            except HUNG_UP:
+                pass
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    print(listener.extra(anyio.abc.SocketAttribute.local_port), flush=True)
+    await listener.serve(relay)
+
+anyio.run(main, int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "")
+"""
+
+
+def _authority(directory: Path) -> tuple[Path, Path]:
+    """A throwaway certificate authority's PEM file, and a chain (certificate and key) for
+    ``localhost`` it issued."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "agentrun bench authority")])
+    usage = x509.KeyUsage(True, False, False, False, False, True, True, False, False)
+    ca = (
+        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    pem = serialization.Encoding.PEM
+    ca_file, chain = directory / "ca.pem", directory / "localhost.pem"
+    ca_file.write_bytes(ca.public_bytes(pem))
+    chain.write_bytes(
+        leaf.public_bytes(pem)
+        + key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return ca_file, chain
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -99,7 +197,7 @@ def _checks_per_call(proxy_cpu: float, calls: int) -> list[Row]:
         "POST", "/v1/messages", "HTTP/1.1", [("x-api-key", proxy.client_key)], b"{}"
     )
     admits = proxy._admits  # pyright: ignore[reportPrivateUsage]
-    assert admits("anthropic", request)
+    assert admits("anthropic", request)[0]
     rounds = 20_000
     start = time.process_time()
     for _ in range(rounds):
@@ -177,6 +275,38 @@ async def _measure(
     return rows + checks
 
 
+async def _measure_tls(
+    plain: tuple[int, int, str], tls: tuple[int, int, str], calls: int
+) -> list[Row]:
+    """The streamed call through the proxy to a relay over TLS, against the same relay in
+    plain TCP (the relay's own hop in both)."""
+    paths = {"plain": (plain[0], _request(True, plain[2].split()[1])),
+             "tls": (tls[0], _request(True, tls[2].split()[1]))}  # fmt: skip
+    times: dict[str, list[float]] = {"plain": [], "tls": []}
+    for port, request in paths.values():  # warm-up
+        for _ in range(5):
+            await _call(port, request)
+    for _ in range(calls):
+        for name, (port, request) in paths.items():
+            start = time.perf_counter()
+            await _call(port, request)
+            times[name].append(time.perf_counter() - start)
+    answer = await _call(*paths["tls"])
+    assert answer > 1000, "the proxy refused the call over TLS"
+    base, median = statistics.median(times["plain"]), statistics.median(times["tls"])
+    spread = (max(times["tls"]) - min(times["tls"])) / median
+    return [
+        Row(
+            "proxy streamed TLS",
+            f"the streamed call via the proxy to an upstream over TLS, {calls} calls",
+            f"the same upstream relay in plain TCP ({base * 1000:.2f} ms)",
+            median / base,
+            median,
+            spread,
+        )
+    ]
+
+
 def measure(calls: int) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="agentrun-bench-") as tmp:
         script = Path(tmp) / "script.json"
@@ -187,7 +317,16 @@ def measure(calls: int) -> list[Row]:
         with _process([*serve, "--port", "0"]) as direct:
             url = f"http://127.0.0.1:{direct[0]}"
             with _process([sys.executable, "-c", PROXY_CHILD, url]) as proxied:
-                return anyio.run(_measure, direct, proxied, calls)
+                rows = anyio.run(_measure, direct, proxied, calls)
+            ca_file, chain = _authority(Path(tmp))
+            relay = [sys.executable, "-c", RELAY_CHILD, str(direct[0])]
+            with _process(relay) as plain_relay, _process([*relay, str(chain)]) as tls_relay:
+                plain_url = f"http://localhost:{plain_relay[0]}"
+                tls_url = f"https://localhost:{tls_relay[0]}"
+                plain_proxy = [sys.executable, "-c", PROXY_CHILD, plain_url]
+                tls_proxy = [sys.executable, "-c", PROXY_CHILD, tls_url, str(ca_file)]
+                with _process(plain_proxy) as plain, _process(tls_proxy) as tls:
+                    return rows + anyio.run(_measure_tls, plain, tls, calls)
 
 
 def main() -> None:

@@ -27,8 +27,13 @@ tests). On the way it
   (Anthropic 400 ``invalid_request_error``, OpenAI 429 ``insufficient_quota``, Gemini 429
   ``RESOURCE_EXHAUSTED``), which the agents do not retry and the library reads as
   :class:`~agentrun.QuotaExceededError`. Calls already in flight finish;
+* **verifies TLS**: an ``https`` upstream's certificate and host name are checked against the
+  system's trusted certificates (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set) or, given
+  ``ca_file``, those of that PEM file alone (a TLS-inspecting corporate proxy's authority);
+  there is no way to turn the check off;
 * **fails in words**: an upstream that cannot be reached or stops answering gets the agent a
-  502 in the provider's shape with the upstream's words (``Connection refused``, a timeout),
+  502 in the provider's shape with the upstream's words (``Connection refused``, a timeout,
+  ``TLS: certificate verify failed: ...``),
   and the words are kept in :attr:`CredentialProxy.failures`. Nothing waits without bound:
   connecting and every read have timeouts.
 
@@ -41,6 +46,7 @@ import hmac
 import json
 import os
 import secrets
+import ssl
 import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,7 +69,14 @@ from ._http import BackgroundServer, HttpRequest, Limits, Responder, serve_conne
 from ._ledger import ZERO_USAGE, Ledger, LedgerEntry, LedgerSlice
 from ._requests import DEFAULT_SIDE_REQUESTS, ApiKind, SideRequest, classify
 from ._script import HttpError
-from ._upstream import Upstream, UpstreamAnswer, UpstreamFailure, connect, exchange
+from ._upstream import (
+    Upstream,
+    UpstreamAnswer,
+    UpstreamFailure,
+    connect,
+    exchange,
+    tls_context,
+)
 
 __all__ = [
     "DEFAULT_UPSTREAMS",
@@ -379,7 +392,11 @@ class CredentialProxy(BackgroundServer):
     ``max_tokens`` (every token a call processed: input, cache reads and writes, output) and
     ``max_cost_usd`` (at the prices of ``prices``, default the library's catalog; a model
     without a price is refused while a cost budget is set) bound what the calls through this
-    proxy may spend.
+    proxy may spend. ``ca_file``: a PEM file of the certificates an ``https`` upstream's must
+    chain to, in place of the system's (default: the system's, which ``SSL_CERT_FILE`` and
+    ``SSL_CERT_DIR`` also set); an upstream's certificate is always verified, host name
+    included. A ``ca_file`` that cannot be read or holds no certificate is a
+    :class:`~agentrun.ConfigurationError`.
     """
 
     def __init__(
@@ -395,6 +412,7 @@ class CredentialProxy(BackgroundServer):
         side_requests: Sequence[SideRequest] = DEFAULT_SIDE_REQUESTS,
         connect_timeout: float = 10.0,
         idle_timeout: float = 300.0,
+        ca_file: str | os.PathLike[str] | None = None,
     ) -> None:
         given: dict[str, str] = (
             dict.fromkeys(DEFAULT_UPSTREAMS, upstream)
@@ -404,6 +422,11 @@ class CredentialProxy(BackgroundServer):
         self._upstreams: dict[Provider, Upstream] = {
             cast(Provider, provider): Upstream.parse(url) for provider, url in given.items()
         }
+        self._ca_file = Path(ca_file) if ca_file is not None else None
+        #: Made once (reading the trusted certificates costs milliseconds), and only if needed.
+        self._tls: ssl.SSLContext | None = None
+        if ca_file is not None or any(u.scheme == "https" for u in self._upstreams.values()):
+            self._tls = tls_context(ca_file)
         chosen = _known_providers(keys, "keys") if keys is not None else _keys_from_environment()
         self._keys: dict[Provider, str] = {cast(Provider, p): k for p, k in chosen.items() if k}
         self._client_key = _CLIENT_KEY_PREFIX + secrets.token_urlsafe(32)
@@ -443,7 +466,11 @@ class CredentialProxy(BackgroundServer):
 
     def __repr__(self) -> str:  # never the keys, nor the client key
         providers = ", ".join(sorted(self._keys))
-        return f"CredentialProxy(upstreams={self.upstreams!r}, keys for: {providers or 'none'})"
+        trusted = f", ca_file={str(self._ca_file)!r}" if self._ca_file is not None else ""
+        return (
+            f"CredentialProxy(upstreams={self.upstreams!r}{trusted}, "
+            f"keys for: {providers or 'none'})"
+        )
 
     # ------------------------------------------------------------------ what callers read
 
@@ -553,11 +580,10 @@ class CredentialProxy(BackgroundServer):
         reached, within the connect timeout."""
         upstream = self._upstreams[cast(Provider, provider)]
         try:
-            stream = await connect(upstream, self._connect_timeout)
+            stream = await connect(upstream, self._connect_timeout, self._tls)
         except UpstreamFailure as failure:
             raise ConfigurationError(failure.words, option="upstream") from None
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()
+        await anyio.aclose_forcefully(stream)  # no wait for a TLS close the upstream owes
 
     async def settled(self, most: float = 10.0) -> None:
         """Wait (``most`` seconds at most) until no model call is being answered, so the ledger
@@ -801,6 +827,7 @@ class CredentialProxy(BackgroundServer):
                     request.body,
                     connect_timeout=self._connect_timeout,
                     idle_timeout=self._idle_timeout,
+                    tls=self._tls,
                 )
             except UpstreamFailure as failure:
                 words = self._scrub(failure.words.encode()).decode()

@@ -8,6 +8,10 @@ the status line and headers; :meth:`UpstreamAnswer.pipe` then hands the body on 
 (fixed length, chunked, or until the upstream closes), each read bounded by an idle timeout.
 Anything that keeps the answer from arriving is an :class:`UpstreamFailure` with the words of
 the failure (``Connection refused``, a TLS error, a timeout), never a hang.
+
+TLS verifies the upstream's certificate and host name against :func:`tls_context`: the
+system's trusted certificates (OpenSSL's defaults, ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when
+set), or those of a given PEM file in their place. Nothing turns the verification off.
 """
 
 from __future__ import annotations
@@ -17,20 +21,31 @@ import os
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.tls import TLSStream
 
 from .._vocabulary.errors import ConfigurationError
 
-__all__ = ["Upstream", "UpstreamAnswer", "UpstreamFailure", "connect", "exchange"]
+__all__ = [
+    "Upstream",
+    "UpstreamAnswer",
+    "UpstreamFailure",
+    "connect",
+    "exchange",
+    "tls_context",
+]
 
 #: Bounds on what an upstream's answer head may hold.
 _MAX_LINE = 64 * 1024
 _MAX_HEADERS = 200
 _READ_SIZE = 64 * 1024
+#: Most bytes of a file of trusted certificates (a system bundle is about 200 KB).
+_MAX_CA_FILE = 16 * 1024 * 1024
 
 
 class UpstreamFailure(Exception):
@@ -214,14 +229,68 @@ class UpstreamAnswer:
                 raise UpstreamFailure("the upstream's chunked answer is malformed")
 
     async def aclose(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self._stream.aclose()
+        # Without waiting for the upstream's TLS close: the answer's framing (or the upstream's
+        # own close) has already said where it ends, and an upstream that never answers the
+        # closing handshake must not hold the call, its ledger entry or the agent's connection.
+        await anyio.aclose_forcefully(self._stream)
+
+
+def tls_context(ca_file: str | os.PathLike[str] | None = None) -> ssl.SSLContext:
+    """The context that verifies an ``https`` upstream's certificate and host name: against
+    the system's trusted certificates (OpenSSL's defaults: ``SSL_CERT_FILE`` and
+    ``SSL_CERT_DIR`` when set), or, given ``ca_file``, against the PEM certificates in it
+    alone. A ``ca_file`` that cannot be read or holds no certificate is a
+    :class:`ConfigurationError`."""
+    if ca_file is None:
+        return ssl.create_default_context()
+    path = Path(ca_file)
+    try:
+        if path.stat().st_size > _MAX_CA_FILE:
+            raise ConfigurationError(
+                f"ca_file {str(path)!r} is larger than {_MAX_CA_FILE >> 20} MB: "
+                "no file of certificates",
+                option="ca_file",
+            )
+        text = path.read_bytes().decode("ascii")
+        # An empty cadata would quietly load the system's certificates instead.
+        context = ssl.create_default_context(cadata=text) if text.strip() else None
+    except FileNotFoundError:
+        raise ConfigurationError(f"ca_file {str(path)!r}: no such file", option="ca_file") from None
+    except OSError as exc:  # a directory, no permission (ssl.SSLError handled below)
+        if isinstance(exc, ssl.SSLError):
+            raise ConfigurationError(
+                f"ca_file {str(path)!r} holds no PEM certificate: {_tls_words(exc)}",
+                option="ca_file",
+            ) from None
+        raise ConfigurationError(
+            f"ca_file {str(path)!r} cannot be read: {exc.strerror or exc}", option="ca_file"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigurationError(
+            f"ca_file {str(path)!r} is not PEM text (binary DER? convert it with "
+            "`openssl x509 -inform der`)",
+            option="ca_file",
+        ) from None
+    if context is None or not context.cert_store_stats()["x509"]:
+        raise ConfigurationError(
+            f"ca_file {str(path)!r} holds no PEM certificate", option="ca_file"
+        )
+    return context
+
+
+def _tls_words(exc: ssl.SSLError) -> str:
+    """A TLS failure in OpenSSL's words, without its source location."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    return str(exc.strerror or exc).split(" (_ssl.c:", 1)[0]
 
 
 def _words(exc: BaseException) -> str:
     """What went wrong, as the system said it (anyio puts the cause of a failed connect under
-    its own "All connection attempts failed")."""
+    its own "All connection attempts failed", and a TLS failure under a broken stream)."""
     cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+    if isinstance(cause, ssl.SSLError):  # its errno is OpenSSL's, no system error
+        return f"TLS: {_tls_words(cause)}"
     if isinstance(cause, OSError) and cause.errno:
         return os.strerror(cause.errno)
     if isinstance(cause, OSError) and cause.strerror:
@@ -229,17 +298,31 @@ def _words(exc: BaseException) -> str:
     return str(cause) or type(cause).__name__
 
 
-async def connect(upstream: Upstream, timeout: float) -> anyio.abc.ByteStream:
-    """A connection to ``upstream`` (TLS for ``https``), or :class:`UpstreamFailure`."""
+async def connect(
+    upstream: Upstream, timeout: float, tls: ssl.SSLContext | None = None
+) -> anyio.abc.ByteStream:
+    """A connection to ``upstream`` (TLS for ``https``, verified by ``tls``, default
+    :func:`tls_context`), or :class:`UpstreamFailure`. ``timeout`` bounds the handshake too."""
+    plain: anyio.abc.SocketStream | None = None
     with anyio.move_on_after(timeout):
         try:
-            if upstream.scheme == "https":
-                return await anyio.connect_tcp(
-                    upstream.host, upstream.port, tls=True, tls_hostname=upstream.host
-                )
-            return await anyio.connect_tcp(upstream.host, upstream.port)
-        except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
-            raise UpstreamFailure(f"cannot connect to {upstream.url}: {_words(exc)}") from None
+            plain = await anyio.connect_tcp(upstream.host, upstream.port)
+            if upstream.scheme != "https":
+                return plain
+            return await TLSStream.wrap(
+                plain, hostname=upstream.host, ssl_context=tls or tls_context()
+            )
+        except BaseException as exc:  # the handshake failed, timed out or was cancelled
+            if plain is not None:
+                await anyio.aclose_forcefully(plain)
+            if isinstance(exc, (OSError, anyio.BrokenResourceError)):  # ssl.SSLError too
+                raise UpstreamFailure(f"cannot connect to {upstream.url}: {_words(exc)}") from None
+            raise
+    if plain is not None:  # connected, but no TLS came back: a plain port, or a stalled one
+        raise UpstreamFailure(
+            f"cannot connect to {upstream.url}: no answer to the TLS handshake in {timeout:g} s"
+            " (does this port speak TLS?)"
+        )
     raise UpstreamFailure(f"cannot connect to {upstream.url}: no answer in {timeout:g} s")
 
 
@@ -252,10 +335,11 @@ async def exchange(
     *,
     connect_timeout: float,
     idle_timeout: float,
+    tls: ssl.SSLContext | None = None,
 ) -> UpstreamAnswer:
     """Send one request (``target``: the path and query after the upstream's prefix) and read
     its answer's head. The caller reads the body and closes the answer."""
-    stream = await connect(upstream, connect_timeout)
+    stream = await connect(upstream, connect_timeout, tls)
     try:
         lines = [f"{method} {upstream.prefix}{target} HTTP/1.1", f"host: {upstream.host_header}"]
         lines += [f"{name}: {value}" for name, value in headers]
@@ -281,6 +365,5 @@ async def exchange(
             if answer.status != 100:
                 return answer
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()
+        await anyio.aclose_forcefully(stream)
         raise
