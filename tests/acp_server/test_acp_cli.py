@@ -12,7 +12,7 @@ from agentrun.cli import main
     [
         (["acp", "--engine", "nonesuch"], "unknown engine 'nonesuch'"),
         (["acp", "--engine", "claude", "--script", "x.json"], "--script needs --embedded"),
-        (["acp", "--engine", "acp", "--embedded"], "has no embedded configuration"),
+        (["acp", "--engine", "replay", "--embedded"], "has no embedded configuration"),
     ],
 )
 def test_bad_arguments_are_refused(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -79,6 +80,11 @@ __all__ = [
 ]
 
 #: ACP's "authentication required" error code.
+#: How long a loaded session's history stream must have been quiet before the first prompt
+#: (agents that stream it after the load's answer), and the longest wait for that (seconds).
+HISTORY_QUIET = 0.5
+HISTORY_WAIT = 10.0
+
 AUTH_REQUIRED = -32000
 #: ACP's "resource not found" error code.
 RESOURCE_NOT_FOUND = -32002
@@ -249,8 +255,23 @@ class AcpDriver(JsonRpcDriver):
         return (super().pool_key(), self.options.question_handler is not None)
 
     async def _send_prompt(self, ctx: TurnContext) -> None:
+        state = self.acp_translator.state
+        if state.history_after_load:
+            await self._history_streamed()
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": ctx.prompt}]}
         await self.connection.request(Method.SESSION_PROMPT, params)
+
+    async def _history_streamed(self) -> None:
+        """Wait until an agent that streams a loaded session's history after answering the load
+        (Gemini CLI, which starts that stream without awaiting it) has been quiet for
+        ``HISTORY_QUIET`` seconds, ``HISTORY_WAIT`` at most: the prompt ends the replay, and
+        history read after it would be taken for the new turn's answer."""
+        state = self.acp_translator.state
+        with anyio.move_on_after(HISTORY_WAIT):
+            # Silence has no event to wait for: the clock is read again after each sleep.
+            while (quiet := time.monotonic() - state.last_update_at) < HISTORY_QUIET:  # noqa: ASYNC110
+                await anyio.sleep(HISTORY_QUIET - quiet)
+        state.history_after_load = False
 
     async def _prompt_rejected(self, ctx: TurnContext, error: JsonRpcError) -> None:
         if error.code == INVALID_PARAMS and "not found" in error.message.lower():

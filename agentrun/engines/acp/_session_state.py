@@ -11,6 +11,7 @@ the prompt turn (:mod:`._state`).
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from pydantic import ValidationError
@@ -117,6 +118,11 @@ class SessionState:
         self.models: SessionModelState | None = None
         self.process: ProcessMeta | None = None
         self.replaying: bool = False
+        #: A session just loaded from an agent that streams its history after the load's
+        #: answer (``REPLAY_AFTER_LOAD``): the first prompt waits for that stream to end.
+        self.history_after_load: bool = False
+        #: When the last ``session/update`` was read (``time.monotonic()``).
+        self.last_update_at: float = 0.0
         self.in_prompt: bool = False
         #: The session's cumulative cost as last reported (``usage_update.cost``).
         self.session_cost: float | None = None
@@ -216,6 +222,8 @@ class SessionState:
     ) -> list[Message]:
         out = self._flush_all()
         self.replaying = method == Method.SESSION_LOAD and self.agent_name in REPLAY_AFTER_LOAD
+        self.history_after_load = self.replaying
+        self.last_update_at = time.monotonic()
         fields = _dict(result) or {}
         sid = fields.get("sessionId")
         self.session_id = sid if isinstance(sid, str) else session_id
