@@ -212,6 +212,10 @@ class SessionState:
             self.agent_version = response.agent_info.version
         return []
 
+    def saw_update(self) -> None:
+        """Note that a ``session/update`` was read now."""
+        self.last_update_at = time.monotonic()
+
     def session_requested(self, method: str) -> None:
         """We asked for a session: a load or fork replays history until its result."""
         if method in _REPLAYING_METHODS:

@@ -15,7 +15,6 @@ turn, on top of the session's description, message blocks and tool calls.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Final, cast
 
 from pydantic import ValidationError
@@ -143,7 +142,7 @@ class AcpState(ToolCalls):
         return self._updated(out)
 
     def _updated(self, out: list[Message]) -> list[Message]:
-        self.last_update_at = time.monotonic()
+        self.saw_update()
         if not self.in_prompt and not self.replaying:
             # Said outside any prompt (between turns): complete at once, so that nothing of it
             # is carried into the next turn's blocks.
