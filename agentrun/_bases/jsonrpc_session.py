@@ -27,10 +27,11 @@ sent.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from typing import Any, ClassVar
 
 import anyio
@@ -229,17 +230,9 @@ class JsonRpcDriver(LongLivedDriver):
         # SIGTERM at once, however its close comes (this task or the process's own).
         proc.skip_stdin_grace()
         task_group.start_soon(self._read, conn, proc)
-        try:
-            with anyio.fail_after(self.handshake_timeout):
-                await self._handshake(conn)
-            proc.skip_stdin_grace(False)
-        except TimeoutError:
-            raise SessionTerminatedError(
-                f"{self.engine_name} did not open a session within {self.handshake_timeout:g}s",
-                engine=self.engine_name,
-            ) from None
-        except ConnectionClosedError:
-            raise await self._exit_error("opening the session") from None
+        async with self._opening():
+            await self._handshake(conn)
+        proc.skip_stdin_grace(False)
 
     async def _start_pooled(self, pool: ProcessPool, task_group: anyio.abc.TaskGroup) -> None:
         """Join a pooled process (started when none has room), then open this session on it."""
@@ -252,20 +245,27 @@ class JsonRpcDriver(LongLivedDriver):
         assert shared.conn is not None
         conn = MemberConnection(shared.conn, self)
         self.conn = conn
+        async with self._opening():
+            if first:
+                shared.begin_opening(self)
+                try:
+                    await self._open_process(conn)
+                except BaseException as exc:
+                    shared.end_opening(f"opening it failed: {exc!r}")
+                    raise
+                shared.end_opening(None)
+            else:
+                for event in shared.opening:
+                    await self._observe(event["dir"], event["msg"])
+            await self._open_session_on(conn)
+
+    @contextlib.asynccontextmanager
+    async def _opening(self) -> AsyncGenerator[None]:
+        """Opening the session, bounded by :attr:`handshake_timeout`: running out of it, or the
+        agent's output ending meanwhile, is the session's typed error."""
         try:
             with anyio.fail_after(self.handshake_timeout):
-                if first:
-                    shared.begin_opening(self)
-                    try:
-                        await self._open_process(conn)
-                    except BaseException as exc:
-                        shared.end_opening(f"opening it failed: {exc!r}")
-                        raise
-                    shared.end_opening(None)
-                else:
-                    for event in shared.opening:
-                        await self._observe(event["dir"], event["msg"])
-                await self._open_session_on(conn)
+                yield
         except TimeoutError:
             raise SessionTerminatedError(
                 f"{self.engine_name} did not open a session within {self.handshake_timeout:g}s",

@@ -142,7 +142,8 @@ class AcpState(ToolCalls):
         return self._updated(out)
 
     def _updated(self, out: list[Message]) -> list[Message]:
-        self.saw_update()
+        if self.history_after_load:  # only then is the time of each update wanted
+            self.saw_update()
         if not self.in_prompt and not self.replaying:
             # Said outside any prompt (between turns): complete at once, so that nothing of it
             # is carried into the next turn's blocks.
