@@ -1016,10 +1016,8 @@ class _Pools:
 
 async def _close_pooled(engine: Engine) -> None:
     """End the engine's pooled processes still running (each also ends with its last task)."""
-    close = getattr(engine, "aclose", None)
-    if close is not None:
-        with anyio.CancelScope(shield=True):
-            await close()
+    with anyio.CancelScope(shield=True):
+        await engine.aclose()
 
 
 async def _engine(

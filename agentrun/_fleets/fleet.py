@@ -331,9 +331,8 @@ async def _close_engines(engines: Iterable[Engine | ConfigurationError]) -> None
     """End the pooled processes still running (each also ends with its last session)."""
     with anyio.CancelScope(shield=True):
         for engine in engines:
-            close = getattr(engine, "aclose", None)
-            if close is not None:
-                await close()
+            if isinstance(engine, Engine):
+                await engine.aclose()
 
 
 def _error_info(exc: BaseException) -> ErrorInfo:

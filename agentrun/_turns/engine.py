@@ -38,6 +38,10 @@ class Engine(ABC):
     def check(self) -> None:
         """Raise :class:`EngineUnavailableError` when the agent program cannot be run."""
 
+    async def aclose(self) -> None:
+        """End what the engine's sessions share (pooled agent processes: ``pool=N``; their
+        sessions end with a typed error). Nothing for an engine whose sessions share nothing."""
+
 
 class ProgramEngine(Engine):
     """An engine that runs one named agent program (``program``): found from
