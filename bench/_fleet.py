@@ -40,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pydantic_core
 
-from agentrun import SessionOptions, run_turn
+from agentrun import Message, SessionOptions, TurnSummary, run_turn
+from agentrun._vocabulary.messages import assemble
 from agentrun.engines.acp import AcpEngine
 
 AGENT = str(Path(__file__).with_name("_minimal_acp_agent.py"))
@@ -172,6 +174,125 @@ async def plain_session(
         await proc.wait()
 
 
+class PlainPool:
+    """The least a caller can write with ``pool`` sessions on each agent process: per process
+    one reader task that routes each line by its request id (answers) or its ``sessionId``
+    (updates) to the session waiting for it. With ``typed``, each turn also does the work no
+    library that returns typed messages and a summary can skip (the floor of
+    ``bench/normalize.py``, applied to a live turn): every line parsed by
+    ``pydantic_core.from_json``, the messages the library makes of this agent's turn built from
+    fields at hand (``assemble``: no validation) and folded into a ``TurnSummary``."""
+
+    def __init__(self, pool: int, typed: bool) -> None:
+        self.pool, self.typed = pool, typed
+        self.procs: list[asyncio.subprocess.Process] = []
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        #: Each session's text so far, by (agent process, session id): an agent numbers its own.
+        self.texts: dict[tuple[int, str], list[str]] = {}
+        self.next_id = 0
+        self.template: list[tuple[type[Message], dict[str, object]]] = []
+        self.readers: list[asyncio.Task[None]] = []
+
+    async def learn_template(self) -> None:
+        """The messages the library makes of one turn of this agent, as (type, fields)."""
+        seen: list[Message] = []
+        async with AcpEngine(list(ARGV)).start(SessionOptions(cwd="/tmp")) as session:
+            await run_turn(session, "template", on_message=seen.append, timeout=600)
+        self.template = [
+            (type(m), {name: getattr(m, name) for name in m.__pydantic_fields_set__}) for m in seen
+        ]
+
+    async def process_for(self, i: int) -> int:
+        index = i // self.pool
+        while len(self.procs) <= index:
+            proc = await asyncio.create_subprocess_exec(
+                *ARGV,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                cwd="/tmp",
+                limit=1 << 20,
+            )
+            self.procs.append(proc)
+            reader = self.read(len(self.procs) - 1, proc)
+            self.readers.append(asyncio.get_running_loop().create_task(reader))
+            await self.call(len(self.procs) - 1, "initialize", {"protocolVersion": 1})
+        return index
+
+    async def read(self, index: int, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        parse = pydantic_core.from_json if self.typed else json.loads
+        while line := await proc.stdout.readline():
+            message = parse(line)
+            ident = message.get("id")
+            if ident is not None:
+                self.waiting.pop(ident).set_result(message["result"])
+                continue
+            params = message.get("params", {})
+            update = params.get("update", {})
+            if update.get("sessionUpdate") == "agent_message_chunk":
+                self.texts[index, params["sessionId"]].append(update["content"]["text"])
+
+    async def call(self, index: int, method: str, params: dict[str, Any]) -> Any:
+        self.next_id += 1
+        ident = self.next_id
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[ident] = future
+        stdin = self.procs[index].stdin
+        assert stdin is not None
+        request = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+        stdin.write(json.dumps(request).encode() + b"\n")
+        await stdin.drain()
+        return await future
+
+    async def prompt(self, index: int, sid: str, words: str) -> str:
+        body = {"sessionId": sid, "prompt": [{"type": "text", "text": words}]}
+        result = await self.call(index, "session/prompt", body)
+        assert result["stopReason"] == "end_turn"
+        parts = self.texts[index, sid]
+        text = "".join(parts)
+        parts.clear()
+        if self.typed:
+            TurnSummary.from_messages([assemble(cls, given) for cls, given in self.template])
+        return text
+
+    async def session(
+        self, i: int, go: anyio.Event, close: anyio.Event, ready: Gate, done: Gate, turns: int
+    ) -> None:
+        index = await self.process_for(i)
+        new = {"cwd": "/tmp", "mcpServers": []}
+        sid = (await self.call(index, "session/new", new))["sessionId"]
+        self.texts[index, sid] = []
+        await self.prompt(index, sid, f"warm {i}")
+        ready.arrive()
+        await go.wait()
+        for turn in range(turns):
+            text = await self.prompt(index, sid, f"turn {turn} of {i}")
+            assert text == f"turn {turn} of {i}", text
+        done.arrive()
+        await close.wait()
+
+    async def aclose(self) -> None:
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        for proc in self.procs:
+            await proc.wait()
+        for reader in self.readers:
+            await reader
+
+
+async def plain_pooled_fleet(pool: int, typed: bool, sessions: int, turns: int) -> dict[str, float]:
+    """The hand-written loop's fleet on ``pool`` sessions per agent process."""
+    agents = PlainPool(pool, typed)
+    if typed:
+        await agents.learn_template()
+    try:
+        return await fleet(agents.session, sessions, turns)
+    finally:
+        await agents.aclose()
+
+
 def agents() -> tuple[int, float]:
     """The agent processes this process started, and their PSS in MB."""
     me = str(os.getpid())
@@ -267,6 +388,8 @@ async def main() -> None:
     }
     if pool is not None:
         kinds["pooled"] = functools.partial(pooled_fleet, pool)
+        kinds["plain pooled"] = functools.partial(plain_pooled_fleet, pool, False)
+        kinds["floor pooled"] = functools.partial(plain_pooled_fleet, pool, True)
     results: dict[str, list[dict[str, float]]] = {name: [] for name in kinds}
     for round_ in range(rounds):
         order = list(kinds) if round_ % 2 == 0 else list(reversed(kinds))
