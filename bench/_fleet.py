@@ -1,10 +1,14 @@
 """A fleet of N sessions on the minimal ACP agent, the library against a plain asyncio loop.
 
-``python _fleet.py SESSIONS TURNS ROUNDS [POOL]``: in this one process, ROUNDS interleaved rounds
-of two fleets of SESSIONS agents each (``_minimal_acp_agent.py``): one driven through agentrun
-(``AcpEngine`` and ``run_turn``), one by a hand-written loop on asyncio's subprocess streams
-(the same argv, handshake and prompts; each line decoded with ``json.loads``). With POOL, a third
-fleet: the library's with ``AcpEngine(..., pool=POOL)``, POOL sessions on each agent process.
+``python _fleet.py SESSIONS TURNS ROUNDS [POOL [KINDS]]``: in this one process, ROUNDS
+interleaved rounds of fleets of SESSIONS agents each (``_minimal_acp_agent.py``): one driven
+through agentrun (``AcpEngine`` and ``run_turn``), one by a hand-written loop on asyncio's
+subprocess streams (the same argv, handshake and prompts; each line decoded with
+``json.loads``). With POOL, three more, POOL sessions on each agent process: the library's
+(``AcpEngine(..., pool=POOL)``), the hand-written loop's (``plain pooled``: one reader per
+process routing each line to its session), and that loop doing the work no library that returns
+typed messages and a summary can skip (``floor pooled``: ``PlainPool``). KINDS (comma-separated
+names: ``library,plain,pooled,plain pooled,floor pooled``) runs only those.
 Every session runs one turn to warm up, then TURNS turns back to back while a 10 ms ticker
 measures the event loop's lag. Printed as one JSON object, per fleet the medians over the rounds of:
 
@@ -382,6 +386,7 @@ async def pooled_fleet(pool: int, sessions: int, turns: int) -> dict[str, float]
 async def main() -> None:
     sessions, turns, rounds = (int(arg) for arg in sys.argv[1:4])
     pool = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    only = set(sys.argv[5].split(",")) if len(sys.argv) > 5 else None
     kinds: dict[str, FleetRun] = {
         "library": functools.partial(fleet, library_session),
         "plain": functools.partial(fleet, plain_session),
@@ -390,6 +395,8 @@ async def main() -> None:
         kinds["pooled"] = functools.partial(pooled_fleet, pool)
         kinds["plain pooled"] = functools.partial(plain_pooled_fleet, pool, False)
         kinds["floor pooled"] = functools.partial(plain_pooled_fleet, pool, True)
+    if only is not None:
+        kinds = {name: run for name, run in kinds.items() if name in only}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in kinds}
     for round_ in range(rounds):
         order = list(kinds) if round_ % 2 == 0 else list(reversed(kinds))
