@@ -12,7 +12,13 @@ and in the caller's process it would add the same CPU to every side, pulling the
 1 (``--server-in-caller`` measures that way, as the earlier rounds did). Targets: wall <= 1.02x
 the raw loop's, caller CPU <= 1.5x the plain asyncio loop's.
 
-    python bench/turn_overhead.py [--turns 15]
+A fourth side, the floor (:class:`FloorClaude`), is the plain asyncio loop plus what no library
+that returns typed messages and a summary can skip; the library is reported against it too.
+``--instructions`` counts each side's instructions per text turn under callgrind instead (the
+caller alone: the agent and the model server are not traced), the steady reading on a loaded
+machine.
+
+    python bench/turn_overhead.py [--turns 15] [--instructions]
 """
 
 from __future__ import annotations
@@ -144,7 +150,7 @@ class FloorClaude(AsyncioClaude):
         #: The coming turn's messages, as classes and the fields set.
         self.messages: list[tuple[type[Message], dict[str, object]]] = []
 
-    async def turn(self, prompt: str) -> None:  # pyright: ignore[reportImplicitOverride]
+    async def turn(self, prompt: str) -> None:
         assert self.proc is not None
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
