@@ -246,7 +246,7 @@ class Turn:
         #: The turn's number in its session (1, 2, ...), set when the turn starts.
         self.number: int = 0
         #: What the turn produced so far; complete once the iteration ended.
-        self.summary: TurnSummary = TurnSummary()
+        self.summary: TurnSummary = TurnSummary.from_messages(())  # not validated: empty
         #: True once the turn is being cancelled (caller, timeout or close).
         self.cancelling: bool = False
         #: True once delivering must never block (the consumer may be gone).
