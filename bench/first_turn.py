@@ -31,6 +31,7 @@ lies between is the agent's (its own start, its answers, the model server), whic
 runs by more than the whole of the caller's own time; this part does not.
 
     python -m agentrun.offline netns -- python bench/first_turn.py [--rounds 5] [--engines a,b]
+        [--steps]
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ class Timing:
     own_after: float = 0.0
     #: The caller's CPU (``time.process_time``), start -> result.
     cpu: float = 0.0
+    #: The pieces of the own time, in order: start -> spawn, each write's lag, the result's.
+    steps: tuple[float, ...] = ()
 
 
 class Timeline:
@@ -147,18 +150,19 @@ class Timeline:
     def timing(self, first: float, result: float) -> Timing:
         """The turn's times, with the caller's own share of them."""
         first_at, result_at = self.start + first, self.start + result
-        own_before, last, spawned = 0.0, self.start, False
+        steps: list[float] = []
+        last, spawned = self.start, False
         for at, kind in self.events:
             if kind == "spawn" and not spawned:
-                own_before += at - self.start
+                steps.append(at - self.start)
             elif kind == "write" and at <= first_at:
-                own_before += at - last
+                steps.append(at - last)
             if kind == "spawned":
                 spawned = True
             last = at
         reads = [at for at, kind in self.events if kind == "read" and at <= result_at]
         own_after = result_at - reads[-1] if reads else 0.0
-        return Timing(first, result, own_before, own_after, self.cpu)
+        return Timing(first, result, sum(steps), own_after, self.cpu, (*steps, own_after))
 
 
 @contextlib.contextmanager
@@ -427,7 +431,7 @@ OwnTimes = dict[str, dict[str, tuple[float, ...]]]
 
 
 async def _measure(
-    engines: tuple[str, ...], rounds: int, url: str, tmp: Path
+    engines: tuple[str, ...], rounds: int, url: str, tmp: Path, steps: bool = False
 ) -> tuple[list[Row], dict[str, list[str]], OwnTimes]:
     rows: list[Row] = []
     extras: dict[str, list[str]] = {}
@@ -461,6 +465,12 @@ async def _measure(
             )
             for side, timings in sides.items()
         }
+        if steps:
+            for side, timings in sides.items():
+                count = min(len(t.steps) for t in timings)
+                pieces = [statistics.median(t.steps[i] for t in timings) for i in range(count)]
+                shown = " ".join(f"{piece * 1e3:.2f}" for piece in pieces)
+                print(f"{name} {side}: own time by step (ms; spawn, each write, result): {shown}")
         for label, pick in (("first message", "first"), ("result", "result")):
             ours = [getattr(t, pick) for t in sides["agentrun"]]
             theirs = [getattr(t, pick) for t in sides["raw"]]
@@ -479,9 +489,9 @@ async def _measure(
     return rows, extras, own
 
 
-def measure(rounds: int, engines: tuple[str, ...] = ENGINES) -> list[Row]:
+def measure(rounds: int, engines: tuple[str, ...] = ENGINES, steps: bool = False) -> list[Row]:
     with tempfile.TemporaryDirectory() as tmp, _server(Path(tmp)) as url:
-        rows, extras, own = anyio.run(_measure, engines, rounds, url, Path(tmp))
+        rows, extras, own = anyio.run(_measure, engines, rounds, url, Path(tmp), steps)
     for name, methods in extras.items():
         if methods:
             print(f"{name}: before its first prompt the library also sent {', '.join(methods)}")
@@ -517,8 +527,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument(
+        "--steps", action="store_true", help="print each side's own time step by step"
+    )
     args = parser.parse_args()
-    print_table(measure(args.rounds, tuple(args.engines.split(","))))
+    print_table(measure(args.rounds, tuple(args.engines.split(",")), args.steps))
 
 
 if __name__ == "__main__":
