@@ -177,7 +177,9 @@ def test_watch_interrupt_resume_and_export_a_fleet(tmp_path: Path) -> None:
     finally:
         fleet.close()
 
-    # The resume command as printed: the rest runs, and the page stays until Ctrl-C.
+    # The resume command as printed: the rest runs, and the page stays until Ctrl-C. slow-1 need
+    # no longer be slow: its answer comes at once.
+    (tmp_path / "slow.json").write_text(json.dumps([{**SLOW_SCRIPT[0], "chunk_delay": 0}]))
     again = _Command(resume[1:], tmp_path)
     try:
         url = again.line("agentrun view: http://127.0.0.1:").split(": ", 1)[1]
