@@ -6,8 +6,12 @@ median of interleaved runs, never an absolute time asserted anywhere.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -128,3 +132,25 @@ def print_table(rows: list[Row]) -> None:
     print("-|-".join("-" * w for w in widths))
     for row in body:
         print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def callgrind_dumps(argv: list[str], *options: str) -> list[int]:
+    """Instructions counted by callgrind in each dump of ``python argv`` (the interpreter that
+    runs this), in the order written: ``options`` say when to dump (``--dump-before=`` /
+    ``--dump-after=functools_reduce``, a marker the child calls). Hash seeds fixed, so that the
+    same code counts the same."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", *options, f"--callgrind-out-file={out}",
+             sys.executable, *argv],
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
+        counts: list[int] = []
+        for dump in dumps:
+            match = re.search(r"^totals: (\d+)", dump.read_text(errors="replace"), re.M)
+            counts.append(int(match.group(1)) if match else 0)
+    return counts

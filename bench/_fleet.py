@@ -125,10 +125,9 @@ async def library_session(
         await close.wait()
 
 
-async def plain_session(
-    i: int, go: anyio.Event, close: anyio.Event, ready: Gate, done: Gate, turns: int
-) -> None:
-    proc = await asyncio.create_subprocess_exec(
+async def plain_agent() -> asyncio.subprocess.Process:
+    """The agent as the hand-written loops start it: asyncio's subprocess streams."""
+    return await asyncio.create_subprocess_exec(
         *ARGV,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -136,6 +135,12 @@ async def plain_session(
         cwd="/tmp",
         limit=1 << 20,
     )
+
+
+async def plain_session(
+    i: int, go: anyio.Event, close: anyio.Event, ready: Gate, done: Gate, turns: int
+) -> None:
+    proc = await plain_agent()
     assert proc.stdin is not None
     assert proc.stdout is not None
     stdin, stdout = proc.stdin, proc.stdout
@@ -209,14 +214,7 @@ class PlainPool:
     async def process_for(self, i: int) -> int:
         index = i // self.pool
         while len(self.procs) <= index:
-            proc = await asyncio.create_subprocess_exec(
-                *ARGV,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL,
-                cwd="/tmp",
-                limit=1 << 20,
-            )
+            proc = await plain_agent()
             self.procs.append(proc)
             reader = self.read(len(self.procs) - 1, proc)
             self.readers.append(asyncio.get_running_loop().create_task(reader))

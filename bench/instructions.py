@@ -39,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 import pydantic_core
-from _common import CORPUS_DIRS
+from _common import CORPUS_DIRS, callgrind_dumps
 
 WORKLOADS = ("json.loads", "from_json", "agentrun", "floor")
 
@@ -63,33 +63,12 @@ def _child(engine: str, megabytes: float) -> None:
 
 
 def _count(engine: str, megabytes: float) -> dict[str, int]:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--collect-atstart=no",
-                "--toggle-collect=functools_reduce",
-                "--dump-after=functools_reduce",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--child",
-                engine,
-                "--megabytes",
-                str(megabytes),
-            ],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
-        counts: list[int] = []
-        for dump in dumps:
-            match = re.search(r"^totals: (\d+)", dump.read_text(errors="replace"), re.M)
-            counts.append(int(match.group(1)) if match else 0)
+    counts = callgrind_dumps(
+        [__file__, "--child", engine, "--megabytes", str(megabytes)],
+        "--collect-atstart=no",
+        "--toggle-collect=functools_reduce",
+        "--dump-after=functools_reduce",
+    )
     if len(counts) != len(WORKLOADS):
         raise SystemExit(f"{engine}: expected {len(WORKLOADS)} dumps, got {len(counts)}")
     return dict(zip(WORKLOADS, counts, strict=True))

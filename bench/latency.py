@@ -15,18 +15,14 @@ import argparse
 import functools
 import json
 import operator
-import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, cast
 
 import anyio
-from _common import Row, print_table
+from _common import Row, callgrind_dumps, print_table
 
 from agentrun import Message, MessageType, SessionOptions, TurnSummary, run_turn
 from agentrun._vocabulary.messages import assemble
@@ -175,28 +171,9 @@ def count_instructions(lines: int) -> dict[str, float]:
     costs a line once it is behind, the deterministic reading of what the tails depend on.
     Each side runs ``lines`` and ``2 * lines`` lines: the difference is the lines' own cost,
     without the process start and the loop's."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--dump-before=functools_reduce",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--callgrind-child",
-                str(lines),
-            ],
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-            check=True,
-            capture_output=True,
-        )
-        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
-        counts: list[int] = []
-        for dump in dumps:
-            match = re.search(r"^totals: (\d+)", dump.read_text(errors="replace"), re.M)
-            counts.append(int(match.group(1)) if match else 0)
+    counts = callgrind_dumps(
+        [__file__, "--callgrind-child", str(lines)], "--dump-before=functools_reduce"
+    )
     if len(counts) != 4 * len(_SIDES):
         raise SystemExit(f"expected {4 * len(_SIDES)} dumps, got {len(counts)}")
     return {side: (counts[3 + 4 * i] - counts[1 + 4 * i]) / lines for i, side in enumerate(_SIDES)}

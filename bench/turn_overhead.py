@@ -29,8 +29,6 @@ import contextlib
 import functools
 import json
 import operator
-import os
-import re
 import statistics
 import subprocess
 import sys
@@ -41,7 +39,7 @@ from pathlib import Path
 from typing import cast
 
 import anyio
-from _common import Row, print_table
+from _common import Row, callgrind_dumps, print_table
 
 from agentrun import Message, TurnSummary, run_turn
 from agentrun._vocabulary.messages import assemble
@@ -282,29 +280,9 @@ def _callgrind_child(turns: int) -> None:
 def count_instructions(turns: int) -> dict[str, list[int]]:
     """Instructions of each side's text turns, in the caller alone (callgrind; the agent and
     the model server are processes of their own and not traced): ``side -> per turn``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg.out"
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--dump-before=functools_reduce",
-                f"--callgrind-out-file={out}",
-                sys.executable,
-                __file__,
-                "--callgrind-child",
-                "--turns",
-                str(turns),
-            ],
-            env={**os.environ, "PYTHONHASHSEED": "0"},
-            check=True,
-            capture_output=True,
-        )
-        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
-        counts: list[int] = []
-        for dump in dumps:
-            match = re.search(r"^totals: (\d+)", dump.read_text(errors="replace"), re.M)
-            counts.append(int(match.group(1)) if match else 0)
+    counts = callgrind_dumps(
+        [__file__, "--callgrind-child", "--turns", str(turns)], "--dump-before=functools_reduce"
+    )
     # A dump at each marker: the start-up, then (turn, gap) for each side's turn in order (the
     # last gap goes to the final dump, not globbed).
     expected = 2 * turns * len(_SIDES)
