@@ -116,7 +116,9 @@ async def _closed(client: AcpClient, before: set[int]) -> float:
 @pytest.mark.agent
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.asyncio_only_for("gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock")
+@pytest.mark.asyncio_only_for(
+    "gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock"
+)
 async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_name: str) -> None:
     _available(engine)
     script_file = tmp_path / "script.json"

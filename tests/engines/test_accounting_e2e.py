@@ -342,7 +342,9 @@ PARAMS = [
 
 
 @pytest.mark.parametrize("name", PARAMS)
-@pytest.mark.asyncio_only_for("gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock")
+@pytest.mark.asyncio_only_for(
+    "gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock"
+)
 async def test_a_sessions_usage_is_what_the_server_served(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -131,7 +131,9 @@ def _journaled(store: JsonlSessionStore, journal_id: str) -> list[dict[str, Any]
 
 
 @pytest.mark.parametrize("name", ENGINES)
-@pytest.mark.asyncio_only_for("gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock")
+@pytest.mark.asyncio_only_for(
+    "gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock"
+)
 async def test_a_sessions_totals_are_what_the_server_served_across_a_resume(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
