@@ -79,12 +79,12 @@ __all__ = [
     "session_cwd",
 ]
 
-#: ACP's "authentication required" error code.
 #: How long a loaded session's history stream must have been quiet before the first prompt
 #: (agents that stream it after the load's answer), and the longest wait for that (seconds).
 HISTORY_QUIET = 0.5
 HISTORY_WAIT = 10.0
 
+#: ACP's "authentication required" error code.
 AUTH_REQUIRED = -32000
 #: ACP's "resource not found" error code.
 RESOURCE_NOT_FOUND = -32002

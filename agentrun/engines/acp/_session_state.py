@@ -227,7 +227,7 @@ class SessionState:
         out = self._flush_all()
         self.replaying = method == Method.SESSION_LOAD and self.agent_name in REPLAY_AFTER_LOAD
         self.history_after_load = self.replaying
-        self.last_update_at = time.monotonic()
+        self.saw_update()  # the load's answer starts the history stream's quiet clock
         fields = _dict(result) or {}
         sid = fields.get("sessionId")
         self.session_id = sid if isinstance(sid, str) else session_id
