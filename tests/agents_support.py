@@ -95,6 +95,12 @@ class AgentRun:
 #: The generic ``acp`` engine runs the agent of this preset, given as a plain command.
 GENERIC_ACP_AGENT = "claude-acp"
 
+#: Gemini CLI's resume waits out the minute its session began (up to 60 s of the agent's clock,
+#: the same on either backend): a scenario that resumes a Gemini session runs it on asyncio only.
+GEMINI_RESUME_ON_ASYNCIO = pytest.mark.asyncio_only_for(
+    "gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock"
+)
+
 
 def live_engine(
     name: str, server_url: str, directory: Path, **options: Any

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from acp_client import CLIENT_INIT, AcpClient, AcpError, open_server, schema_validator, server_argv
 from acp_conformance import assert_conforms
-from agents_support import GENERIC_ACP_AGENT, descendants
+from agents_support import GEMINI_RESUME_ON_ASYNCIO, GENERIC_ACP_AGENT, descendants
 
 from agentrun._vocabulary.errors import EngineUnavailableError
 from agentrun.engines._registry import get_engine
@@ -116,9 +116,7 @@ async def _closed(client: AcpClient, before: set[int]) -> float:
 @pytest.mark.agent
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.asyncio_only_for(
-    "gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock"
-)
+@GEMINI_RESUME_ON_ASYNCIO
 async def test_conversation_over_acp(engine: str, tmp_path: Path, anyio_backend_name: str) -> None:
     _available(engine)
     script_file = tmp_path / "script.json"

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import pytest
+from agents_support import GEMINI_RESUME_ON_ASYNCIO
 
 from agentrun import (
     EngineUnavailableError,
@@ -342,9 +343,7 @@ PARAMS = [
 
 
 @pytest.mark.parametrize("name", PARAMS)
-@pytest.mark.asyncio_only_for(
-    "gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock"
-)
+@GEMINI_RESUME_ON_ASYNCIO
 async def test_a_sessions_usage_is_what_the_server_served(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents_support import live_engine
+from agents_support import GEMINI_RESUME_ON_ASYNCIO, live_engine
 
 from agentrun import (
     EngineUnavailableError,
@@ -131,9 +131,7 @@ def _journaled(store: JsonlSessionStore, journal_id: str) -> list[dict[str, Any]
 
 
 @pytest.mark.parametrize("name", ENGINES)
-@pytest.mark.asyncio_only_for(
-    "gemini", reason="Gemini's resume waits out the minute its session began: the agent's clock"
-)
+@GEMINI_RESUME_ON_ASYNCIO
 async def test_a_sessions_totals_are_what_the_server_served_across_a_resume(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
