@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import cast
 
@@ -91,6 +91,9 @@ def _user_line(prompt: str) -> bytes:
 class AsyncioClaude:
     """The same on plain asyncio: ``create_subprocess_exec``, ``readline`` and ``json.loads``."""
 
+    #: How each line is decoded.
+    decode: Callable[[bytes], object] = staticmethod(json.loads)
+
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None) -> None:
         self.argv, self.env, self.cwd = argv, env, cwd
         self.proc: asyncio.subprocess.Process | None = None
@@ -117,7 +120,8 @@ class AsyncioClaude:
             line = await self.proc.stdout.readline()
             if not line:
                 raise RuntimeError("claude ended before its result")
-            if json.loads(line).get("type") == "result":
+            event = self.decode(line)
+            if isinstance(event, dict) and cast(dict[str, object], event).get("type") == "result":
                 return
 
     async def close(self) -> None:
@@ -148,19 +152,10 @@ class FloorClaude(AsyncioClaude):
         #: The coming turn's messages, as classes and the fields set.
         self.messages: list[tuple[type[Message], dict[str, object]]] = []
 
+    decode = staticmethod(decode_json_line)
+
     async def turn(self, prompt: str) -> None:
-        assert self.proc is not None
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.write(_user_line(prompt))
-        await self.proc.stdin.drain()
-        while True:
-            line = await self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("claude ended before its result")
-            event = decode_json_line(line)
-            if isinstance(event, dict) and cast(dict[str, object], event).get("type") == "result":
-                break
+        await super().turn(prompt)
         TurnSummary.from_messages([assemble(cls, fields) for cls, fields in self.messages])
 
 
